@@ -1,0 +1,58 @@
+// How a rank creates process groups (c10d `new_group`): the seam between the mesh model and the
+// runtime. The runtime's implementation makes creation a collective over WORLD.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace meshsim {
+
+class GroupCreator {
+ public:
+  virtual ~GroupCreator() = default;
+
+  // The calling rank and the size of WORLD.
+  virtual int64_t rank() const = 0;
+  virtual int64_t world_size() const = 0;
+  // Name of the default group (c10d names it "0").
+  virtual std::string world_group_name() const = 0;
+
+  // Collective over WORLD: every rank must call it with the same `ranks`, in the same order
+  // relative to its other calls. Names come from a per-process counter in creation order, so
+  // the counter advances on every rank, member or not. Returns the name when the caller is in
+  // `ranks`, otherwise nullopt.
+  virtual std::optional<std::string> new_group(std::span<const int64_t> ranks) = 0;
+
+  // Ranks of a group this rank created or joined, by name; nullopt if unknown.
+  virtual std::optional<std::vector<int64_t>> group_ranks(const std::string& name) const = 0;
+
+  // The most recently created group with exactly `ranks`, in that order; nullopt if none.
+  virtual std::optional<std::string> find_group(std::span<const int64_t> ranks) const = 0;
+};
+
+// A rank's own counter and group table, with no communication: what one rank sees when every
+// rank creates the same groups in the same order.
+class LocalGroupCreator final : public GroupCreator {
+ public:
+  LocalGroupCreator(int64_t rank, int64_t world_size);
+
+  int64_t rank() const override { return rank_; }
+  int64_t world_size() const override { return world_size_; }
+  std::string world_group_name() const override { return "0"; }
+  std::optional<std::string> new_group(std::span<const int64_t> ranks) override;
+  std::optional<std::vector<int64_t>> group_ranks(const std::string& name) const override;
+  std::optional<std::string> find_group(std::span<const int64_t> ranks) const override;
+
+  // Every group created so far, in creation order (WORLD first).
+  const std::vector<std::vector<int64_t>>& groups() const { return groups_; }
+
+ private:
+  int64_t rank_;
+  int64_t world_size_;
+  std::vector<std::vector<int64_t>> groups_;  // index = group name
+};
+
+}  // namespace meshsim

@@ -1,0 +1,162 @@
+#include "src/dtensor/placement.hpp"
+
+#include <cctype>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "src/error.hpp"
+
+namespace meshsim {
+
+std::string_view reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return "sum";
+    case ReduceOp::kAvg: return "avg";
+    case ReduceOp::kMin: return "min";
+    case ReduceOp::kMax: return "max";
+    case ReduceOp::kProduct: return "product";
+  }
+  return "?";
+}
+
+ReduceOp parse_reduce_op(std::string_view name) {
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax,
+                      ReduceOp::kProduct}) {
+    if (reduce_op_name(op) == name) return op;
+  }
+  throw value_error(
+      fmt::format("unknown reduce op \"{}\" (expected sum, avg, min, max or product)", name));
+}
+
+std::string placement_name(const Placement& p) {
+  struct Namer {
+    std::string operator()(const Shard& s) const { return fmt::format("Shard({})", s.dim); }
+    std::string operator()(const Replicate&) const { return "Replicate()"; }
+    std::string operator()(const Partial& q) const {
+      return fmt::format("Partial({})", reduce_op_name(q.op));
+    }
+    std::string operator()(const StridedShard& s) const {
+      return fmt::format("_StridedShard({}, sf={})", s.dim, s.split_factor);
+    }
+  };
+  return std::visit(Namer{}, p);
+}
+
+int64_t sharded_dim(const Placement& p) {
+  if (const auto* s = std::get_if<Shard>(&p)) return s->dim;
+  if (const auto* s = std::get_if<StridedShard>(&p)) return s->dim;
+  return -1;
+}
+
+namespace {
+
+class PlacementReader {
+ public:
+  explicit PlacementReader(std::string_view text) : text_(text) {}
+
+  Placement read() {
+    const std::string name = word();
+    std::vector<std::pair<std::string, std::string>> args;  // (keyword or "", value)
+    skip_space();
+    if (peek() == '(') {
+      ++pos_;
+      skip_space();
+      while (peek() != ')') {
+        std::string first = word();
+        skip_space();
+        if (peek() == '=') {
+          ++pos_;
+          args.emplace_back(first, word());
+        } else {
+          args.emplace_back("", first);
+        }
+        skip_space();
+        if (peek() == ',') {
+          ++pos_;
+          skip_space();
+        } else if (peek() != ')') {
+          fail("',' or ')'");
+        }
+      }
+      ++pos_;
+    }
+    skip_space();
+    if (pos_ != text_.size()) fail("the end of the placement");
+    return build(name, args);
+  }
+
+ private:
+  Placement build(const std::string& name,
+                  const std::vector<std::pair<std::string, std::string>>& args) {
+    auto arg = [&](size_t index, std::string_view keyword) -> std::optional<std::string> {
+      for (const auto& [k, v] : args) {
+        if (k == keyword) return v;
+      }
+      if (index < args.size() && args[index].first.empty()) return args[index].second;
+      return std::nullopt;
+    };
+    auto integer = [&](const std::optional<std::string>& v, std::string_view what) -> int64_t {
+      if (!v) fail(fmt::format("the {} argument", what));
+      try {
+        size_t used = 0;
+        const int64_t n = std::stoll(*v, &used);
+        if (used == v->size()) return n;
+      } catch (const std::exception&) {
+      }
+      fail(fmt::format("an integer {} (got \"{}\")", what, *v));
+    };
+    if (name == "Shard" || name == "S") return Shard{integer(arg(0, "dim"), "dim")};
+    if (name == "Replicate" || name == "R") {
+      if (!args.empty()) fail("no arguments to Replicate");
+      return Replicate{};
+    }
+    if (name == "Partial" || name == "P") {
+      const std::optional<std::string> op = arg(0, "reduce_op");
+      return Partial{op ? parse_reduce_op(*op) : ReduceOp::kSum};
+    }
+    if (name == "_StridedShard" || name == "StridedShard") {
+      const int64_t dim = integer(arg(0, "dim"), "dim");
+      std::optional<std::string> sf = arg(1, "split_factor");
+      if (!sf) sf = arg(1, "sf");
+      const int64_t factor = integer(sf, "split_factor");
+      if (factor < 1) fail("a split_factor >= 1");
+      return StridedShard{dim, factor};
+    }
+    throw value_error(fmt::format(
+        "unknown placement \"{}\" in \"{}\" (expected Shard(d), Replicate(), Partial(op) or "
+        "_StridedShard(d, split_factor))",
+        name, text_));
+  }
+
+  std::string word() {
+    skip_space();
+    const size_t start = pos_;
+    while (pos_ < text_.size() && (std::isalnum(static_cast<unsigned char>(text_[pos_])) ||
+                                   text_[pos_] == '_' || text_[pos_] == '-' ||
+                                   text_[pos_] == '"' || text_[pos_] == '\'')) {
+      ++pos_;
+    }
+    if (start == pos_) fail("a name or a number");
+    std::string w(text_.substr(start, pos_ - start));
+    std::erase_if(w, [](char c) { return c == '"' || c == '\''; });
+    return w;
+  }
+  void skip_space() {
+    while (pos_ < text_.size() && text_[pos_] == ' ') ++pos_;
+  }
+  char peek() const { return pos_ < text_.size() ? text_[pos_] : '\0'; }
+  [[noreturn]] void fail(const std::string& what) const {
+    throw value_error(
+        fmt::format("placement \"{}\": expected {} at column {}", text_, what, pos_ + 1));
+  }
+
+  std::string_view text_;
+  size_t pos_ = 0;
+};
+
+}  // namespace
+
+Placement parse_placement(std::string_view text) { return PlacementReader(text).read(); }
+
+}  // namespace meshsim

@@ -1,0 +1,47 @@
+// DTensor placements: how a tensor is laid out over one mesh dim.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace meshsim {
+
+enum class ReduceOp { kSum, kAvg, kMin, kMax, kProduct };
+std::string_view reduce_op_name(ReduceOp op);
+// "sum", "avg", "min", "max", "product"; throws meshsim::Error (ValueError) otherwise.
+ReduceOp parse_reduce_op(std::string_view name);
+
+struct Shard {
+  int64_t dim;
+  friend bool operator==(const Shard&, const Shard&) = default;
+};
+struct Replicate {
+  friend bool operator==(const Replicate&, const Replicate&) = default;
+};
+struct Partial {
+  ReduceOp op = ReduceOp::kSum;
+  friend bool operator==(const Partial&, const Partial&) = default;
+};
+// FSDP over TP: this mesh dim's shard is taken before the later mesh dims that shard the same
+// tensor dim, cutting the dim into split_factor groups.
+struct StridedShard {
+  int64_t dim;
+  int64_t split_factor;
+  friend bool operator==(const StridedShard&, const StridedShard&) = default;
+};
+
+using Placement = std::variant<Shard, Replicate, Partial, StridedShard>;
+
+// Python-like spelling: "Shard(0)", "Replicate()", "Partial(sum)", "_StridedShard(0, sf=2)".
+std::string placement_name(const Placement& p);
+// Accepts the spellings above plus "S(0)", "R", "P", "Partial()", "_StridedShard(dim=0,
+// split_factor=2)". Throws meshsim::Error (ValueError) naming the column of the problem.
+Placement parse_placement(std::string_view text);
+
+// The tensor dim a Shard or StridedShard splits, or -1.
+int64_t sharded_dim(const Placement& p);
+
+}  // namespace meshsim

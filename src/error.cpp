@@ -1,0 +1,27 @@
+#include "src/error.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace meshsim {
+
+std::string_view py_error_type_name(PyErrorType type) {
+  switch (type) {
+    case PyErrorType::kRuntimeError: return "RuntimeError";
+    case PyErrorType::kValueError: return "ValueError";
+    case PyErrorType::kKeyError: return "KeyError";
+    case PyErrorType::kTypeError: return "TypeError";
+    case PyErrorType::kIndexError: return "IndexError";
+    case PyErrorType::kAttributeError: return "AttributeError";
+    case PyErrorType::kNotImplementedError: return "NotImplementedError";
+  }
+  return "Error";
+}
+
+void assertion_failed(const char* expr, const char* file, int line, const std::string& detail) {
+  std::fprintf(stderr, "meshsim: internal assertion failed: %s at %s:%d: %s\n", expr, file, line,
+               detail.c_str());
+  std::abort();
+}
+
+}  // namespace meshsim

@@ -1,0 +1,463 @@
+#include "src/mesh/device_mesh.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "src/error.hpp"
+
+namespace meshsim {
+
+std::string py_tuple(const std::vector<std::string>& names) {
+  std::string out = "(";
+  for (size_t i = 0; i < names.size(); ++i) out += (i ? ", '" : "'") + names[i] + "'";
+  return out + (names.size() == 1 ? ",)" : ")");
+}
+
+namespace {
+
+std::string py_list(const std::vector<std::string>& names) {
+  std::string out = "[";
+  for (size_t i = 0; i < names.size(); ++i) out += (i ? ", '" : "'") + names[i] + "'";
+  return out + "]";
+}
+
+// Coordinate of `rank` inside the replica that holds it, and that replica's index.
+struct Located {
+  size_t replica;
+  std::vector<int64_t> coordinate;
+};
+
+std::optional<Located> locate(const RankTensor& full, int64_t rank) {
+  const auto it = std::find(full.values.begin(), full.values.end(), rank);
+  if (it == full.values.end()) return std::nullopt;
+  auto flat = static_cast<int64_t>(it - full.values.begin());
+  std::vector<int64_t> coordinate(full.shape.size() - 1);
+  for (size_t d = full.shape.size(); d-- > 1;) {
+    coordinate[d - 1] = flat % full.shape[d];
+    flat /= full.shape[d];
+  }
+  return Located{static_cast<size_t>(flat), std::move(coordinate)};
+}
+
+uint64_t fnv1a(uint64_t h, std::string_view bytes) {
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+}  // namespace
+
+std::span<const int64_t> DeviceMesh::rank_map() const { return family_->rank_map; }
+
+std::optional<std::string> DeviceMesh::create_groups(GroupCreator& groups, const Axis& axis,
+                                                     std::span<const int64_t> rank_map) {
+  // An axis as large as the world reuses the default group, on every rank.
+  if (axis.numel() == groups.world_size()) return groups.world_group_name();
+  std::optional<std::string> mine;
+  for (const std::vector<int64_t>& ranks : global_ranks(axis, rank_map)) {
+    if (std::optional<std::string> name = groups.new_group(ranks)) mine = std::move(name);
+  }
+  return mine;
+}
+
+std::optional<std::vector<std::string>> DeviceMesh::create_all_groups(
+    GroupCreator& groups, const MeshLayout& layout, std::span<const int64_t> rank_map) {
+  std::vector<std::string> names;
+  bool member = true;
+  for (const Axis& axis : layout.axes()) {
+    std::optional<std::string> name = create_groups(groups, axis, rank_map);
+    member = member && name.has_value();
+    names.push_back(name.value_or(""));
+  }
+  // A rank outside the mesh is in no group of any dim; PyTorch keeps an empty list for it.
+  return member ? names : std::vector<std::string>{};
+}
+
+DeviceMesh::State DeviceMesh::derived_state(MeshLayout layout, DimNames dim_names) const {
+  State s;
+  s.device_type = state_.device_type;
+  s.layout = std::move(layout);
+  s.dim_names = std::move(dim_names);
+  s.rank = state_.rank;
+  const RankTensor full = s.layout.full_mesh_tensor(family_->rank_map);
+  if (std::optional<Located> where = locate(full, s.rank)) s.coordinate = where->coordinate;
+  return s;
+}
+
+DeviceMesh DeviceMesh::make_root(GroupCreator& groups, const std::string& device_type,
+                                 std::vector<int64_t> rank_map, MeshLayout layout,
+                                 const DimNames& dim_names) {
+  if (device_type.empty() ||
+      !std::all_of(device_type.begin(), device_type.end(),
+                   [](unsigned char c) { return std::isalpha(c); })) {
+    throw runtime_error(fmt::format(
+        "Device type with index is not supported but got {}. If you maintained a 'torch.device' "
+        "object, it's recommended to pass in 'device.type'.",
+        device_type));
+  }
+  if (layout.numel() > groups.world_size()) {
+    throw runtime_error(
+        fmt::format("Mesh should not be bigger than default world size {}, but found {} ranks!",
+                    groups.world_size(), layout.numel()));
+  }
+  auto family = std::make_shared<Family>();
+  family->rank_map = std::move(rank_map);
+  DeviceMesh mesh(family, State{}, true);
+  mesh.state_.device_type = device_type;
+  mesh.state_.rank = groups.rank();
+  mesh.state_ = mesh.derived_state(std::move(layout), dim_names);
+  mesh.state_.group_names = create_all_groups(groups, mesh.state_.layout, family->rank_map);
+  family->root = mesh.state_;
+  return mesh;
+}
+
+DeviceMesh DeviceMesh::init(GroupCreator& groups, const std::string& device_type,
+                            std::span<const int64_t> shape, const DimNames& dim_names) {
+  if (dim_names) {
+    const std::set<std::string> unique(dim_names->begin(), dim_names->end());
+    if (unique.size() != dim_names->size()) {
+      throw runtime_error(fmt::format(
+          "Each mesh_dim_name must be unique. Found repeated mesh_dim_name in mesh_dim_names {}",
+          py_tuple(*dim_names)));
+    }
+    if (dim_names->size() != shape.size()) {
+      throw runtime_error(
+          fmt::format("mesh_shape and mesh_dim_names should have same length! Found "
+                      "len(mesh_dim_names): {} and len(mesh_shape):{}.",
+                      dim_names->size(), shape.size()));
+    }
+  }
+  MeshLayout layout = MeshLayout::from_sizes_strides(shape);
+  std::vector<int64_t> rank_map(static_cast<size_t>(layout.numel()));
+  for (size_t i = 0; i < rank_map.size(); ++i) rank_map[i] = static_cast<int64_t>(i);
+  return make_root(groups, device_type, std::move(rank_map), std::move(layout), dim_names);
+}
+
+DeviceMesh DeviceMesh::from_rank_table(GroupCreator& groups, const std::string& device_type,
+                                       const RankTensor& table, const DimNames& dim_names) {
+  int64_t numel = 1;
+  for (int64_t s : table.shape) numel *= s;
+  MESHSIM_ASSERT(numel == static_cast<int64_t>(table.values.size()),
+                 fmt::format("rank table shape holds {} entries, values {}", numel,
+                             table.values.size()));
+  std::set<int64_t> seen;
+  for (int64_t r : table.values) {
+    if (r < 0 || r >= groups.world_size()) {
+      throw runtime_error(fmt::format("rank {} in the mesh is outside the world of size {}", r,
+                                      groups.world_size()));
+    }
+    if (!seen.insert(r).second) {
+      throw runtime_error(fmt::format("rank {} appears more than once in the mesh", r));
+    }
+  }
+  if (dim_names && dim_names->size() != table.shape.size()) {
+    throw runtime_error(
+        fmt::format("mesh has {} dims but {} mesh_dim_names", table.shape.size(), dim_names->size()));
+  }
+  return make_root(groups, device_type, table.values, MeshLayout::from_sizes_strides(table.shape),
+                   dim_names);
+}
+
+DeviceMesh DeviceMesh::root() const {
+  return is_root_ ? *this : DeviceMesh(family_, family_->root, true);
+}
+
+size_t DeviceMesh::dim_index(const MeshDim& dim) const {
+  if (const auto* index = std::get_if<int64_t>(&dim)) {
+    if (*index < 0 || static_cast<size_t>(*index) >= ndim()) {
+      throw value_error(fmt::format("mesh dim {} is out of range for a {}-d mesh", *index, ndim()));
+    }
+    return static_cast<size_t>(*index);
+  }
+  const std::string& name = std::get<std::string>(dim);
+  if (!state_.dim_names || state_.dim_names->empty()) throw key_error("No `mesh_dim_names` found.");
+  const auto& names = *state_.dim_names;
+  const auto it = std::find(names.begin(), names.end(), name);
+  if (it == names.end()) {
+    throw key_error(fmt::format(
+        "Mesh dimension '{}' does not exist. Available mesh dimensions are: mesh_dim_names={}",
+        name, py_tuple(names)));
+  }
+  return static_cast<size_t>(it - names.begin());
+}
+
+std::vector<std::vector<int64_t>> DeviceMesh::groups(size_t dim) const {
+  return global_ranks(state_.layout[dim], family_->rank_map);
+}
+
+RankTensor DeviceMesh::full_mesh() const { return state_.layout.full_mesh_tensor(family_->rank_map); }
+
+RankTensor DeviceMesh::mesh() const {
+  RankTensor full = full_mesh();
+  std::optional<Located> where = locate(full, state_.rank);
+  if (full.shape[0] != 1 && !where) {
+    throw runtime_error(
+        "In order to get the mesh Tensor of a DeviceMesh it needs to either have all its original "
+        "dimensions (e.g., no slicing) or it needs to contain the local rank");
+  }
+  const size_t replica = where ? where->replica : 0;
+  const size_t per_replica = full.values.size() / static_cast<size_t>(full.shape[0]);
+  RankTensor out;
+  out.shape.assign(full.shape.begin() + 1, full.shape.end());
+  const auto begin = full.values.begin() + static_cast<ptrdiff_t>(replica * per_replica);
+  out.values.assign(begin, begin + static_cast<ptrdiff_t>(per_replica));
+  return out;
+}
+
+const std::string& DeviceMesh::group_name_at(size_t dim) const {
+  if (!state_.group_names) throw runtime_error("DeviceMesh process groups not initialized!");
+  if (dim >= state_.group_names->size()) {
+    throw Error(PyErrorType::kIndexError, "list index out of range");
+  }
+  return (*state_.group_names)[dim];
+}
+
+std::string DeviceMesh::group_name(std::optional<MeshDim> dim) const {
+  if (!state_.group_names) throw runtime_error("DeviceMesh process groups not initialized!");
+  if (!dim) {
+    if (ndim() > 1) {
+      throw runtime_error(fmt::format(
+          "Found the DeviceMesh have {} dimensions. Optional kwarg `mesh_dim` needs to be "
+          "specified when device_mesh.ndim > 1.",
+          ndim()));
+    }
+    return group_name_at(0);
+  }
+  if (const auto* name = std::get_if<std::string>(&*dim)) {
+    const auto it = family_->flattened.find(*name);
+    if (it != family_->flattened.end()) {
+      const auto& names = it->second.group_names;
+      if (!names) throw runtime_error("DeviceMesh process groups not initialized!");
+      if (names->empty()) throw Error(PyErrorType::kIndexError, "list index out of range");
+      return names->front();
+    }
+  }
+  return group_name_at(dim_index(*dim));
+}
+
+int64_t DeviceMesh::local_rank(const GroupCreator& groups, std::optional<MeshDim> dim) const {
+  if (ndim() > 1 && !dim) {
+    throw runtime_error(fmt::format(
+        "Found the DeviceMesh have {} dimensions. Optional kwarg `mesh_dim` needs to be specified "
+        "when device_mesh.ndim > 1.",
+        ndim()));
+  }
+  const std::string name = group_name(dim ? *dim : MeshDim{int64_t{0}});
+  const std::optional<std::vector<int64_t>> ranks = groups.group_ranks(name);
+  if (!ranks) throw runtime_error(fmt::format("process group {} does not exist", name));
+  const auto it = std::find(ranks->begin(), ranks->end(), state_.rank);
+  return it == ranks->end() ? -1 : static_cast<int64_t>(it - ranks->begin());
+}
+
+DeviceMesh DeviceMesh::slice(const std::vector<std::string>& names) const {
+  if (!state_.dim_names || state_.dim_names->empty()) {
+    throw runtime_error("Cannot slice a DeviceMesh without mesh_dim_names!");
+  }
+  if (names == *state_.dim_names) return *this;
+  const std::vector<std::string>& own = *state_.dim_names;
+  std::vector<std::string> valid = own;
+  if (is_root_) {
+    for (const auto& [flat_name, flat] : family_->flattened) valid.push_back(flat_name);
+  }
+  for (const std::string& n : names) {
+    if (std::find(valid.begin(), valid.end(), n) == valid.end()) {
+      throw key_error(fmt::format("Invalid mesh_dim_names {} specified. Valid mesh_dim_names are {}.",
+                                  py_tuple(names), py_list(valid)));
+    }
+  }
+  std::vector<Axis> axes;
+  std::vector<std::string> group_names;
+  for (const std::string& n : names) {
+    const auto it = std::find(own.begin(), own.end(), n);
+    if (it != own.end()) {
+      const auto dim = static_cast<size_t>(it - own.begin());
+      axes.push_back(state_.layout[dim]);
+      if (state_.group_names) group_names.push_back(group_name_at(dim));
+    } else {
+      const State& flat = family_->flattened.at(n);
+      axes.push_back(flat.layout[0]);
+      if (state_.group_names) {
+        if (!flat.group_names || flat.group_names->empty()) {
+          throw Error(PyErrorType::kIndexError, "list index out of range");
+        }
+        group_names.push_back(flat.group_names->front());
+      }
+    }
+  }
+  // Dims must keep the mesh's order: strides may not grow from left to right.
+  int64_t inner_stride = -1;
+  for (size_t i = axes.size(); i-- > 0;) {
+    const auto& modes = axes[i].modes();
+    if (modes.size() > 1) {
+      throw Error(PyErrorType::kNotImplementedError,
+                  "Currently, this only allows slicing out a contiguous flattened dim.");
+    }
+    if (modes.empty()) continue;
+    if (modes[0].stride < inner_stride) {
+      throw key_error(fmt::format(
+          "Invalid mesh_dim_names {} specified. Mesh dim indices should be in ascending order.",
+          py_tuple(names)));
+    }
+    inner_stride = modes[0].stride;
+  }
+  MeshLayout layout(std::move(axes));
+  if (!layout.collapse().is_orthogonal()) {
+    throw runtime_error(
+        fmt::format("Slicing overlapping dim_names {} is not allowed.", py_tuple(names)));
+  }
+  State s = derived_state(std::move(layout), names);
+  if (state_.group_names) s.group_names = std::move(group_names);
+  return DeviceMesh(family_, std::move(s), false);
+}
+
+DeviceMesh DeviceMesh::flatten(GroupCreator& groups, std::optional<std::string> name) const {
+  if (!state_.dim_names || state_.dim_names->empty()) {
+    throw runtime_error("Cannot flatten a DeviceMesh without mesh_dim_names!");
+  }
+  const std::vector<std::string>& own = *state_.dim_names;
+  if (!name || name->empty()) {
+    std::string joined;
+    for (const std::string& n : own) joined += (joined.empty() ? "" : "_") + n;
+    name = joined;
+  }
+  if (ndim() == 1 && std::find(own.begin(), own.end(), *name) != own.end()) return *this;
+  const std::vector<std::string> root_names = family_->root.dim_names.value_or(
+      std::vector<std::string>{});
+  if (std::find(root_names.begin(), root_names.end(), *name) != root_names.end()) {
+    throw value_error(fmt::format(
+        "{} already exists for submesh of the {}. The mesh_dim_names of submesh and flattened "
+        "mesh are {}. Please specify another valid mesh_dim_name.",
+        *name, root().to_string(), py_tuple(root_names)));
+  }
+  MeshLayout layout({state_.layout.collapse()});
+  const auto cached = family_->flattened.find(*name);
+  if (cached != family_->flattened.end()) {
+    if (cached->second.layout == layout) return DeviceMesh(family_, cached->second, false);
+    throw value_error(fmt::format(
+        "Flatten mesh with mesh_dim_name {} has been created before, Please specify another valid "
+        "mesh_dim_name.",
+        *name));
+  }
+  State s = derived_state(std::move(layout), std::vector<std::string>{*name});
+  s.group_names = create_all_groups(groups, s.layout, family_->rank_map);
+  family_->flattened.emplace(*name, s);
+  return DeviceMesh(family_, std::move(s), false);
+}
+
+DeviceMesh DeviceMesh::unflatten(GroupCreator& groups, const MeshDim& dim,
+                                 std::span<const int64_t> sizes,
+                                 const std::vector<std::string>& names) const {
+  if (!state_.dim_names || state_.dim_names->empty()) {
+    throw runtime_error("Cannot unflatten a DeviceMesh without mesh_dim_names!");
+  }
+  const std::vector<std::string>& own = *state_.dim_names;
+  if (const auto* index = std::get_if<int64_t>(&dim); index && *index >= int64_t(ndim())) {
+    throw value_error(
+        fmt::format("dim {} specified in `_unflatten` is out of range {}", *index, ndim()));
+  }
+  if (const auto* n = std::get_if<std::string>(&dim);
+      n && std::find(own.begin(), own.end(), *n) == own.end()) {
+    throw value_error(
+        fmt::format("dim {} specified in `_unflatten` is not in {}", *n, py_tuple(own)));
+  }
+  if (sizes.size() != names.size()) {
+    throw runtime_error("mesh_dim_names must have same length as mesh_sizes in _unflatten!");
+  }
+  const size_t d = dim_index(dim);
+  int64_t product = 1;
+  std::string sizes_text;
+  for (int64_t s : sizes) {
+    product *= s;
+    sizes_text += (sizes_text.empty() ? "" : ", ") + std::to_string(s);
+  }
+  if (product != size(d)) {
+    throw value_error(fmt::format(
+        "The product of mesh_sizes=({}{}) is {}, but the original dimension at dim={} has size "
+        "{}. These must be equal for unflatten to work correctly.",
+        sizes_text, sizes.size() == 1 ? "," : "", product, d, size(d)));
+  }
+  const std::vector<Axis> parts = state_.layout[d].split(sizes);
+  std::vector<std::string> new_names = own;
+  new_names.erase(new_names.begin() + static_cast<ptrdiff_t>(d));
+  new_names.insert(new_names.begin() + static_cast<ptrdiff_t>(d), names.begin(), names.end());
+  State s = derived_state(state_.layout.splice(d, d + 1, parts), new_names);
+  if (state_.group_names) {
+    const std::optional<std::vector<std::string>> created =
+        create_all_groups(groups, MeshLayout(parts), family_->rank_map);
+    std::vector<std::string> merged = *state_.group_names;
+    if (!merged.empty() && created && !created->empty()) {
+      merged.erase(merged.begin() + static_cast<ptrdiff_t>(d));
+      merged.insert(merged.begin() + static_cast<ptrdiff_t>(d), created->begin(), created->end());
+    } else {
+      merged.clear();
+    }
+    s.group_names = std::move(merged);
+  }
+  return DeviceMesh(family_, std::move(s), false);
+}
+
+std::vector<std::string> DeviceMesh::flattened_names() const {
+  std::vector<std::string> out;
+  for (const auto& entry : family_->flattened) out.push_back(entry.first);
+  return out;
+}
+
+void DeviceMesh::rebind_groups(const GroupCreator& groups) {
+  if (!state_.coordinate) {
+    state_.group_names = std::vector<std::string>{};
+    return;
+  }
+  std::vector<std::string> names;
+  for (size_t dim = 0; dim < ndim(); ++dim) {
+    const Axis& axis = state_.layout[dim];
+    if (axis.numel() == groups.world_size()) {
+      names.push_back(groups.world_group_name());
+      continue;
+    }
+    std::optional<std::string> found;
+    for (const std::vector<int64_t>& ranks : global_ranks(axis, family_->rank_map)) {
+      if (std::find(ranks.begin(), ranks.end(), state_.rank) != ranks.end()) {
+        found = groups.find_group(ranks);
+      }
+    }
+    if (!found) {
+      throw runtime_error(fmt::format(
+          "cannot rebind mesh dim {} of {}: no live process group has its ranks", dim, to_string()));
+    }
+    names.push_back(*found);
+  }
+  state_.group_names = std::move(names);
+}
+
+bool operator==(const DeviceMesh& a, const DeviceMesh& b) {
+  return a.family_->rank_map == b.family_->rank_map && a.state_.layout == b.state_.layout &&
+         a.state_.device_type == b.state_.device_type && a.state_.dim_names == b.state_.dim_names;
+}
+
+uint64_t DeviceMesh::hash() const {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (int64_t r : family_->rank_map) h = fnv1a(h, std::to_string(r) + ",");
+  h = fnv1a(h, state_.layout.to_string());
+  h = fnv1a(h, state_.device_type);
+  if (state_.dim_names) h = fnv1a(h, py_tuple(*state_.dim_names));
+  return h;
+}
+
+std::string DeviceMesh::to_string() const {
+  std::string dims;
+  const std::vector<int64_t> sizes = shape();
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    dims += i ? ", " : "";
+    dims += state_.dim_names ? fmt::format("{}={}", (*state_.dim_names)[i], sizes[i])
+                             : std::to_string(sizes[i]);
+  }
+  return fmt::format("DeviceMesh(({}), '{}', layout={})", dims, state_.device_type,
+                     state_.layout.to_string());
+}
+
+}  // namespace meshsim

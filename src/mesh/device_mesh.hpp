@@ -1,0 +1,130 @@
+// DeviceMesh as PyTorch models it: a layout over a rank table shared by a family of meshes, plus
+// the calling rank's coordinate and process-group names.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "src/comm/group_creator.hpp"
+#include "src/mesh/mesh_layout.hpp"
+
+namespace meshsim {
+
+// A mesh dim given by index or by name.
+using MeshDim = std::variant<int64_t, std::string>;
+using DimNames = std::optional<std::vector<std::string>>;
+
+class DeviceMesh {
+ public:
+  // init_device_mesh(device_type, shape, mesh_dim_names). Collective over WORLD: creates every
+  // group of every dim in order. Throws RuntimeError for repeated or miscounted names, a device
+  // type with an index, or a mesh bigger than the world.
+  static DeviceMesh init(GroupCreator& groups, const std::string& device_type,
+                         std::span<const int64_t> shape, const DimNames& dim_names = std::nullopt);
+
+  // DeviceMesh(device_type, nested list): an explicit rank table, always a root. Collective over
+  // WORLD like init(). Throws RuntimeError for ranks outside the world or repeated ranks.
+  static DeviceMesh from_rank_table(GroupCreator& groups, const std::string& device_type,
+                                    const RankTensor& table,
+                                    const DimNames& dim_names = std::nullopt);
+
+  // --- Rank-independent description -------------------------------------------------------
+  const std::string& device_type() const { return state_.device_type; }
+  const MeshLayout& layout() const { return state_.layout; }
+  // The root's rank table, shared by every mesh derived from it.
+  std::span<const int64_t> rank_map() const;
+  const DimNames& dim_names() const { return state_.dim_names; }
+  size_t ndim() const { return state_.layout.ndim(); }
+  std::vector<int64_t> shape() const { return state_.layout.shape(); }
+  int64_t size() const { return state_.layout.numel(); }
+  int64_t size(size_t dim) const { return state_.layout[dim].numel(); }
+  bool is_root() const { return is_root_; }
+  DeviceMesh root() const;
+  // Index of a dim; names need mesh_dim_names (KeyError otherwise). Range-checked.
+  size_t dim_index(const MeshDim& dim) const;
+  // Every replica group of one dim (what new_group was called with), in creation order.
+  std::vector<std::vector<int64_t>> groups(size_t dim) const;
+  // `(replicas, *shape)`: every replica of this mesh in the rank table.
+  RankTensor full_mesh() const;
+
+  // --- The calling rank's view ------------------------------------------------------------
+  int64_t rank() const { return state_.rank; }
+  // Position in the replica containing the caller; nullopt when the caller is in none.
+  const std::optional<std::vector<int64_t>>& coordinate() const { return state_.coordinate; }
+  // The replica containing the caller (the whole mesh when there is one replica). Throws
+  // RuntimeError when the caller is in no replica of a multi-replica mesh.
+  RankTensor mesh() const;
+  // Whether process-group names are attached (false after a decoupled load).
+  bool has_group_names() const { return state_.group_names.has_value(); }
+  // Group name of a dim, or of a flattened dim of the root by name. Throws RuntimeError "DeviceMesh
+  // process groups not initialized!" without names, IndexError on a non-member rank.
+  std::string group_name(std::optional<MeshDim> dim = std::nullopt) const;
+  // Rank of the caller inside the group of `dim` (required when ndim > 1).
+  int64_t local_rank(const GroupCreator& groups, std::optional<MeshDim> dim = std::nullopt) const;
+
+  // --- Derived meshes ---------------------------------------------------------------------
+  // mesh[names]: no new groups; group names are copied. See mesh.md section 2 for the errors.
+  DeviceMesh slice(const std::vector<std::string>& names) const;
+  // _flatten(name = "_".join(names)): one axis over all dims; creates groups unless cached on
+  // the root under the same name and layout.
+  DeviceMesh flatten(GroupCreator& groups, std::optional<std::string> name = std::nullopt) const;
+  // _unflatten(dim, sizes, names): splits one dim; creates groups of the new dims every time.
+  DeviceMesh unflatten(GroupCreator& groups, const MeshDim& dim, std::span<const int64_t> sizes,
+                       const std::vector<std::string>& names) const;
+  // Names of the root's flattened meshes.
+  std::vector<std::string> flattened_names() const;
+
+  // Re-attaches live group names to a mesh that has none, by layout: collective-free lookup of
+  // the groups `groups` already created with exactly these ranks. Throws RuntimeError if absent.
+  void rebind_groups(const GroupCreator& groups);
+
+  // Equality and hash by (rank table, layout, device type, dim names); group names are ignored,
+  // so equal meshes on different ranks compare equal.
+  friend bool operator==(const DeviceMesh& a, const DeviceMesh& b);
+  uint64_t hash() const;
+  std::string to_string() const;
+
+ private:
+  struct State {
+    std::string device_type;
+    MeshLayout layout;
+    DimNames dim_names;
+    int64_t rank = 0;
+    std::optional<std::vector<int64_t>> coordinate;
+    // nullopt: never attached; empty: caller is in no group of this mesh.
+    std::optional<std::vector<std::string>> group_names;
+  };
+  // What a root and all meshes derived from it share.
+  struct Family {
+    std::vector<int64_t> rank_map;
+    State root;
+    std::map<std::string, State> flattened;
+  };
+
+  DeviceMesh(std::shared_ptr<Family> family, State state, bool is_root)
+      : family_(std::move(family)), state_(std::move(state)), is_root_(is_root) {}
+  static DeviceMesh make_root(GroupCreator& groups, const std::string& device_type,
+                              std::vector<int64_t> rank_map, MeshLayout layout,
+                              const DimNames& dim_names);
+  State derived_state(MeshLayout layout, DimNames dim_names) const;
+  static std::optional<std::string> create_groups(GroupCreator& groups, const Axis& axis,
+                                                  std::span<const int64_t> rank_map);
+  static std::optional<std::vector<std::string>> create_all_groups(
+      GroupCreator& groups, const MeshLayout& layout, std::span<const int64_t> rank_map);
+  const std::string& group_name_at(size_t dim) const;
+
+  std::shared_ptr<Family> family_;
+  State state_;
+  bool is_root_;
+};
+
+// Python's repr of a tuple of strings, as PyTorch's messages print it: ('dp', 'tp').
+std::string py_tuple(const std::vector<std::string>& names);
+
+}  // namespace meshsim

@@ -1,0 +1,25 @@
+// Element types meshsim tensors carry, their sizes and names, and the 16-bit float encodings.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace meshsim {
+
+enum class DType { kFloat32, kFloat64, kFloat16, kBFloat16, kInt64, kInt32, kUInt8, kBool };
+
+size_t dtype_size(DType dtype);
+bool is_floating(DType dtype);
+// PyTorch's name without the "torch." prefix: "float32", "bfloat16", "bool", ...
+std::string_view dtype_name(DType dtype);
+// Accepts PyTorch's names and aliases ("float32", "float", "torch.half", "int", "long", ...).
+std::optional<DType> parse_dtype(std::string_view name);
+
+// IEEE binary16 and bfloat16 from float, rounding to nearest even (NaN stays NaN).
+uint16_t float_to_half_bits(float value);
+float half_bits_to_float(uint16_t bits);
+uint16_t float_to_bfloat16_bits(float value);
+float bfloat16_bits_to_float(uint16_t bits);
+
+}  // namespace meshsim

@@ -1,0 +1,38 @@
+#include "src/dtensor/placement.hpp"
+
+#include <catch2/catch.hpp>
+
+#include "src/error.hpp"
+
+using namespace meshsim;
+
+TEST_CASE("placement: parse and print round trip", "[dtensor][placement]") {
+  CHECK(parse_placement("Shard(0)") == Placement{Shard{0}});
+  CHECK(parse_placement("S(1)") == Placement{Shard{1}});
+  CHECK(parse_placement("Shard(dim=-1)") == Placement{Shard{-1}});
+  CHECK(parse_placement("Replicate()") == Placement{Replicate{}});
+  CHECK(parse_placement("R") == Placement{Replicate{}});
+  CHECK(parse_placement("Partial()") == Placement{Partial{ReduceOp::kSum}});
+  CHECK(parse_placement("Partial(\"avg\")") == Placement{Partial{ReduceOp::kAvg}});
+  CHECK(parse_placement("_StridedShard(0, split_factor=2)") == Placement{StridedShard{0, 2}});
+  CHECK(parse_placement("_StridedShard(dim=1, sf=4)") == Placement{StridedShard{1, 4}});
+  for (const char* text : {"Shard(2)", "Replicate()", "Partial(max)", "_StridedShard(0, sf=2)"}) {
+    CHECK(placement_name(parse_placement(text)) == text);
+  }
+}
+
+TEST_CASE("placement: equality by kind and fields", "[dtensor][placement]") {
+  CHECK(Placement{Replicate{}} == Placement{Replicate{}});
+  CHECK_FALSE(Placement{Shard{0}} == Placement{Shard{1}});
+  CHECK_FALSE(Placement{Partial{ReduceOp::kSum}} == Placement{Partial{ReduceOp::kMax}});
+  CHECK_FALSE(Placement{Shard{0}} == Placement{StridedShard{0, 1}});
+}
+
+TEST_CASE("placement: bad spellings are rejected with a reason", "[dtensor][placement][errors]") {
+  CHECK_THROWS_WITH(parse_placement("Shard(x)"), Catch::Contains("an integer dim"));
+  CHECK_THROWS_WITH(parse_placement("Shard(0"), Catch::Contains("column"));
+  CHECK_THROWS_WITH(parse_placement("Sharded(0)"), Catch::Contains("unknown placement"));
+  CHECK_THROWS_WITH(parse_placement("Partial(mean)"), Catch::Contains("unknown reduce op"));
+  CHECK_THROWS_WITH(parse_placement("_StridedShard(0, 0)"), Catch::Contains("split_factor >= 1"));
+  CHECK_THROWS_AS(parse_placement(""), Error);
+}

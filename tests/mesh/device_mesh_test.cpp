@@ -1,0 +1,220 @@
+#include "src/mesh/device_mesh.hpp"
+
+#include <catch2/catch.hpp>
+
+#include "src/error.hpp"
+
+using meshsim::DeviceMesh;
+using meshsim::LocalGroupCreator;
+using Groups = std::vector<std::vector<int64_t>>;
+using Ints = std::vector<int64_t>;
+using Names = std::vector<std::string>;
+
+namespace {
+
+const Ints kShape222{2, 2, 2};
+const Names kPpDpTp{"pp", "dp", "tp"};
+
+// The (2,2,2) pp/dp/tp mesh of mesh.md section 2 as seen by `rank` of a world of 8.
+DeviceMesh world_mesh(LocalGroupCreator& groups) {
+  return DeviceMesh::init(groups, "cuda", kShape222, kPpDpTp);
+}
+
+template <typename F>
+void on_each_rank(int64_t world, F&& f) {
+  for (int64_t rank = 0; rank < world; ++rank) {
+    INFO("rank " << rank);
+    LocalGroupCreator groups(rank, world);
+    f(rank, groups);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("device_mesh: (2,2,2) groups and coordinates (mesh.md 2 worked example)",
+          "[mesh][device_mesh]") {
+  LocalGroupCreator g0(0, 8);
+  const DeviceMesh m = world_mesh(g0);
+  CHECK(m.layout().to_string() == "[(2:4), (2:2), (2:1)]");
+  CHECK(m.groups(2) == Groups{{0, 1}, {2, 3}, {4, 5}, {6, 7}});
+  CHECK(m.groups(1) == Groups{{0, 2}, {1, 3}, {4, 6}, {5, 7}});
+  CHECK(m.groups(0) == Groups{{0, 4}, {1, 5}, {2, 6}, {3, 7}});
+  on_each_rank(8, [](int64_t r, LocalGroupCreator& g) {
+    const DeviceMesh mesh = world_mesh(g);
+    CHECK(mesh.coordinate() == Ints{r / 4, (r / 2) % 2, r % 2});
+    CHECK(mesh.local_rank(g, std::string("tp")) == r % 2);
+    CHECK(mesh.local_rank(g, std::string("pp")) == r / 4);
+  });
+}
+
+TEST_CASE("device_mesh: group names come from a per-process counter in creation order",
+          "[mesh][device_mesh]") {
+  on_each_rank(8, [](int64_t r, LocalGroupCreator& g) {
+    const DeviceMesh mesh = world_mesh(g);
+    // WORLD is "0"; pp groups are 1-4, dp groups 5-8, tp groups 9-12.
+    CHECK(mesh.group_name(std::string("pp")) == std::to_string(1 + r % 4));
+    CHECK(mesh.group_name(std::string("tp")) == std::to_string(9 + r / 2));
+    CHECK(g.groups().size() == 13);
+  });
+  LocalGroupCreator g(3, 8);
+  const Ints whole{8};
+  CHECK(DeviceMesh::init(g, "cuda", whole).group_name() == "0");  // the world is reused
+  CHECK_THROWS_WITH(world_mesh(g).group_name(), Catch::Contains("`mesh_dim` needs to be specified"));
+}
+
+TEST_CASE("device_mesh: slicing shares the rank table and creates no groups",
+          "[mesh][device_mesh][slice]") {
+  on_each_rank(8, [](int64_t r, LocalGroupCreator& g) {
+    const DeviceMesh mesh = world_mesh(g);
+    const size_t created = g.groups().size();
+    const DeviceMesh dp_tp = mesh.slice({"dp", "tp"});
+    CHECK(g.groups().size() == created);
+    CHECK(dp_tp.mesh().values == (r < 4 ? Ints{0, 1, 2, 3} : Ints{4, 5, 6, 7}));
+    CHECK(dp_tp.group_name(std::string("tp")) == mesh.group_name(std::string("tp")));
+    CHECK_FALSE(dp_tp.is_root());
+    CHECK(dp_tp.root() == mesh);
+    const DeviceMesh spmd = dp_tp.flatten(g, std::string("spmd"));
+    CHECK(spmd.groups(0) == Groups{{0, 1, 2, 3}, {4, 5, 6, 7}});
+    CHECK(spmd.coordinate() == Ints{r % 4});
+
+    const DeviceMesh pp_tp = mesh.slice({"pp", "tp"});
+    CHECK(pp_tp.full_mesh().values == Ints{0, 1, 4, 5, 2, 3, 6, 7});
+    CHECK(pp_tp.flatten(g).groups(0) == Groups{{0, 1, 4, 5}, {2, 3, 6, 7}});
+    CHECK(mesh.slice({"pp", "dp", "tp"}) == mesh);
+  });
+}
+
+TEST_CASE("device_mesh: slicing errors match PyTorch", "[mesh][device_mesh][slice][errors]") {
+  LocalGroupCreator g(0, 8);
+  const DeviceMesh mesh = world_mesh(g);
+  CHECK_THROWS_WITH(mesh.slice({"tp", "pp"}),
+                    "Invalid mesh_dim_names ('tp', 'pp') specified. Mesh dim indices should be in "
+                    "ascending order.");
+  CHECK_THROWS_WITH(mesh.slice({"xx"}), Catch::StartsWith("Invalid mesh_dim_names ('xx',)"));
+  try {
+    mesh.slice({"xx"});
+  } catch (const meshsim::Error& e) {
+    CHECK(e.type() == meshsim::PyErrorType::kKeyError);
+  }
+  const Ints four{4};
+  CHECK_THROWS_WITH(DeviceMesh::init(g, "cuda", four).slice({"a"}),
+                    "Cannot slice a DeviceMesh without mesh_dim_names!");
+  mesh.slice({"dp", "tp"}).flatten(g);  // registers "dp_tp" on the root
+  CHECK(mesh.slice({"pp", "dp_tp"}).shape() == Ints{2, 4});
+  CHECK_THROWS_WITH(mesh.slice({"dp_tp", "tp"}),
+                    "Slicing overlapping dim_names ('dp_tp', 'tp') is not allowed.");
+  // Flattened names are sliceable from the root only.
+  CHECK_THROWS_WITH(mesh.slice({"pp", "dp"}).slice({"dp_tp"}),
+                    Catch::StartsWith("Invalid mesh_dim_names"));
+}
+
+TEST_CASE("device_mesh: flatten cache and errors", "[mesh][device_mesh][flatten]") {
+  LocalGroupCreator g(0, 8);
+  const DeviceMesh mesh = world_mesh(g);
+  const DeviceMesh first = mesh.slice({"dp", "tp"}).flatten(g, std::string("spmd"));
+  const size_t created = g.groups().size();
+  CHECK(mesh.slice({"dp", "tp"}).flatten(g, std::string("spmd")) == first);
+  CHECK(g.groups().size() == created);
+  CHECK_THROWS_WITH(mesh.slice({"pp", "tp"}).flatten(g, std::string("spmd")),
+                    "Flatten mesh with mesh_dim_name spmd has been created before, Please specify "
+                    "another valid mesh_dim_name.");
+  CHECK_THROWS_WITH(mesh.slice({"dp", "tp"}).flatten(g, std::string("tp")),
+                    Catch::StartsWith("tp already exists for submesh of the"));
+  const DeviceMesh tp = mesh.slice({"tp"});
+  CHECK(tp.flatten(g, std::string("tp")) == tp);
+  CHECK(mesh.flattened_names() == Names{"spmd"});
+}
+
+TEST_CASE("device_mesh: unflatten splits a dim and creates groups every time",
+          "[mesh][device_mesh][unflatten]") {
+  on_each_rank(8, [](int64_t r, LocalGroupCreator& g) {
+    const Ints eight{8};
+    const DeviceMesh flat = DeviceMesh::init(g, "cuda", eight, Names{"world"});
+    const Ints sizes{2, 2, 2};
+    const size_t before = g.groups().size();
+    const DeviceMesh m = flat.unflatten(g, std::string("world"), sizes, kPpDpTp);
+    CHECK(g.groups().size() == before + 12);
+    CHECK(m.layout().to_string() == "[(2:4), (2:2), (2:1)]");
+    CHECK(m.coordinate() == Ints{r / 4, (r / 2) % 2, r % 2});
+    CHECK(m.groups(1) == Groups{{0, 2}, {1, 3}, {4, 6}, {5, 7}});
+    flat.unflatten(g, int64_t{0}, sizes, kPpDpTp);
+    CHECK(g.groups().size() == before + 24);
+    // New names are not sliceable from the root, but are from the unflattened mesh.
+    CHECK_THROWS_AS(flat.slice({"dp"}), meshsim::Error);
+    CHECK(m.slice({"dp"}).groups(0) == m.groups(1));
+  });
+  LocalGroupCreator g(0, 8);
+  const Ints eight{8}, bad{3, 2};
+  const DeviceMesh flat = DeviceMesh::init(g, "cuda", eight, Names{"world"});
+  CHECK_THROWS_WITH(flat.unflatten(g, std::string("world"), bad, Names{"a", "b"}),
+                    "The product of mesh_sizes=(3, 2) is 6, but the original dimension at dim=0 "
+                    "has size 8. These must be equal for unflatten to work correctly.");
+  CHECK_THROWS_WITH(flat.unflatten(g, int64_t{1}, eight, Names{"a"}),
+                    "dim 1 specified in `_unflatten` is out of range 1");
+  CHECK_THROWS_WITH(flat.unflatten(g, std::string("nope"), eight, Names{"a"}),
+                    "dim nope specified in `_unflatten` is not in ('world',)");
+  CHECK_THROWS_WITH(flat.unflatten(g, int64_t{0}, eight, Names{"a", "b"}),
+                    "mesh_dim_names must have same length as mesh_sizes in _unflatten!");
+}
+
+TEST_CASE("device_mesh: explicit rank table [[0,2],[1,3]] (mesh.md 2)", "[mesh][device_mesh]") {
+  const meshsim::RankTensor table{{2, 2}, {0, 2, 1, 3}};
+  on_each_rank(4, [&](int64_t r, LocalGroupCreator& g) {
+    const DeviceMesh m = DeviceMesh::from_rank_table(g, "cuda", table, Names{"a", "b"});
+    CHECK(m.groups(1) == Groups{{0, 2}, {1, 3}});
+    CHECK(m.groups(0) == Groups{{0, 1}, {2, 3}});
+    if (r == 2) CHECK(m.coordinate() == Ints{0, 1});
+  });
+  LocalGroupCreator g(0, 4);
+  CHECK_THROWS_WITH(DeviceMesh::from_rank_table(g, "cuda", {{2}, {0, 0}}),
+                    Catch::Contains("more than once"));
+  CHECK_THROWS_WITH(DeviceMesh::from_rank_table(g, "cuda", {{1}, {4}}),
+                    Catch::Contains("outside the world"));
+}
+
+TEST_CASE("device_mesh: non-member ranks of a (5,) mesh in a world of 8", "[mesh][device_mesh]") {
+  const Ints five{5};
+  on_each_rank(8, [&](int64_t r, LocalGroupCreator& g) {
+    const DeviceMesh m = DeviceMesh::init(g, "cuda", five, Names{"x"});
+    CHECK(g.groups().size() == 2);  // every rank took part in creating the one group
+    if (r < 5) {
+      CHECK(m.coordinate() == Ints{r});
+      CHECK(m.group_name() == "1");
+    } else {
+      CHECK_FALSE(m.coordinate().has_value());
+      CHECK(m.mesh().values == Ints{0, 1, 2, 3, 4});
+      CHECK_THROWS_AS(m.group_name(), meshsim::Error);
+    }
+  });
+}
+
+TEST_CASE("device_mesh: init errors quote PyTorch", "[mesh][device_mesh][errors]") {
+  LocalGroupCreator g(0, 8);
+  const Ints two{2, 2}, big{3, 3};
+  CHECK_THROWS_WITH(DeviceMesh::init(g, "cuda", two, Names{"a", "a"}),
+                    Catch::StartsWith("Each mesh_dim_name must be unique"));
+  CHECK_THROWS_WITH(DeviceMesh::init(g, "cuda", two, Names{"a"}),
+                    Catch::StartsWith("mesh_shape and mesh_dim_names should have same length!"));
+  CHECK_THROWS_WITH(DeviceMesh::init(g, "cuda:0", two),
+                    Catch::StartsWith("Device type with index is not supported but got cuda:0."));
+  CHECK_THROWS_WITH(DeviceMesh::init(g, "cuda", big),
+                    "Mesh should not be bigger than default world size 8, but found 9 ranks!");
+}
+
+TEST_CASE("device_mesh: equality and hash are rank independent", "[mesh][device_mesh]") {
+  LocalGroupCreator g0(0, 8), g2(2, 8);
+  const DeviceMesh a = world_mesh(g0).slice({"tp"});
+  const DeviceMesh b = world_mesh(g2).slice({"tp"});
+  CHECK(a == b);
+  CHECK(a.hash() == b.hash());
+  CHECK(a.group_name() != b.group_name());
+  CHECK_FALSE(world_mesh(g0).slice({"dp"}) == a);
+}
+
+TEST_CASE("device_mesh: rebind_groups re-attaches live groups by layout", "[mesh][device_mesh]") {
+  LocalGroupCreator g(5, 8);
+  DeviceMesh m = world_mesh(g).slice({"dp", "tp"});
+  const std::string dp = m.group_name(std::string("dp"));
+  m.rebind_groups(g);
+  CHECK(m.group_name(std::string("dp")) == dp);
+}
