@@ -1,0 +1,50 @@
+#include "sim/expected_value.hpp"
+
+namespace meshsim::sim {
+
+ExpectedValue ExpectedValue::parse(const toml::node& node, const LoadContext& ctx,
+                                   Strings strings) {
+  ExpectedValue v;
+  if (const toml::array* array = node.as_array()) {
+    v.list_.emplace();
+    for (const toml::node& item : *array) v.list_->push_back(parse(item, ctx, strings));
+  } else if (const toml::table* table = node.as_table()) {
+    v.table_.emplace();
+    for (const auto& [key, item] : *table) {
+      v.table_->emplace(std::string(key.str()), parse(item, ctx, strings));
+    }
+  } else if (const auto* s = node.as_string()) {
+    if (s->get() == "none") {
+      v.literal_ = nullptr;
+    } else if (strings == Strings::kExpressions) {
+      v.expression_ = ctx.expression_of(node, "an expected value");
+    } else {
+      v.literal_ = s->get();
+    }
+  } else if (const auto* i = node.as_integer()) {
+    v.literal_ = i->get();
+  } else if (const auto* b = node.as_boolean()) {
+    v.literal_ = b->get();
+  } else {
+    ctx.fail(node, "an expected value must be an integer, string, boolean, array or table, not " +
+                       describe_type(node));
+  }
+  return v;
+}
+
+Json ExpectedValue::resolve(const ExpressionEnv& env) const {
+  if (expression_) return expression_->evaluate(env);
+  if (list_) {
+    Json out = Json::array();
+    for (const ExpectedValue& item : *list_) out.push_back(item.resolve(env));
+    return out;
+  }
+  if (table_) {
+    Json out = Json::object();
+    for (const auto& [key, item] : *table_) out[key] = item.resolve(env);
+    return out;
+  }
+  return literal_;
+}
+
+}  // namespace meshsim::sim

@@ -1,0 +1,30 @@
+// The right-hand side of an expectation: a TOML value whose strings may be per-rank expressions.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/expression.hpp"
+#include "sim/load_context.hpp"
+#include "sim/results.hpp"
+
+namespace meshsim::sim {
+
+class ExpectedValue {
+ public:
+  enum class Strings { kExpressions, kLiterals };
+  // Strings become expressions (kExpressions) except "none", which stands for a missing value.
+  static ExpectedValue parse(const toml::node& node, const LoadContext& ctx, Strings strings);
+  // The value on one rank, with every expression evaluated.
+  Json resolve(const ExpressionEnv& env) const;
+
+ private:
+  Json literal_;
+  std::optional<Expression> expression_;
+  std::optional<std::vector<ExpectedValue>> list_;
+  std::optional<std::map<std::string, ExpectedValue>> table_;
+};
+
+}  // namespace meshsim::sim

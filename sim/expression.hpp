@@ -1,0 +1,70 @@
+// The small integer expression language of scenario files: per-rank values such as
+// `123 + coord(world, pp)` or `rank != 3`. Parsed once at load time, evaluated on every rank.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace meshsim::sim {
+
+// A syntax or name error at `offset` (0-based) inside the expression text.
+class ExpressionError : public std::runtime_error {
+ public:
+  ExpressionError(size_t offset, const std::string& message)
+      : std::runtime_error(message), offset_(offset) {}
+  size_t offset() const { return offset_; }
+
+ private:
+  size_t offset_;
+};
+
+// What evaluation may ask of the rank it runs on. Mesh queries throw meshsim::Error when the
+// rank is not in the mesh or the mesh does not exist on this rank.
+class ExpressionEnv {
+ public:
+  virtual ~ExpressionEnv() = default;
+  virtual int64_t rank() const = 0;
+  virtual int64_t world_size() const = 0;
+  virtual int64_t coord(const std::string& mesh, const std::string& dim) const = 0;
+  virtual int64_t local_rank(const std::string& mesh, const std::string& dim) const = 0;
+  virtual int64_t mesh_size(const std::string& mesh, const std::string& dim) const = 0;
+};
+
+// What the loader knows before running: which meshes exist and their dim names.
+class ExpressionSchema {
+ public:
+  virtual ~ExpressionSchema() = default;
+  // Dim names of a declared mesh (an empty list for an unnamed mesh), nullopt if undeclared.
+  virtual std::optional<std::vector<std::string>> mesh_dims(const std::string& mesh) const = 0;
+};
+
+struct ExprNode;
+
+class Expression {
+ public:
+  // Parses `text`; throws ExpressionError on bad syntax, unknown names or wrong arity.
+  static Expression parse(std::string_view text);
+  // A constant, for values given as TOML integers.
+  static Expression constant(int64_t value);
+
+  // Throws ExpressionError naming an undeclared mesh or a dim the mesh does not have.
+  void check(const ExpressionSchema& schema) const;
+  // Integers throughout; comparisons and logic yield 0 or 1; `/` and `%` follow Python (floor).
+  // Throws meshsim::Error (RuntimeError) on division by zero, with the expression text.
+  int64_t evaluate(const ExpressionEnv& env) const;
+
+  const std::string& text() const { return text_; }
+  // True when the expression does not depend on the rank (no names, no calls).
+  bool is_constant() const;
+
+ private:
+  std::string text_;
+  std::shared_ptr<const ExprNode> root_;
+};
+
+}  // namespace meshsim::sim

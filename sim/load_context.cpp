@@ -1,0 +1,123 @@
+#include "sim/load_context.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace meshsim::sim {
+
+const LoadContext::MeshInfo* LoadContext::mesh(const std::string& name) const {
+  const auto it = meshes_.find(name);
+  return it == meshes_.end() ? nullptr : &it->second;
+}
+
+void LoadContext::declare_flattened(const std::string& root, const std::string& name) {
+  auto& names = flattened_[root];
+  if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+}
+
+std::vector<std::string> LoadContext::flattened_of(const std::string& root) const {
+  const auto it = flattened_.find(root);
+  return it == flattened_.end() ? std::vector<std::string>{} : it->second;
+}
+
+std::optional<std::vector<std::string>> LoadContext::mesh_dims(const std::string& mesh) const {
+  const MeshInfo* info = this->mesh(mesh);
+  if (info == nullptr) return std::nullopt;
+  return info->dims;
+}
+
+SourceLocation LoadContext::at(const toml::source_region& region) const {
+  return SourceLocation{file_, static_cast<int64_t>(region.begin.line),
+                        static_cast<int64_t>(region.begin.column)};
+}
+
+SourceLocation LoadContext::at(const toml::node& node) const { return at(node.source()); }
+
+void LoadContext::fail(const toml::node& node, const std::string& message) const {
+  throw InputError(at(node), message);
+}
+
+std::string describe_type(const toml::node& node) {
+  switch (node.type()) {
+    case toml::node_type::table: return "a table";
+    case toml::node_type::array: return "an array";
+    case toml::node_type::string: return "a string";
+    case toml::node_type::integer: return "an integer";
+    case toml::node_type::floating_point: return "a float";
+    case toml::node_type::boolean: return "a boolean";
+    default: return "a date or time";
+  }
+}
+
+void LoadContext::only_keys(const toml::table& table,
+                            std::initializer_list<std::string_view> allowed,
+                            std::string_view what) const {
+  for (const auto& [key, value] : table) {
+    if (std::find(allowed.begin(), allowed.end(), key.str()) == allowed.end()) {
+      throw InputError(at(key.source()),
+                       fmt::format("unknown key \"{}\" in {} (expected one of: {})", key.str(),
+                                   what, fmt::join(allowed, ", ")));
+    }
+  }
+}
+
+const toml::node& LoadContext::require(const toml::table& table, std::string_view key,
+                                       std::string_view what) const {
+  const toml::node* node = table.get(key);
+  if (node == nullptr) fail(table, fmt::format("{} needs the key \"{}\"", what, key));
+  return *node;
+}
+
+std::string LoadContext::string_of(const toml::node& node, std::string_view what) const {
+  if (const auto* s = node.as_string()) return s->get();
+  fail(node, fmt::format("{} must be a string, not {}", what, describe_type(node)));
+}
+
+int64_t LoadContext::integer_of(const toml::node& node, std::string_view what) const {
+  if (const auto* i = node.as_integer()) return i->get();
+  fail(node, fmt::format("{} must be an integer, not {}", what, describe_type(node)));
+}
+
+bool LoadContext::boolean_of(const toml::node& node, std::string_view what) const {
+  if (const auto* b = node.as_boolean()) return b->get();
+  fail(node, fmt::format("{} must be true or false, not {}", what, describe_type(node)));
+}
+
+std::vector<int64_t> LoadContext::integers_of(const toml::node& node, std::string_view what) const {
+  const toml::array* array = node.as_array();
+  if (array == nullptr) {
+    fail(node, fmt::format("{} must be an array of integers, not {}", what, describe_type(node)));
+  }
+  std::vector<int64_t> out;
+  for (const toml::node& item : *array) out.push_back(integer_of(item, fmt::format("each entry of {}", what)));
+  return out;
+}
+
+std::vector<std::string> LoadContext::strings_of(const toml::node& node,
+                                                 std::string_view what) const {
+  const toml::array* array = node.as_array();
+  if (array == nullptr) {
+    fail(node, fmt::format("{} must be an array of strings, not {}", what, describe_type(node)));
+  }
+  std::vector<std::string> out;
+  for (const toml::node& item : *array) out.push_back(string_of(item, fmt::format("each entry of {}", what)));
+  return out;
+}
+
+Expression LoadContext::expression_of(const toml::node& node, std::string_view what) const {
+  if (const auto* i = node.as_integer()) return Expression::constant(i->get());
+  if (const auto* b = node.as_boolean()) return Expression::constant(b->get() ? 1 : 0);
+  const std::string text = string_of(node, what);
+  try {
+    Expression e = Expression::parse(text);
+    e.check(*this);
+    return e;
+  } catch (const ExpressionError& e) {
+    SourceLocation where = at(node);
+    where.column += 1 + static_cast<int64_t>(e.offset());  // past the opening quote
+    throw InputError(where, fmt::format("bad expression in {}: {} in \"{}\"", what, e.what(), text));
+  }
+}
+
+}  // namespace meshsim::sim

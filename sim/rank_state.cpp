@@ -1,0 +1,62 @@
+#include "sim/rank_state.hpp"
+
+#include <charconv>
+
+#include <fmt/format.h>
+
+namespace meshsim::sim {
+
+RankState::RankState(const Scenario& scenario, int64_t rank, ScenarioResult& result)
+    : scenario_(scenario), rank_(rank), result_(result), groups_(rank, scenario.world_size) {}
+
+const DeviceMesh& RankState::mesh(const std::string& name) const {
+  const auto it = meshes_.find(name);
+  if (it == meshes_.end()) {
+    throw runtime_error(fmt::format("mesh \"{}\" was not created on rank {}", name, rank_));
+  }
+  return it->second;
+}
+
+void RankState::set_mesh(const std::string& name, DeviceMesh mesh) {
+  meshes_.insert_or_assign(name, std::move(mesh));
+}
+
+std::optional<MeshDim> RankState::dim_of(const std::string& dim) const {
+  if (dim.empty()) return std::nullopt;
+  int64_t index = 0;
+  const auto [end, ec] = std::from_chars(dim.data(), dim.data() + dim.size(), index);
+  if (ec == std::errc() && end == dim.data() + dim.size()) return MeshDim{index};
+  return MeshDim{dim};
+}
+
+int64_t RankState::coord(const std::string& mesh_name, const std::string& dim) const {
+  const DeviceMesh& m = mesh(mesh_name);
+  const size_t index = m.dim_index(*dim_of(dim));
+  if (!m.coordinate()) {
+    throw runtime_error(
+        fmt::format("coord({}, {}): rank {} is not in mesh \"{}\"", mesh_name, dim, rank_, mesh_name));
+  }
+  return (*m.coordinate())[index];
+}
+
+int64_t RankState::local_rank(const std::string& mesh_name, const std::string& dim) const {
+  return mesh(mesh_name).local_rank(groups_, dim_of(dim));
+}
+
+int64_t RankState::mesh_size(const std::string& mesh_name, const std::string& dim) const {
+  const DeviceMesh& m = mesh(mesh_name);
+  const std::optional<MeshDim> d = dim_of(dim);
+  return d ? m.size(m.dim_index(*d)) : m.size();
+}
+
+void RankState::record_dump(const Step& step, std::string what, Json value) {
+  result_.dumps.push_back({step.where, rank_, std::move(what), std::move(value)});
+}
+
+void RankState::record_expectation(const Step& step, std::string what, bool passed, Json observed,
+                                   Json expected) {
+  result_.expectations.push_back(
+      {step.where, rank_, std::move(what), passed, std::move(observed), std::move(expected)});
+}
+
+}  // namespace meshsim::sim

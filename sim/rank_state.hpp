@@ -1,0 +1,46 @@
+// One rank's view while it runs a scenario: its meshes, its process groups and what it records.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "sim/expression.hpp"
+#include "sim/results.hpp"
+#include "sim/scenario.hpp"
+#include "src/comm/group_creator.hpp"
+#include "src/mesh/device_mesh.hpp"
+
+namespace meshsim::sim {
+
+class RankState final : public ExpressionEnv {
+ public:
+  RankState(const Scenario& scenario, int64_t rank, ScenarioResult& result);
+
+  int64_t rank() const override { return rank_; }
+  int64_t world_size() const override { return scenario_.world_size; }
+  const std::string& device_type() const { return scenario_.device_type; }
+  // Dims are names, or indices spelled as decimal numbers; "" means "the only dim".
+  int64_t coord(const std::string& mesh, const std::string& dim) const override;
+  int64_t local_rank(const std::string& mesh, const std::string& dim) const override;
+  int64_t mesh_size(const std::string& mesh, const std::string& dim) const override;
+
+  GroupCreator& groups() { return groups_; }
+  const GroupCreator& groups() const { return groups_; }
+  // Throws meshsim::Error (RuntimeError) when this rank has not created `name`.
+  const DeviceMesh& mesh(const std::string& name) const;
+  void set_mesh(const std::string& name, DeviceMesh mesh);
+  std::optional<MeshDim> dim_of(const std::string& dim) const;
+
+  void record_dump(const Step& step, std::string what, Json value);
+  void record_expectation(const Step& step, std::string what, bool passed, Json observed,
+                          Json expected);
+
+ private:
+  const Scenario& scenario_;
+  int64_t rank_;
+  ScenarioResult& result_;
+  LocalGroupCreator groups_;
+  std::map<std::string, DeviceMesh> meshes_;
+};
+
+}  // namespace meshsim::sim

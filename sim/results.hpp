@@ -1,0 +1,57 @@
+// What running a scenario produces: dumps, expectation outcomes and per-rank failures.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/source_location.hpp"
+
+namespace meshsim::sim {
+
+using Json = nlohmann::json;
+
+struct DumpRecord {
+  SourceLocation where;
+  int64_t rank;
+  std::string what;
+  Json value;
+};
+
+struct ExpectationRecord {
+  SourceLocation where;
+  int64_t rank;
+  std::string what;  // e.g. coordinate(world)
+  bool passed;
+  Json observed;
+  Json expected;
+};
+
+// A rank that stopped early: an unexpected error, or an expected one that did not happen.
+struct RankFailure {
+  SourceLocation where;
+  std::string step;
+  std::string error_type;  // Python exception name, or "meshsim" for harness-level failures
+  std::string message;
+};
+
+struct ScenarioResult {
+  std::string name;
+  std::string file;
+  std::string description;
+  int64_t world_size = 0;
+  std::vector<DumpRecord> dumps;
+  std::vector<ExpectationRecord> expectations;
+  // Indexed by rank; nullopt for a rank that ran every step.
+  std::vector<std::optional<RankFailure>> failures;
+  double wall_ms = 0;
+
+  size_t failed_expectations() const;
+  size_t failed_ranks() const;
+  bool passed() const { return failed_expectations() == 0 && failed_ranks() == 0; }
+};
+
+}  // namespace meshsim::sim

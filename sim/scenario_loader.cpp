@@ -1,0 +1,163 @@
+#include "sim/scenario_loader.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "sim/step_registry.hpp"
+
+namespace meshsim::sim {
+
+namespace {
+
+constexpr int64_t kMaxWorldSize = int64_t{1} << 20;
+
+struct Entry {
+  toml::source_position position;
+  std::string_view array;  // "mesh", "step" or "expect"
+  const toml::table* table;
+};
+
+std::optional<RaisesSpec> parse_raises(const toml::table& entry, LoadContext& ctx) {
+  const toml::node* node = entry.get("raises");
+  if (node == nullptr) return std::nullopt;
+  const toml::table* table = node->as_table();
+  if (table == nullptr) ctx.fail(*node, "raises must be a table { type, contains, on }");
+  ctx.only_keys(*table, {"type", "contains", "on"}, "raises");
+  RaisesSpec spec;
+  const toml::node& type = ctx.require(*table, "type", "raises");
+  const std::string type_name = ctx.string_of(type, "type");
+  bool known = false;
+  for (PyErrorType t : {PyErrorType::kRuntimeError, PyErrorType::kValueError, PyErrorType::kKeyError,
+                        PyErrorType::kTypeError, PyErrorType::kIndexError,
+                        PyErrorType::kAttributeError, PyErrorType::kNotImplementedError}) {
+    if (py_error_type_name(t) == type_name) {
+      spec.type = t;
+      known = true;
+    }
+  }
+  if (!known) {
+    ctx.fail(type, fmt::format("unknown error type \"{}\" (expected RuntimeError, ValueError, "
+                               "KeyError, TypeError, IndexError, AttributeError or "
+                               "NotImplementedError)",
+                               type_name));
+  }
+  if (const toml::node* contains = table->get("contains")) spec.contains = ctx.string_of(*contains, "contains");
+  if (const toml::node* on = table->get("on")) {
+    if (const toml::array* ranks = on->as_array()) {
+      std::vector<std::string> terms;
+      for (int64_t r : ctx.integers_of(*on, "on")) terms.push_back(fmt::format("rank == {}", r));
+      if (terms.empty()) ctx.fail(*on, "on lists no ranks");
+      spec.on = Expression::parse(fmt::format("{}", fmt::join(terms, " or ")));
+      (void)ranks;
+    } else if (!(on->is_string() && ctx.string_of(*on, "on") == "all")) {
+      spec.on = ctx.expression_of(*on, "on");
+    }
+  }
+  return spec;
+}
+
+std::unique_ptr<Step> parse_entry(const Entry& e, LoadContext& ctx) {
+  const toml::table& table = *e.table;
+  std::optional<Expression> when;
+  if (const toml::node* w = table.get("when")) when = ctx.expression_of(*w, "when");
+  std::optional<RaisesSpec> raises = parse_raises(table, ctx);
+  std::unique_ptr<Step> step;
+  std::string kind(e.array);
+  if (e.array == "mesh") {
+    step = parse_mesh_definition(table, ctx, raises.has_value());
+  } else if (e.array == "expect") {
+    if (raises) ctx.fail(*table.get("raises"), "an expectation cannot take raises");
+    step = parse_expectation(table, ctx);
+  } else {
+    const toml::node* value = nullptr;
+    for (const auto& [key, v] : table) {
+      if (key.str() == "when" || key.str() == "raises") continue;
+      const StepRegistry::Kind* k = StepRegistry::builtin().find(key.str());
+      if (k == nullptr) {
+        throw InputError(ctx.at(key.source()),
+                         fmt::format("unknown step \"{}\" (expected one of: {}; plus when, raises)",
+                                     key.str(), fmt::join(StepRegistry::builtin().keys(), ", ")));
+      }
+      if (value != nullptr) {
+        throw InputError(ctx.at(key.source()),
+                         fmt::format("a [[step]] does one thing; found both \"{}\" and \"{}\"", kind,
+                                     key.str()));
+      }
+      value = &v;
+      kind = key.str();
+    }
+    if (value == nullptr) ctx.fail(table, "a [[step]] needs a step key (" + fmt::format("{}", fmt::join(StepRegistry::builtin().keys(), ", ")) + ")");
+    step = StepRegistry::builtin().find(kind)->parse(*value, table, ctx);
+  }
+  step->where = ctx.at(table);
+  step->kind = kind;
+  step->when = std::move(when);
+  step->raises = std::move(raises);
+  return step;
+}
+
+}  // namespace
+
+Scenario load_scenario_text(std::string_view text, const std::string& file) {
+  toml::table doc;
+  try {
+    doc = toml::parse(text, file);
+  } catch (const toml::parse_error& e) {
+    const auto& b = e.source().begin;
+    throw InputError({file, static_cast<int64_t>(b.line), static_cast<int64_t>(b.column)},
+                     fmt::format("TOML syntax error: {}", e.description()));
+  }
+  LoadContext header(file, 1, "cuda");
+  header.only_keys(doc, {"scenario", "mesh", "step", "expect"}, "a scenario file");
+  const toml::node* scenario_node = doc.get("scenario");
+  if (scenario_node == nullptr || !scenario_node->is_table()) {
+    throw InputError({file, 1, 1}, "a scenario file needs a [scenario] table with name and world_size");
+  }
+  const toml::table& head = *scenario_node->as_table();
+  header.only_keys(head, {"name", "description", "world_size", "device"}, "[scenario]");
+  Scenario s;
+  s.file = file;
+  s.name = header.string_of(header.require(head, "name", "[scenario]"), "name");
+  if (const toml::node* d = head.get("description")) s.description = header.string_of(*d, "description");
+  const toml::node& world = header.require(head, "world_size", "[scenario]");
+  s.world_size = header.integer_of(world, "world_size");
+  if (s.world_size < 1 || s.world_size > kMaxWorldSize) {
+    header.fail(world, fmt::format("world_size must be between 1 and {}", kMaxWorldSize));
+  }
+  if (const toml::node* d = head.get("device")) s.device_type = header.string_of(*d, "device");
+
+  std::vector<Entry> entries;
+  for (std::string_view array : {"mesh", "step", "expect"}) {
+    const toml::node* node = doc.get(array);
+    if (node == nullptr) continue;
+    const toml::array* items = node->as_array();
+    if (items == nullptr) {
+      header.fail(*node, fmt::format("{} must be an array of tables: write [[{}]]", array, array));
+    }
+    for (const toml::node& item : *items) {
+      const toml::table* table = item.as_table();
+      if (table == nullptr) header.fail(item, fmt::format("each {} entry must be a table", array));
+      entries.push_back({table->source().begin, array, table});
+    }
+  }
+  // The program reads top to bottom, whatever array an entry belongs to.
+  std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return std::pair(a.position.line, a.position.column) < std::pair(b.position.line, b.position.column);
+  });
+  LoadContext ctx(file, s.world_size, s.device_type);
+  for (const Entry& e : entries) s.steps.push_back(parse_entry(e, ctx));
+  return s;
+}
+
+Scenario load_scenario_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError({path, 0, 0}, "cannot open the file");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return load_scenario_text(text.str(), path);
+}
+
+}  // namespace meshsim::sim

@@ -1,0 +1,77 @@
+// [[expect]]: a query, and the value it must have on every rank (`equals`) or per rank (`by_rank`).
+#include <fmt/format.h>
+
+#include "sim/expected_value.hpp"
+#include "sim/query.hpp"
+#include "sim/step_registry.hpp"
+
+namespace meshsim::sim {
+
+namespace {
+
+class ExpectStep final : public Step {
+ public:
+  void run(RankState& rank) const override {
+    const Json observed = query_->observe(rank);
+    const ExpectedValue& e = equals_ ? *equals_ : by_rank_[static_cast<size_t>(rank.rank())];
+    Json expected = e.resolve(rank);
+    const bool passed = observed == expected;
+    rank.record_expectation(*this, query_->describe(), passed, observed, std::move(expected));
+  }
+
+  std::optional<Query> query_;
+  std::optional<ExpectedValue> equals_;
+  std::vector<ExpectedValue> by_rank_;
+};
+
+}  // namespace
+
+std::unique_ptr<Step> parse_expectation(const toml::table& table, LoadContext& ctx) {
+  auto step = std::make_unique<ExpectStep>();
+  std::vector<std::string_view> allowed(Query::keys().begin(), Query::keys().end());
+  for (std::string_view k : {"equals", "by_rank", "when"}) allowed.push_back(k);
+  const toml::node* query_node = nullptr;
+  std::string_view query_key;
+  for (const auto& [key, value] : table) {
+    if (std::find(allowed.begin(), allowed.end(), key.str()) == allowed.end()) {
+      throw InputError(ctx.at(key.source()),
+                       fmt::format("unknown key \"{}\" in an expectation (expected one query of: "
+                                   "{}; then equals or by_rank; optionally when)",
+                                   key.str(), fmt::join(Query::keys(), ", ")));
+    }
+    if (std::find(Query::keys().begin(), Query::keys().end(), key.str()) == Query::keys().end()) {
+      continue;
+    }
+    if (query_node != nullptr) {
+      throw InputError(ctx.at(key.source()),
+                       fmt::format("an expectation checks one query; found both \"{}\" and \"{}\"",
+                                   query_key, key.str()));
+    }
+    query_node = &value;
+    query_key = key.str();
+  }
+  if (query_node == nullptr) {
+    ctx.fail(table, fmt::format("an expectation needs one query key ({})", fmt::join(Query::keys(), ", ")));
+  }
+  step->query_ = Query::parse(query_key, *query_node, ctx);
+  const auto strings = step->query_->yields_integers() ? ExpectedValue::Strings::kExpressions
+                                                       : ExpectedValue::Strings::kLiterals;
+  const toml::node* equals = table.get("equals");
+  const toml::node* by_rank = table.get("by_rank");
+  if ((equals == nullptr) == (by_rank == nullptr)) {
+    ctx.fail(table, "an expectation needs exactly one of equals or by_rank");
+  }
+  if (equals != nullptr) {
+    step->equals_ = ExpectedValue::parse(*equals, ctx, strings);
+  } else {
+    const toml::array* per_rank = by_rank->as_array();
+    if (per_rank == nullptr || static_cast<int64_t>(per_rank->size()) != ctx.world_size()) {
+      ctx.fail(*by_rank, fmt::format("by_rank must be an array with one value per rank ({})",
+                                     ctx.world_size()));
+    }
+    for (const toml::node& item : *per_rank) step->by_rank_.push_back(ExpectedValue::parse(item, ctx, strings));
+  }
+  return step;
+}
+
+}  // namespace meshsim::sim

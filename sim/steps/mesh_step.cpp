@@ -1,0 +1,187 @@
+// [[mesh]]: init_device_mesh, an explicit rank table, or a mesh derived by slice/flatten/unflatten.
+#include <fmt/format.h>
+
+#include "sim/rank_state.hpp"
+#include "sim/step_registry.hpp"
+
+namespace meshsim::sim {
+
+namespace {
+
+// A nested array of rank expressions: its shape and the entries in row-major order.
+struct RankTable {
+  std::vector<int64_t> shape;
+  std::vector<Expression> entries;
+};
+
+void read_rank_table(const toml::node& node, LoadContext& ctx, size_t depth, RankTable& out) {
+  if (const toml::array* array = node.as_array()) {
+    if (array->empty()) ctx.fail(node, "ranks may not contain an empty array");
+    if (out.shape.size() == depth) out.shape.push_back(static_cast<int64_t>(array->size()));
+    if (out.shape[depth] != static_cast<int64_t>(array->size())) {
+      ctx.fail(node, fmt::format("ranks is ragged: expected {} entries at depth {}, found {}",
+                                 out.shape[depth], depth + 1, array->size()));
+    }
+    for (const toml::node& item : *array) read_rank_table(item, ctx, depth + 1, out);
+    return;
+  }
+  if (depth != out.shape.size()) ctx.fail(node, "ranks is ragged: a number where an array belongs");
+  out.entries.push_back(ctx.expression_of(node, "a rank"));
+}
+
+struct Unflatten {
+  std::string dim;
+  std::vector<int64_t> sizes;
+  std::vector<std::string> names;
+};
+
+class MeshStep final : public Step {
+ public:
+  void run(RankState& rank) const override {
+    if (from_.empty()) {
+      rank.set_mesh(name_, table_ ? from_table(rank) : DeviceMesh::init(rank.groups(), device(rank), shape_, dims_));
+      return;
+    }
+    DeviceMesh m = rank.mesh(from_);
+    if (slice_) m = m.slice(*slice_);
+    if (flatten_) m = m.flatten(rank.groups(), flatten_->empty() ? std::nullopt : flatten_);
+    if (unflatten_) {
+      m = m.unflatten(rank.groups(), *rank.dim_of(unflatten_->dim), unflatten_->sizes,
+                      unflatten_->names);
+    }
+    rank.set_mesh(name_, std::move(m));
+  }
+
+  std::string name_;
+  std::string device_;
+  std::vector<int64_t> shape_;
+  DimNames dims_;
+  std::optional<RankTable> table_;
+  std::string from_;
+  std::optional<std::vector<std::string>> slice_;
+  std::optional<std::string> flatten_;  // "" = default name
+  std::optional<Unflatten> unflatten_;
+
+ private:
+  std::string device(const RankState& rank) const {
+    return device_.empty() ? rank.device_type() : device_;
+  }
+  DeviceMesh from_table(RankState& rank) const {
+    RankTensor t{table_->shape, {}};
+    for (const Expression& e : table_->entries) t.values.push_back(e.evaluate(rank));
+    return DeviceMesh::from_rank_table(rank.groups(), device(rank), t, dims_);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Step> parse_mesh_definition(const toml::table& table, LoadContext& ctx,
+                                            bool expects_error) {
+  ctx.only_keys(table,
+                {"name", "shape", "dims", "ranks", "from", "slice", "flatten", "unflatten", "device",
+                 "when", "raises"},
+                "a mesh definition");
+  auto step = std::make_unique<MeshStep>();
+  step->name_ = ctx.string_of(ctx.require(table, "name", "a mesh definition"), "name");
+  const int sources = table.contains("shape") + table.contains("ranks") + table.contains("from");
+  if (sources != 1) {
+    ctx.fail(table, fmt::format("mesh \"{}\" needs exactly one of shape, ranks or from", step->name_));
+  }
+  if (const toml::node* d = table.get("device")) step->device_ = ctx.string_of(*d, "device");
+  if (const toml::node* d = table.get("dims")) step->dims_ = ctx.strings_of(*d, "dims");
+  const bool derived = table.contains("from");
+  for (std::string_view key : {"slice", "flatten", "unflatten"}) {
+    if (table.contains(key) && !derived) ctx.fail(*table.get(key), fmt::format("{} needs from", key));
+  }
+  if (derived && table.contains("dims")) ctx.fail(*table.get("dims"), "a derived mesh takes its dims from slice, flatten or unflatten");
+
+  LoadContext::MeshInfo info{0, step->dims_.value_or(std::vector<std::string>{}), step->name_};
+  if (const toml::node* shape = table.get("shape")) {
+    step->shape_ = ctx.integers_of(*shape, "shape");
+    info.ndim = step->shape_.size();
+    int64_t numel = 1;
+    for (int64_t s : step->shape_) {
+      if (s < 1) ctx.fail(*shape, "mesh sizes must be >= 1");
+      numel *= s;
+    }
+    if (!expects_error) {
+      if (numel > ctx.world_size()) {
+        ctx.fail(*shape, fmt::format("mesh \"{}\" has {} ranks, more than the world size {}",
+                                     step->name_, numel, ctx.world_size()));
+      }
+      if (step->dims_ && step->dims_->size() != step->shape_.size()) {
+        ctx.fail(*table.get("dims"), fmt::format("{} dims named for a {}-d shape",
+                                                 step->dims_->size(), step->shape_.size()));
+      }
+    }
+  } else if (const toml::node* ranks = table.get("ranks")) {
+    step->table_.emplace();
+    if (!ranks->is_array()) ctx.fail(*ranks, "ranks must be a (nested) array of ranks or expressions");
+    read_rank_table(*ranks, ctx, 0, *step->table_);
+    info.ndim = step->table_->shape.size();
+    if (!expects_error && step->dims_ && step->dims_->size() != step->table_->shape.size()) {
+      ctx.fail(*table.get("dims"), fmt::format("{} dims named for a {}-d rank table",
+                                               step->dims_->size(), step->table_->shape.size()));
+    }
+  } else {
+    const toml::node& from = *table.get("from");
+    step->from_ = ctx.string_of(from, "from");
+    const LoadContext::MeshInfo* parent = ctx.mesh(step->from_);
+    if (parent == nullptr) ctx.fail(from, fmt::format("unknown mesh \"{}\"", step->from_));
+    info = *parent;
+    if (const toml::node* slice = table.get("slice")) {
+      step->slice_ = ctx.strings_of(*slice, "slice");
+      std::vector<std::string> valid = parent->dims;
+      if (parent->root == step->from_) {
+        for (const std::string& f : ctx.flattened_of(parent->root)) valid.push_back(f);
+      }
+      for (const std::string& n : *step->slice_) {
+        if (!expects_error && std::find(valid.begin(), valid.end(), n) == valid.end()) {
+          ctx.fail(*slice, fmt::format("mesh \"{}\" has no dim \"{}\" to slice (valid: {})",
+                                       step->from_, n, fmt::join(valid, ", ")));
+        }
+      }
+      info.dims = *step->slice_;
+      info.ndim = info.dims.size();
+    }
+    if (const toml::node* flatten = table.get("flatten")) {
+      if (const auto* b = flatten->as_boolean()) {
+        if (!b->get()) ctx.fail(*flatten, "flatten = false does nothing; remove it");
+        step->flatten_ = "";
+      } else {
+        step->flatten_ = ctx.string_of(*flatten, "flatten (a name, or true for the default)");
+      }
+      std::string flat_name = *step->flatten_;
+      if (flat_name.empty()) flat_name = fmt::format("{}", fmt::join(info.dims, "_"));
+      ctx.declare_flattened(info.root, flat_name);
+      info.dims = {flat_name};
+      info.ndim = 1;
+    }
+    if (const toml::node* unflatten = table.get("unflatten")) {
+      const toml::table* u = unflatten->as_table();
+      if (u == nullptr) ctx.fail(*unflatten, "unflatten must be a table { dim, sizes, names }");
+      ctx.only_keys(*u, {"dim", "sizes", "names"}, "unflatten");
+      Unflatten spec;
+      const toml::node& dim = ctx.require(*u, "dim", "unflatten");
+      spec.dim = dim.is_integer() ? std::to_string(ctx.integer_of(dim, "dim")) : ctx.string_of(dim, "dim");
+      spec.sizes = ctx.integers_of(ctx.require(*u, "sizes", "unflatten"), "sizes");
+      spec.names = ctx.strings_of(ctx.require(*u, "names", "unflatten"), "names");
+      const auto it = std::find(info.dims.begin(), info.dims.end(), spec.dim);
+      if (!expects_error && !dim.is_integer() && it == info.dims.end()) {
+        ctx.fail(dim, fmt::format("no dim \"{}\" to unflatten (dims: {})", spec.dim,
+                                  fmt::join(info.dims, ", ")));
+      }
+      if (it != info.dims.end()) {
+        const auto at = it - info.dims.begin();
+        info.dims.erase(it);
+        info.dims.insert(info.dims.begin() + at, spec.names.begin(), spec.names.end());
+      }
+      info.ndim += spec.sizes.size() - 1;
+      step->unflatten_ = std::move(spec);
+    }
+  }
+  ctx.declare_mesh(step->name_, std::move(info));
+  return step;
+}
+
+}  // namespace meshsim::sim
