@@ -30,8 +30,8 @@ std::unique_ptr<Step> parse_expectation(const toml::table& table, LoadContext& c
   auto step = std::make_unique<ExpectStep>();
   std::vector<std::string_view> allowed(Query::keys().begin(), Query::keys().end());
   for (std::string_view k : {"equals", "by_rank", "when"}) allowed.push_back(k);
-  const toml::node* query_node = nullptr;
-  std::string_view query_key;
+  // Query keys in source order (toml++ iterates keys alphabetically).
+  std::vector<std::pair<const toml::key*, const toml::node*>> queries;
   for (const auto& [key, value] : table) {
     if (std::find(allowed.begin(), allowed.end(), key.str()) == allowed.end()) {
       throw InputError(ctx.at(key.source()),
@@ -39,17 +39,22 @@ std::unique_ptr<Step> parse_expectation(const toml::table& table, LoadContext& c
                                    "{}; then equals or by_rank; optionally when)",
                                    key.str(), fmt::join(Query::keys(), ", ")));
     }
-    if (std::find(Query::keys().begin(), Query::keys().end(), key.str()) == Query::keys().end()) {
-      continue;
+    if (std::find(Query::keys().begin(), Query::keys().end(), key.str()) != Query::keys().end()) {
+      queries.emplace_back(&key, &value);
     }
-    if (query_node != nullptr) {
-      throw InputError(ctx.at(key.source()),
-                       fmt::format("an expectation checks one query; found both \"{}\" and \"{}\"",
-                                   query_key, key.str()));
-    }
-    query_node = &value;
-    query_key = key.str();
   }
+  std::sort(queries.begin(), queries.end(), [](const auto& a, const auto& b) {
+    const auto& pa = a.first->source().begin;
+    const auto& pb = b.first->source().begin;
+    return std::pair(pa.line, pa.column) < std::pair(pb.line, pb.column);
+  });
+  if (queries.size() > 1) {
+    throw InputError(ctx.at(queries[1].first->source()),
+                     fmt::format("an expectation checks one query; found both \"{}\" and \"{}\"",
+                                 queries[0].first->str(), queries[1].first->str()));
+  }
+  const toml::node* query_node = queries.empty() ? nullptr : queries[0].second;
+  const std::string_view query_key = queries.empty() ? "" : queries[0].first->str();
   if (query_node == nullptr) {
     ctx.fail(table, fmt::format("an expectation needs one query key ({})", fmt::join(Query::keys(), ", ")));
   }
