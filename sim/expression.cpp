@@ -66,7 +66,8 @@ std::vector<Token> tokenize(std::string_view s) {
       for (std::string_view two : kTwoChar) {
         if (s.substr(i, 2) == two) op = two;
       }
-      if (op.size() == 1 && std::string_view("+-*/%()<>!?:,").find(op[0]) == std::string_view::npos) {
+      if (op.size() == 1 &&
+          std::string_view("+-*/%()<>!?:,").find(op[0]) == std::string_view::npos) {
         throw ExpressionError(i, fmt::format("unexpected character '{}'", s[i]));
       }
       out.push_back({Token::Kind::kOp, op, i});
@@ -163,7 +164,8 @@ class Parser {
   }
   NodePtr logical_not() {
     const size_t at = peek().offset;
-    if (accept("not") || accept("!")) return node(ExprNode::Kind::kUnary, at, "not", {logical_not()});
+    if (accept("not") || accept("!"))
+      return node(ExprNode::Kind::kUnary, at, "not", {logical_not()});
     return comparison();
   }
   NodePtr comparison() {
@@ -267,7 +269,8 @@ class Parser {
           ++pos_;
           args.push_back(node(ExprNode::Kind::kName, arg.offset, arg.text, {}));
         } else if (names_a_mesh_or_dim && args.empty()) {
-          throw ExpressionError(peek().offset, fmt::format("{}() takes a mesh name first", f->name));
+          throw ExpressionError(peek().offset,
+                                fmt::format("{}() takes a mesh name first", f->name));
         } else {
           args.push_back(ternary());
         }
@@ -275,11 +278,12 @@ class Parser {
       expect(")");
     }
     if (args.size() < f->min_args || args.size() > f->max_args) {
-      throw ExpressionError(t.offset, fmt::format("{}() takes {} argument{}, got {}", f->name,
-                                                  f->min_args == f->max_args
-                                                      ? std::to_string(f->min_args)
-                                                      : fmt::format("{} to {}", f->min_args, f->max_args),
-                                                  f->max_args == 1 ? "" : "s", args.size()));
+      throw ExpressionError(t.offset,
+                            fmt::format("{}() takes {} argument{}, got {}", f->name,
+                                        f->min_args == f->max_args
+                                            ? std::to_string(f->min_args)
+                                            : fmt::format("{} to {}", f->min_args, f->max_args),
+                                        f->max_args == 1 ? "" : "s", args.size()));
     }
     return node(ExprNode::Kind::kCall, t.offset, t.text, std::move(args));
   }
@@ -304,16 +308,20 @@ class Evaluator {
 
   int64_t eval(const ExprNode& n) const {
     switch (n.kind) {
-      case ExprNode::Kind::kNumber: return n.number;
-      case ExprNode::Kind::kName: return n.name == "rank" ? env_.rank() : env_.world_size();
+      case ExprNode::Kind::kNumber:
+        return n.number;
+      case ExprNode::Kind::kName:
+        return n.name == "rank" ? env_.rank() : env_.world_size();
       case ExprNode::Kind::kUnary: {
         const int64_t v = eval(*n.args[0]);
         return n.name == "-" ? -v : (v == 0 ? 1 : 0);
       }
       case ExprNode::Kind::kTernary:
         return eval(*n.args[0]) != 0 ? eval(*n.args[1]) : eval(*n.args[2]);
-      case ExprNode::Kind::kBinary: return binary(n);
-      case ExprNode::Kind::kCall: return call(n);
+      case ExprNode::Kind::kBinary:
+        return binary(n);
+      case ExprNode::Kind::kCall:
+        return call(n);
     }
     return 0;
   }
@@ -330,8 +338,8 @@ class Evaluator {
     if (op == "*") return a * b;
     if (op == "/" || op == "%") {
       if (b == 0) {
-        throw runtime_error(fmt::format("division by zero at column {} of \"{}\"", n.offset + 1,
-                                        text_));
+        throw runtime_error(
+            fmt::format("division by zero at column {} of \"{}\"", n.offset + 1, text_));
       }
       return op == "/" ? floor_div(a, b) : a - floor_div(a, b) * b;
     }
@@ -407,12 +415,16 @@ Expression Expression::constant(int64_t value) {
   return e;
 }
 
-void Expression::check(const ExpressionSchema& schema) const { check_node(*root_, schema); }
+void Expression::check(const ExpressionSchema& schema) const {
+  check_node(*root_, schema);
+}
 
 int64_t Expression::evaluate(const ExpressionEnv& env) const {
   return Evaluator(env, text_).eval(*root_);
 }
 
-bool Expression::is_constant() const { return !depends_on_rank(*root_); }
+bool Expression::is_constant() const {
+  return !depends_on_rank(*root_);
+}
 
 }  // namespace meshsim::sim

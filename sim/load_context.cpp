@@ -32,7 +32,9 @@ SourceLocation LoadContext::at(const toml::source_region& region) const {
                         static_cast<int64_t>(region.begin.column)};
 }
 
-SourceLocation LoadContext::at(const toml::node& node) const { return at(node.source()); }
+SourceLocation LoadContext::at(const toml::node& node) const {
+  return at(node.source());
+}
 
 void LoadContext::fail(const toml::node& node, const std::string& message) const {
   throw InputError(at(node), message);
@@ -40,13 +42,20 @@ void LoadContext::fail(const toml::node& node, const std::string& message) const
 
 std::string describe_type(const toml::node& node) {
   switch (node.type()) {
-    case toml::node_type::table: return "a table";
-    case toml::node_type::array: return "an array";
-    case toml::node_type::string: return "a string";
-    case toml::node_type::integer: return "an integer";
-    case toml::node_type::floating_point: return "a float";
-    case toml::node_type::boolean: return "a boolean";
-    default: return "a date or time";
+    case toml::node_type::table:
+      return "a table";
+    case toml::node_type::array:
+      return "an array";
+    case toml::node_type::string:
+      return "a string";
+    case toml::node_type::integer:
+      return "an integer";
+    case toml::node_type::floating_point:
+      return "a float";
+    case toml::node_type::boolean:
+      return "a boolean";
+    default:
+      return "a date or time";
   }
 }
 
@@ -90,7 +99,8 @@ std::vector<int64_t> LoadContext::integers_of(const toml::node& node, std::strin
     fail(node, fmt::format("{} must be an array of integers, not {}", what, describe_type(node)));
   }
   std::vector<int64_t> out;
-  for (const toml::node& item : *array) out.push_back(integer_of(item, fmt::format("each entry of {}", what)));
+  for (const toml::node& item : *array)
+    out.push_back(integer_of(item, fmt::format("each entry of {}", what)));
   return out;
 }
 
@@ -101,7 +111,8 @@ std::vector<std::string> LoadContext::strings_of(const toml::node& node,
     fail(node, fmt::format("{} must be an array of strings, not {}", what, describe_type(node)));
   }
   std::vector<std::string> out;
-  for (const toml::node& item : *array) out.push_back(string_of(item, fmt::format("each entry of {}", what)));
+  for (const toml::node& item : *array)
+    out.push_back(string_of(item, fmt::format("each entry of {}", what)));
   return out;
 }
 
@@ -116,7 +127,8 @@ Expression LoadContext::expression_of(const toml::node& node, std::string_view w
   } catch (const ExpressionError& e) {
     SourceLocation where = at(node);
     where.column += 1 + static_cast<int64_t>(e.offset());  // past the opening quote
-    throw InputError(where, fmt::format("bad expression in {}: {} in \"{}\"", what, e.what(), text));
+    throw InputError(where,
+                     fmt::format("bad expression in {}: {} in \"{}\"", what, e.what(), text));
   }
 }
 

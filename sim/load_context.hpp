@@ -27,7 +27,7 @@ class LoadContext : public ExpressionSchema {
   struct MeshInfo {
     size_t ndim = 0;
     std::vector<std::string> dims;  // empty for a mesh without dim names
-    std::string root;  // name of the root mesh of its family (itself for a root)
+    std::string root;               // name of the root mesh of its family (itself for a root)
   };
   void declare_mesh(const std::string& name, MeshInfo info) { meshes_[name] = std::move(info); }
   const MeshInfo* mesh(const std::string& name) const;

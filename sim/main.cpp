@@ -5,8 +5,8 @@
 #include <fstream>
 #include <iostream>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "sim/report.hpp"
 #include "sim/runner.hpp"
@@ -35,7 +35,8 @@ std::vector<std::string> expand(const std::vector<std::string>& paths, RunReport
         }
       }
       std::sort(found.begin(), found.end());
-      if (found.empty()) report.unusable.push_back({{p, 0, 0}, "no .toml scenario files in this directory"});
+      if (found.empty())
+        report.unusable.push_back({{p, 0, 0}, "no .toml scenario files in this directory"});
       files.insert(files.end(), found.begin(), found.end());
     } else if (fs::exists(p, ec)) {
       files.push_back(p);

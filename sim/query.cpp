@@ -40,8 +40,8 @@ std::vector<Placement> placements_of(const toml::node& node, LoadContext& ctx) {
 
 const std::vector<std::string_view>& Query::keys() {
   static const std::vector<std::string_view> k{
-      "value",       "coordinate",  "mesh",          "shape",          "groups",         "group_name",
-      "local_rank",  "local_shard", "owned_indices", "has_group_names"};
+      "value",      "coordinate", "mesh",        "shape",         "groups",
+      "group_name", "local_rank", "local_shard", "owned_indices", "has_group_names"};
   return k;
 }
 
@@ -100,7 +100,9 @@ Query Query::parse(std::string_view key, const toml::node& node, LoadContext& ct
   return q;
 }
 
-bool Query::yields_integers() const { return key_ != "group_name" && key_ != "has_group_names"; }
+bool Query::yields_integers() const {
+  return key_ != "group_name" && key_ != "has_group_names";
+}
 
 std::string Query::describe() const {
   if (expression_) return fmt::format("value({})", expression_->text());

@@ -33,8 +33,8 @@ int64_t RankState::coord(const std::string& mesh_name, const std::string& dim) c
   const DeviceMesh& m = mesh(mesh_name);
   const size_t index = m.dim_index(*dim_of(dim));
   if (!m.coordinate()) {
-    throw runtime_error(
-        fmt::format("coord({}, {}): rank {} is not in mesh \"{}\"", mesh_name, dim, rank_, mesh_name));
+    throw runtime_error(fmt::format("coord({}, {}): rank {} is not in mesh \"{}\"", mesh_name, dim,
+                                    rank_, mesh_name));
   }
   return (*m.coordinate())[index];
 }

@@ -18,14 +18,14 @@ std::string format_failures(const ScenarioResult& result, size_t limit) {
   std::vector<std::string> lines;
   for (const ExpectationRecord& e : result.expectations) {
     if (e.passed) continue;
-    lines.push_back(fmt::format("{}: rank {}: expected {} == {}, got {}", e.where.to_string(), e.rank,
-                                e.what, e.expected.dump(), e.observed.dump()));
+    lines.push_back(fmt::format("{}: rank {}: expected {} == {}, got {}", e.where.to_string(),
+                                e.rank, e.what, e.expected.dump(), e.observed.dump()));
   }
   for (size_t r = 0; r < result.failures.size(); ++r) {
     if (!result.failures[r]) continue;
     const RankFailure& f = *result.failures[r];
-    lines.push_back(fmt::format("{}: rank {}: {} step failed: {}: {}", f.where.to_string(), r, f.step,
-                                f.error_type, f.message));
+    lines.push_back(fmt::format("{}: rank {}: {} step failed: {}: {}", f.where.to_string(), r,
+                                f.step, f.error_type, f.message));
   }
   std::string out;
   for (size_t i = 0; i < lines.size() && i < limit; ++i) out += "  " + lines[i] + "\n";
@@ -54,8 +54,7 @@ std::string format_table(const RunReport& report, bool with_time) {
 std::string format_totals(const RunReport& report) {
   size_t passed = 0;
   for (const ScenarioResult& r : report.results) passed += r.passed() ? 1 : 0;
-  std::string out =
-      fmt::format("{} passed, {} failed", passed, report.results.size() - passed);
+  std::string out = fmt::format("{} passed, {} failed", passed, report.results.size() - passed);
   if (!report.unusable.empty()) out += fmt::format(" ({} unusable input)", report.unusable.size());
   return out + "\n";
 }
@@ -76,8 +75,10 @@ Json report_json(const RunReport& report, const std::string& version) {
     }
     Json dumps = Json::array();
     for (const DumpRecord& d : r.dumps) {
-      dumps.push_back(
-          {{"location", location_json(d.where)}, {"rank", d.rank}, {"what", d.what}, {"value", d.value}});
+      dumps.push_back({{"location", location_json(d.where)},
+                       {"rank", d.rank},
+                       {"what", d.what},
+                       {"value", d.value}});
     }
     Json ranks = Json::array();
     for (size_t i = 0; i < r.failures.size(); ++i) {

@@ -17,7 +17,8 @@ std::optional<RankFailure> run_step(const Step& step, RankState& rank) {
   };
   try {
     if (step.when && step.when->evaluate(rank) == 0) return std::nullopt;
-    const bool must_raise = step.raises && (!step.raises->on || step.raises->on->evaluate(rank) != 0);
+    const bool must_raise =
+        step.raises && (!step.raises->on || step.raises->on->evaluate(rank) != 0);
     try {
       step.run(rank);
     } catch (const Error& e) {
@@ -31,9 +32,9 @@ std::optional<RankFailure> run_step(const Step& step, RankState& rank) {
                                  py_error_type_name(step.raises->type), step.raises->contains));
     }
     if (must_raise) {
-      return failure("meshsim", fmt::format("expected {} containing \"{}\", but the step succeeded",
-                                            py_error_type_name(step.raises->type),
-                                            step.raises->contains));
+      return failure("meshsim",
+                     fmt::format("expected {} containing \"{}\", but the step succeeded",
+                                 py_error_type_name(step.raises->type), step.raises->contains));
     }
   } catch (const Error& e) {
     // From `when` or `on`: the expression itself failed on this rank.

@@ -30,8 +30,8 @@ std::optional<RaisesSpec> parse_raises(const toml::table& entry, LoadContext& ct
   const toml::node& type = ctx.require(*table, "type", "raises");
   const std::string type_name = ctx.string_of(type, "type");
   bool known = false;
-  for (PyErrorType t : {PyErrorType::kRuntimeError, PyErrorType::kValueError, PyErrorType::kKeyError,
-                        PyErrorType::kTypeError, PyErrorType::kIndexError,
+  for (PyErrorType t : {PyErrorType::kRuntimeError, PyErrorType::kValueError,
+                        PyErrorType::kKeyError, PyErrorType::kTypeError, PyErrorType::kIndexError,
                         PyErrorType::kAttributeError, PyErrorType::kNotImplementedError}) {
     if (py_error_type_name(t) == type_name) {
       spec.type = t;
@@ -44,7 +44,8 @@ std::optional<RaisesSpec> parse_raises(const toml::table& entry, LoadContext& ct
                                "NotImplementedError)",
                                type_name));
   }
-  if (const toml::node* contains = table->get("contains")) spec.contains = ctx.string_of(*contains, "contains");
+  if (const toml::node* contains = table->get("contains"))
+    spec.contains = ctx.string_of(*contains, "contains");
   if (const toml::node* on = table->get("on")) {
     if (const toml::array* ranks = on->as_array()) {
       std::vector<std::string> terms;
@@ -83,13 +84,15 @@ std::unique_ptr<Step> parse_entry(const Entry& e, LoadContext& ctx) {
       }
       if (value != nullptr) {
         throw InputError(ctx.at(key.source()),
-                         fmt::format("a [[step]] does one thing; found both \"{}\" and \"{}\"", kind,
-                                     key.str()));
+                         fmt::format("a [[step]] does one thing; found both \"{}\" and \"{}\"",
+                                     kind, key.str()));
       }
       value = &v;
       kind = key.str();
     }
-    if (value == nullptr) ctx.fail(table, "a [[step]] needs a step key (" + fmt::format("{}", fmt::join(StepRegistry::builtin().keys(), ", ")) + ")");
+    if (value == nullptr)
+      ctx.fail(table, "a [[step]] needs a step key (" +
+                          fmt::format("{}", fmt::join(StepRegistry::builtin().keys(), ", ")) + ")");
     step = StepRegistry::builtin().find(kind)->parse(*value, table, ctx);
   }
   step->where = ctx.at(table);
@@ -114,14 +117,16 @@ Scenario load_scenario_text(std::string_view text, const std::string& file) {
   header.only_keys(doc, {"scenario", "mesh", "step", "expect"}, "a scenario file");
   const toml::node* scenario_node = doc.get("scenario");
   if (scenario_node == nullptr || !scenario_node->is_table()) {
-    throw InputError({file, 1, 1}, "a scenario file needs a [scenario] table with name and world_size");
+    throw InputError({file, 1, 1},
+                     "a scenario file needs a [scenario] table with name and world_size");
   }
   const toml::table& head = *scenario_node->as_table();
   header.only_keys(head, {"name", "description", "world_size", "device"}, "[scenario]");
   Scenario s;
   s.file = file;
   s.name = header.string_of(header.require(head, "name", "[scenario]"), "name");
-  if (const toml::node* d = head.get("description")) s.description = header.string_of(*d, "description");
+  if (const toml::node* d = head.get("description"))
+    s.description = header.string_of(*d, "description");
   const toml::node& world = header.require(head, "world_size", "[scenario]");
   s.world_size = header.integer_of(world, "world_size");
   if (s.world_size < 1 || s.world_size > kMaxWorldSize) {
@@ -145,7 +150,8 @@ Scenario load_scenario_text(std::string_view text, const std::string& file) {
   }
   // The program reads top to bottom, whatever array an entry belongs to.
   std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
-    return std::pair(a.position.line, a.position.column) < std::pair(b.position.line, b.position.column);
+    return std::pair(a.position.line, a.position.column) <
+           std::pair(b.position.line, b.position.column);
   });
   LoadContext ctx(file, s.world_size, s.device_type);
   for (const Entry& e : entries) s.steps.push_back(parse_entry(e, ctx));

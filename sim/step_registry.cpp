@@ -34,7 +34,8 @@ const StepRegistry& StepRegistry::builtin() {
     r.add("expect", "an expectation (same keys as an [[expect]] table)",
           [](const toml::node& value, const toml::table&, LoadContext& ctx) {
             const toml::table* table = value.as_table();
-            if (table == nullptr) ctx.fail(value, "expect must be a table, like an [[expect]] entry");
+            if (table == nullptr)
+              ctx.fail(value, "expect must be a table, like an [[expect]] entry");
             return parse_expectation(*table, ctx);
           });
     return r;

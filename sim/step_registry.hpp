@@ -14,9 +14,8 @@
 namespace meshsim::sim {
 
 // Builds a step from the value of its key; `entry` is the whole [[step]] table.
-using StepParser =
-    std::function<std::unique_ptr<Step>(const toml::node& value, const toml::table& entry,
-                                        LoadContext& ctx)>;
+using StepParser = std::function<std::unique_ptr<Step>(const toml::node& value,
+                                                       const toml::table& entry, LoadContext& ctx)>;
 
 class StepRegistry {
  public:

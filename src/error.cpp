@@ -7,13 +7,20 @@ namespace meshsim {
 
 std::string_view py_error_type_name(PyErrorType type) {
   switch (type) {
-    case PyErrorType::kRuntimeError: return "RuntimeError";
-    case PyErrorType::kValueError: return "ValueError";
-    case PyErrorType::kKeyError: return "KeyError";
-    case PyErrorType::kTypeError: return "TypeError";
-    case PyErrorType::kIndexError: return "IndexError";
-    case PyErrorType::kAttributeError: return "AttributeError";
-    case PyErrorType::kNotImplementedError: return "NotImplementedError";
+    case PyErrorType::kRuntimeError:
+      return "RuntimeError";
+    case PyErrorType::kValueError:
+      return "ValueError";
+    case PyErrorType::kKeyError:
+      return "KeyError";
+    case PyErrorType::kTypeError:
+      return "TypeError";
+    case PyErrorType::kIndexError:
+      return "IndexError";
+    case PyErrorType::kAttributeError:
+      return "AttributeError";
+    case PyErrorType::kNotImplementedError:
+      return "NotImplementedError";
   }
   return "Error";
 }

@@ -49,7 +49,7 @@ inline Error key_error(std::string message) {
 
 }  // namespace meshsim
 
-#define MESHSIM_ASSERT(cond, detail)                                            \
-  do {                                                                          \
+#define MESHSIM_ASSERT(cond, detail)                                             \
+  do {                                                                           \
     if (!(cond)) ::meshsim::assertion_failed(#cond, __FILE__, __LINE__, detail); \
   } while (0)

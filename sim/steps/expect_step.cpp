@@ -56,7 +56,8 @@ std::unique_ptr<Step> parse_expectation(const toml::table& table, LoadContext& c
   const toml::node* query_node = queries.empty() ? nullptr : queries[0].second;
   const std::string_view query_key = queries.empty() ? "" : queries[0].first->str();
   if (query_node == nullptr) {
-    ctx.fail(table, fmt::format("an expectation needs one query key ({})", fmt::join(Query::keys(), ", ")));
+    ctx.fail(table, fmt::format("an expectation needs one query key ({})",
+                                fmt::join(Query::keys(), ", ")));
   }
   step->query_ = Query::parse(query_key, *query_node, ctx);
   const auto strings = step->query_->yields_integers() ? ExpectedValue::Strings::kExpressions
@@ -74,7 +75,8 @@ std::unique_ptr<Step> parse_expectation(const toml::table& table, LoadContext& c
       ctx.fail(*by_rank, fmt::format("by_rank must be an array with one value per rank ({})",
                                      ctx.world_size()));
     }
-    for (const toml::node& item : *per_rank) step->by_rank_.push_back(ExpectedValue::parse(item, ctx, strings));
+    for (const toml::node& item : *per_rank)
+      step->by_rank_.push_back(ExpectedValue::parse(item, ctx, strings));
   }
   return step;
 }

@@ -39,7 +39,8 @@ class MeshStep final : public Step {
  public:
   void run(RankState& rank) const override {
     if (from_.empty()) {
-      rank.set_mesh(name_, table_ ? from_table(rank) : DeviceMesh::init(rank.groups(), device(rank), shape_, dims_));
+      rank.set_mesh(name_, table_ ? from_table(rank)
+                                  : DeviceMesh::init(rank.groups(), device(rank), shape_, dims_));
       return;
     }
     DeviceMesh m = rank.mesh(from_);
@@ -78,22 +79,25 @@ class MeshStep final : public Step {
 std::unique_ptr<Step> parse_mesh_definition(const toml::table& table, LoadContext& ctx,
                                             bool expects_error) {
   ctx.only_keys(table,
-                {"name", "shape", "dims", "ranks", "from", "slice", "flatten", "unflatten", "device",
-                 "when", "raises"},
+                {"name", "shape", "dims", "ranks", "from", "slice", "flatten", "unflatten",
+                 "device", "when", "raises"},
                 "a mesh definition");
   auto step = std::make_unique<MeshStep>();
   step->name_ = ctx.string_of(ctx.require(table, "name", "a mesh definition"), "name");
   const int sources = table.contains("shape") + table.contains("ranks") + table.contains("from");
   if (sources != 1) {
-    ctx.fail(table, fmt::format("mesh \"{}\" needs exactly one of shape, ranks or from", step->name_));
+    ctx.fail(table,
+             fmt::format("mesh \"{}\" needs exactly one of shape, ranks or from", step->name_));
   }
   if (const toml::node* d = table.get("device")) step->device_ = ctx.string_of(*d, "device");
   if (const toml::node* d = table.get("dims")) step->dims_ = ctx.strings_of(*d, "dims");
   const bool derived = table.contains("from");
   for (std::string_view key : {"slice", "flatten", "unflatten"}) {
-    if (table.contains(key) && !derived) ctx.fail(*table.get(key), fmt::format("{} needs from", key));
+    if (table.contains(key) && !derived)
+      ctx.fail(*table.get(key), fmt::format("{} needs from", key));
   }
-  if (derived && table.contains("dims")) ctx.fail(*table.get("dims"), "a derived mesh takes its dims from slice, flatten or unflatten");
+  if (derived && table.contains("dims"))
+    ctx.fail(*table.get("dims"), "a derived mesh takes its dims from slice, flatten or unflatten");
 
   LoadContext::MeshInfo info{0, step->dims_.value_or(std::vector<std::string>{}), step->name_};
   if (const toml::node* shape = table.get("shape")) {
@@ -116,7 +120,8 @@ std::unique_ptr<Step> parse_mesh_definition(const toml::table& table, LoadContex
     }
   } else if (const toml::node* ranks = table.get("ranks")) {
     step->table_.emplace();
-    if (!ranks->is_array()) ctx.fail(*ranks, "ranks must be a (nested) array of ranks or expressions");
+    if (!ranks->is_array())
+      ctx.fail(*ranks, "ranks must be a (nested) array of ranks or expressions");
     read_rank_table(*ranks, ctx, 0, *step->table_);
     info.ndim = step->table_->shape.size();
     if (!expects_error && step->dims_ && step->dims_->size() != step->table_->shape.size()) {
@@ -163,7 +168,8 @@ std::unique_ptr<Step> parse_mesh_definition(const toml::table& table, LoadContex
       ctx.only_keys(*u, {"dim", "sizes", "names"}, "unflatten");
       Unflatten spec;
       const toml::node& dim = ctx.require(*u, "dim", "unflatten");
-      spec.dim = dim.is_integer() ? std::to_string(ctx.integer_of(dim, "dim")) : ctx.string_of(dim, "dim");
+      spec.dim =
+          dim.is_integer() ? std::to_string(ctx.integer_of(dim, "dim")) : ctx.string_of(dim, "dim");
       spec.sizes = ctx.integers_of(ctx.require(*u, "sizes", "unflatten"), "sizes");
       spec.names = ctx.strings_of(ctx.require(*u, "names", "unflatten"), "names");
       const auto it = std::find(info.dims.begin(), info.dims.end(), spec.dim);

@@ -17,8 +17,8 @@ std::vector<std::vector<int64_t>> owned_indices(std::span<const int64_t> global_
                                                 std::span<const int64_t> coordinate,
                                                 std::span<const Placement> placements) {
   if (placements.size() != mesh_shape.size()) {
-    throw value_error(fmt::format("{} placements given for a {}-d mesh", placements.size(),
-                                  mesh_shape.size()));
+    throw value_error(
+        fmt::format("{} placements given for a {}-d mesh", placements.size(), mesh_shape.size()));
   }
   MESHSIM_ASSERT(coordinate.size() == mesh_shape.size(),
                  fmt::format("coordinate has {} entries for a {}-d mesh", coordinate.size(),
@@ -61,10 +61,9 @@ std::vector<std::vector<int64_t>> owned_indices(std::span<const int64_t> global_
   return owned;
 }
 
-LocalShard compute_local_shape_and_global_offset(std::span<const int64_t> global_shape,
-                                                 std::span<const int64_t> mesh_shape,
-                                                 const std::optional<std::vector<int64_t>>& coordinate,
-                                                 std::span<const Placement> placements) {
+LocalShard compute_local_shape_and_global_offset(
+    std::span<const int64_t> global_shape, std::span<const int64_t> mesh_shape,
+    const std::optional<std::vector<int64_t>>& coordinate, std::span<const Placement> placements) {
   if (!coordinate) return LocalShard{{0}, {}};
   const std::vector<std::vector<int64_t>> owned =
       owned_indices(global_shape, mesh_shape, *coordinate, placements);

@@ -29,10 +29,9 @@ std::vector<std::vector<int64_t>> owned_indices(std::span<const int64_t> global_
                                                 std::span<const Placement> placements);
 
 // Shape and offset of the local shard; a rank outside the mesh (no coordinate) gets ((0,), ()).
-LocalShard compute_local_shape_and_global_offset(std::span<const int64_t> global_shape,
-                                                 std::span<const int64_t> mesh_shape,
-                                                 const std::optional<std::vector<int64_t>>& coordinate,
-                                                 std::span<const Placement> placements);
+LocalShard compute_local_shape_and_global_offset(
+    std::span<const int64_t> global_shape, std::span<const int64_t> mesh_shape,
+    const std::optional<std::vector<int64_t>>& coordinate, std::span<const Placement> placements);
 
 // torch.chunk's piece `index` of `n` items cut into `pieces`: (start, size).
 std::pair<int64_t, int64_t> chunk_range(int64_t n, int64_t pieces, int64_t index);

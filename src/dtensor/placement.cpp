@@ -11,18 +11,23 @@ namespace meshsim {
 
 std::string_view reduce_op_name(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kSum: return "sum";
-    case ReduceOp::kAvg: return "avg";
-    case ReduceOp::kMin: return "min";
-    case ReduceOp::kMax: return "max";
-    case ReduceOp::kProduct: return "product";
+    case ReduceOp::kSum:
+      return "sum";
+    case ReduceOp::kAvg:
+      return "avg";
+    case ReduceOp::kMin:
+      return "min";
+    case ReduceOp::kMax:
+      return "max";
+    case ReduceOp::kProduct:
+      return "product";
   }
   return "?";
 }
 
 ReduceOp parse_reduce_op(std::string_view name) {
-  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax,
-                      ReduceOp::kProduct}) {
+  for (ReduceOp op :
+       {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
     if (reduce_op_name(op) == name) return op;
   }
   throw value_error(
@@ -132,9 +137,9 @@ class PlacementReader {
   std::string word() {
     skip_space();
     const size_t start = pos_;
-    while (pos_ < text_.size() && (std::isalnum(static_cast<unsigned char>(text_[pos_])) ||
-                                   text_[pos_] == '_' || text_[pos_] == '-' ||
-                                   text_[pos_] == '"' || text_[pos_] == '\'')) {
+    while (pos_ < text_.size() &&
+           (std::isalnum(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '_' ||
+            text_[pos_] == '-' || text_[pos_] == '"' || text_[pos_] == '\'')) {
       ++pos_;
     }
     if (start == pos_) fail("a name or a number");
@@ -157,6 +162,8 @@ class PlacementReader {
 
 }  // namespace
 
-Placement parse_placement(std::string_view text) { return PlacementReader(text).read(); }
+Placement parse_placement(std::string_view text) {
+  return PlacementReader(text).read();
+}
 
 }  // namespace meshsim

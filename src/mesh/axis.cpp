@@ -51,7 +51,9 @@ std::vector<int64_t> enumerate_offsets(std::span<const Mode> modes) {
   return out;
 }
 
-std::vector<int64_t> Axis::codomain() const { return enumerate_offsets(modes_); }
+std::vector<int64_t> Axis::codomain() const {
+  return enumerate_offsets(modes_);
+}
 
 namespace {
 std::vector<Mode> by_descending_stride(std::vector<Mode> modes) {
@@ -88,8 +90,9 @@ Axis Axis::complement(int64_t world) const {
   int64_t covered = 1;
   for (const Mode& m : ascending) {
     if (m.stride % covered != 0) {
-      throw value_error(fmt::format("layout {} has no complement: stride {} is not a multiple of {}",
-                                    to_string(), m.stride, covered));
+      throw value_error(
+          fmt::format("layout {} has no complement: stride {} is not a multiple of {}", to_string(),
+                      m.stride, covered));
     }
     gaps.push_back({m.stride / covered, covered});
     covered = m.stride * m.size;
@@ -124,8 +127,8 @@ std::vector<Axis> Axis::split(std::span<const int64_t> sizes) const {
           continue;
         }
         if (m.size % skip != 0) {
-          throw value_error(fmt::format("sizes cut mode ({}:{}) of {} unevenly", m.size, m.stride,
-                                        to_string()));
+          throw value_error(
+              fmt::format("sizes cut mode ({}:{}) of {} unevenly", m.size, m.stride, to_string()));
         }
         m = {m.size / skip, m.stride * skip};
         skip = 1;
@@ -137,8 +140,8 @@ std::vector<Axis> Axis::split(std::span<const int64_t> sizes) const {
         taken.push_back({remaining, m.stride});
         remaining = 1;
       } else {
-        throw value_error(fmt::format("sizes cut mode ({}:{}) of {} unevenly", m.size, m.stride,
-                                      to_string()));
+        throw value_error(
+            fmt::format("sizes cut mode ({}:{}) of {} unevenly", m.size, m.stride, to_string()));
       }
     }
     std::reverse(taken.begin(), taken.end());
@@ -222,7 +225,8 @@ class IntTupleReader {
     return pos_ >= text_.size();
   }
   [[noreturn]] void fail(const std::string& what) const {
-    throw value_error(fmt::format("layout \"{}\": expected {} at column {}", text_, what, pos_ + 1));
+    throw value_error(
+        fmt::format("layout \"{}\": expected {} at column {}", text_, what, pos_ + 1));
   }
 
  private:
@@ -248,8 +252,8 @@ Axis Axis::parse(std::string_view text) {
   }
   if (!reader.at_end()) reader.fail("the end of the layout");
   if (sizes.size() != strides.size()) {
-    throw value_error(fmt::format("layout \"{}\": {} sizes but {} strides", text, sizes.size(),
-                                  strides.size()));
+    throw value_error(
+        fmt::format("layout \"{}\": {} sizes but {} strides", text, sizes.size(), strides.size()));
   }
   std::vector<Mode> modes;
   for (size_t i = 0; i < sizes.size(); ++i) modes.push_back({sizes[i], strides[i]});

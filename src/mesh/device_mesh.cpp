@@ -52,7 +52,9 @@ uint64_t fnv1a(uint64_t h, std::string_view bytes) {
 
 }  // namespace
 
-std::span<const int64_t> DeviceMesh::rank_map() const { return family_->rank_map; }
+std::span<const int64_t> DeviceMesh::rank_map() const {
+  return family_->rank_map;
+}
 
 std::optional<std::string> DeviceMesh::create_groups(GroupCreator& groups, const Axis& axis,
                                                      std::span<const int64_t> rank_map) {
@@ -92,9 +94,8 @@ DeviceMesh::State DeviceMesh::derived_state(MeshLayout layout, DimNames dim_name
 DeviceMesh DeviceMesh::make_root(GroupCreator& groups, const std::string& device_type,
                                  std::vector<int64_t> rank_map, MeshLayout layout,
                                  const DimNames& dim_names) {
-  if (device_type.empty() ||
-      !std::all_of(device_type.begin(), device_type.end(),
-                   [](unsigned char c) { return std::isalpha(c); })) {
+  if (device_type.empty() || !std::all_of(device_type.begin(), device_type.end(),
+                                          [](unsigned char c) { return std::isalpha(c); })) {
     throw runtime_error(fmt::format(
         "Device type with index is not supported but got {}. If you maintained a 'torch.device' "
         "object, it's recommended to pass in 'device.type'.",
@@ -142,9 +143,9 @@ DeviceMesh DeviceMesh::from_rank_table(GroupCreator& groups, const std::string& 
                                        const RankTensor& table, const DimNames& dim_names) {
   int64_t numel = 1;
   for (int64_t s : table.shape) numel *= s;
-  MESHSIM_ASSERT(numel == static_cast<int64_t>(table.values.size()),
-                 fmt::format("rank table shape holds {} entries, values {}", numel,
-                             table.values.size()));
+  MESHSIM_ASSERT(
+      numel == static_cast<int64_t>(table.values.size()),
+      fmt::format("rank table shape holds {} entries, values {}", numel, table.values.size()));
   std::set<int64_t> seen;
   for (int64_t r : table.values) {
     if (r < 0 || r >= groups.world_size()) {
@@ -156,8 +157,8 @@ DeviceMesh DeviceMesh::from_rank_table(GroupCreator& groups, const std::string& 
     }
   }
   if (dim_names && dim_names->size() != table.shape.size()) {
-    throw runtime_error(
-        fmt::format("mesh has {} dims but {} mesh_dim_names", table.shape.size(), dim_names->size()));
+    throw runtime_error(fmt::format("mesh has {} dims but {} mesh_dim_names", table.shape.size(),
+                                    dim_names->size()));
   }
   return make_root(groups, device_type, table.values, MeshLayout::from_sizes_strides(table.shape),
                    dim_names);
@@ -190,7 +191,9 @@ std::vector<std::vector<int64_t>> DeviceMesh::groups(size_t dim) const {
   return global_ranks(state_.layout[dim], family_->rank_map);
 }
 
-RankTensor DeviceMesh::full_mesh() const { return state_.layout.full_mesh_tensor(family_->rank_map); }
+RankTensor DeviceMesh::full_mesh() const {
+  return state_.layout.full_mesh_tensor(family_->rank_map);
+}
 
 RankTensor DeviceMesh::mesh() const {
   RankTensor full = full_mesh();
@@ -266,8 +269,9 @@ DeviceMesh DeviceMesh::slice(const std::vector<std::string>& names) const {
   }
   for (const std::string& n : names) {
     if (std::find(valid.begin(), valid.end(), n) == valid.end()) {
-      throw key_error(fmt::format("Invalid mesh_dim_names {} specified. Valid mesh_dim_names are {}.",
-                                  py_tuple(names), py_list(valid)));
+      throw key_error(
+          fmt::format("Invalid mesh_dim_names {} specified. Valid mesh_dim_names are {}.",
+                      py_tuple(names), py_list(valid)));
     }
   }
   std::vector<Axis> axes;
@@ -326,8 +330,8 @@ DeviceMesh DeviceMesh::flatten(GroupCreator& groups, std::optional<std::string> 
     name = joined;
   }
   if (ndim() == 1 && std::find(own.begin(), own.end(), *name) != own.end()) return *this;
-  const std::vector<std::string> root_names = family_->root.dim_names.value_or(
-      std::vector<std::string>{});
+  const std::vector<std::string> root_names =
+      family_->root.dim_names.value_or(std::vector<std::string>{});
   if (std::find(root_names.begin(), root_names.end(), *name) != root_names.end()) {
     throw value_error(fmt::format(
         "{} already exists for submesh of the {}. The mesh_dim_names of submesh and flattened "
@@ -426,8 +430,9 @@ void DeviceMesh::rebind_groups(const GroupCreator& groups) {
       }
     }
     if (!found) {
-      throw runtime_error(fmt::format(
-          "cannot rebind mesh dim {} of {}: no live process group has its ranks", dim, to_string()));
+      throw runtime_error(
+          fmt::format("cannot rebind mesh dim {} of {}: no live process group has its ranks", dim,
+                      to_string()));
     }
     names.push_back(*found);
   }

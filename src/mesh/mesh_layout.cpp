@@ -32,7 +32,9 @@ int64_t MeshLayout::numel() const {
   return n;
 }
 
-int64_t MeshLayout::cosize() const { return collapse().cosize(); }
+int64_t MeshLayout::cosize() const {
+  return collapse().cosize();
+}
 
 Axis MeshLayout::collapse() const {
   std::vector<Mode> modes;
@@ -60,16 +62,17 @@ RankTensor MeshLayout::full_mesh_tensor(std::span<const int64_t> rank_map) const
   out.values.reserve(offsets.size() * pos.size());
   for (int64_t o : offsets) {
     for (int64_t p : pos) {
-      MESHSIM_ASSERT(o + p < table_size,
-                     fmt::format("layout {} leaves the rank table of {} entries", to_string(),
-                                 table_size));
+      MESHSIM_ASSERT(
+          o + p < table_size,
+          fmt::format("layout {} leaves the rank table of {} entries", to_string(), table_size));
       out.values.push_back(rank_map[static_cast<size_t>(o + p)]);
     }
   }
   return out;
 }
 
-MeshLayout MeshLayout::splice(size_t begin, size_t end, const std::vector<Axis>& replacement) const {
+MeshLayout MeshLayout::splice(size_t begin, size_t end,
+                              const std::vector<Axis>& replacement) const {
   std::vector<Axis> axes(axes_.begin(), axes_.begin() + static_cast<ptrdiff_t>(begin));
   axes.insert(axes.end(), replacement.begin(), replacement.end());
   axes.insert(axes.end(), axes_.begin() + static_cast<ptrdiff_t>(end), axes_.end());
@@ -82,7 +85,8 @@ std::string MeshLayout::to_string() const {
   return out + "]";
 }
 
-std::vector<std::vector<int64_t>> global_ranks(const Axis& axis, std::span<const int64_t> rank_map) {
+std::vector<std::vector<int64_t>> global_ranks(const Axis& axis,
+                                               std::span<const int64_t> rank_map) {
   const auto table_size = static_cast<int64_t>(rank_map.size());
   const std::vector<int64_t> members = axis.codomain();
   std::vector<std::vector<int64_t>> groups;

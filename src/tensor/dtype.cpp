@@ -9,13 +9,17 @@ namespace meshsim {
 size_t dtype_size(DType dtype) {
   switch (dtype) {
     case DType::kFloat64:
-    case DType::kInt64: return 8;
+    case DType::kInt64:
+      return 8;
     case DType::kFloat32:
-    case DType::kInt32: return 4;
+    case DType::kInt32:
+      return 4;
     case DType::kFloat16:
-    case DType::kBFloat16: return 2;
+    case DType::kBFloat16:
+      return 2;
     case DType::kUInt8:
-    case DType::kBool: return 1;
+    case DType::kBool:
+      return 1;
   }
   return 0;
 }
@@ -27,14 +31,22 @@ bool is_floating(DType dtype) {
 
 std::string_view dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::kFloat32: return "float32";
-    case DType::kFloat64: return "float64";
-    case DType::kFloat16: return "float16";
-    case DType::kBFloat16: return "bfloat16";
-    case DType::kInt64: return "int64";
-    case DType::kInt32: return "int32";
-    case DType::kUInt8: return "uint8";
-    case DType::kBool: return "bool";
+    case DType::kFloat32:
+      return "float32";
+    case DType::kFloat64:
+      return "float64";
+    case DType::kFloat16:
+      return "float16";
+    case DType::kBFloat16:
+      return "bfloat16";
+    case DType::kInt64:
+      return "int64";
+    case DType::kInt32:
+      return "int32";
+    case DType::kUInt8:
+      return "uint8";
+    case DType::kBool:
+      return "bool";
   }
   return "?";
 }
@@ -46,10 +58,10 @@ std::optional<DType> parse_dtype(std::string_view name) {
     DType dtype;
   };
   static constexpr Alias kAliases[] = {
-      {"float32", DType::kFloat32}, {"float", DType::kFloat32},    {"float64", DType::kFloat64},
-      {"double", DType::kFloat64},  {"float16", DType::kFloat16},  {"half", DType::kFloat16},
-      {"bfloat16", DType::kBFloat16}, {"int64", DType::kInt64},    {"long", DType::kInt64},
-      {"int32", DType::kInt32},     {"int", DType::kInt32},        {"uint8", DType::kUInt8},
+      {"float32", DType::kFloat32},   {"float", DType::kFloat32},   {"float64", DType::kFloat64},
+      {"double", DType::kFloat64},    {"float16", DType::kFloat16}, {"half", DType::kFloat16},
+      {"bfloat16", DType::kBFloat16}, {"int64", DType::kInt64},     {"long", DType::kInt64},
+      {"int32", DType::kInt32},       {"int", DType::kInt32},       {"uint8", DType::kUInt8},
       {"bool", DType::kBool},
   };
   for (const Alias& a : kAliases) {
@@ -62,7 +74,8 @@ uint16_t float_to_half_bits(float value) {
   const uint32_t f = std::bit_cast<uint32_t>(value);
   const uint32_t sign = (f >> 16) & 0x8000u;
   const uint32_t abs = f & 0x7fffffffu;
-  if (abs >= 0x7f800000u) return static_cast<uint16_t>(sign | (abs > 0x7f800000u ? 0x7e00u : 0x7c00u));
+  if (abs >= 0x7f800000u)
+    return static_cast<uint16_t>(sign | (abs > 0x7f800000u ? 0x7e00u : 0x7c00u));
   if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds past 65504
   if (abs < 0x38800000u) {
     // Subnormal half (or zero): value / 2^-24 rounded to nearest even, done exactly in float.

@@ -52,8 +52,9 @@ std::span<std::byte> Tensor::mutable_bytes() {
 void Tensor::check_index(int64_t index) const {
   if (is_meta()) throw runtime_error("a meta tensor has no data");
   if (index < 0 || index >= numel_) {
-    throw Error(PyErrorType::kIndexError,
-                fmt::format("index {} is out of bounds for a tensor of {} elements", index, numel_));
+    throw Error(
+        PyErrorType::kIndexError,
+        fmt::format("index {} is out of bounds for a tensor of {} elements", index, numel_));
   }
 }
 
@@ -74,14 +75,22 @@ double Tensor::get(int64_t index) const {
   check_index(index);
   const std::byte* p = data_.data() + static_cast<size_t>(index) * dtype_size(dtype_);
   switch (dtype_) {
-    case DType::kFloat32: return load<float>(p);
-    case DType::kFloat64: return load<double>(p);
-    case DType::kFloat16: return half_bits_to_float(load<uint16_t>(p));
-    case DType::kBFloat16: return bfloat16_bits_to_float(load<uint16_t>(p));
-    case DType::kInt64: return static_cast<double>(load<int64_t>(p));
-    case DType::kInt32: return load<int32_t>(p);
-    case DType::kUInt8: return load<uint8_t>(p);
-    case DType::kBool: return load<uint8_t>(p) != 0 ? 1.0 : 0.0;
+    case DType::kFloat32:
+      return load<float>(p);
+    case DType::kFloat64:
+      return load<double>(p);
+    case DType::kFloat16:
+      return half_bits_to_float(load<uint16_t>(p));
+    case DType::kBFloat16:
+      return bfloat16_bits_to_float(load<uint16_t>(p));
+    case DType::kInt64:
+      return static_cast<double>(load<int64_t>(p));
+    case DType::kInt32:
+      return load<int32_t>(p);
+    case DType::kUInt8:
+      return load<uint8_t>(p);
+    case DType::kBool:
+      return load<uint8_t>(p) != 0 ? 1.0 : 0.0;
   }
   return 0.0;
 }
@@ -90,14 +99,30 @@ void Tensor::set(int64_t index, double value) {
   check_index(index);
   std::byte* p = data_.data() + static_cast<size_t>(index) * dtype_size(dtype_);
   switch (dtype_) {
-    case DType::kFloat32: store(p, static_cast<float>(value)); break;
-    case DType::kFloat64: store(p, value); break;
-    case DType::kFloat16: store(p, float_to_half_bits(static_cast<float>(value))); break;
-    case DType::kBFloat16: store(p, float_to_bfloat16_bits(static_cast<float>(value))); break;
-    case DType::kInt64: store(p, static_cast<int64_t>(value)); break;
-    case DType::kInt32: store(p, static_cast<int32_t>(value)); break;
-    case DType::kUInt8: store(p, static_cast<uint8_t>(static_cast<int64_t>(value))); break;
-    case DType::kBool: store(p, static_cast<uint8_t>(value != 0.0)); break;
+    case DType::kFloat32:
+      store(p, static_cast<float>(value));
+      break;
+    case DType::kFloat64:
+      store(p, value);
+      break;
+    case DType::kFloat16:
+      store(p, float_to_half_bits(static_cast<float>(value)));
+      break;
+    case DType::kBFloat16:
+      store(p, float_to_bfloat16_bits(static_cast<float>(value)));
+      break;
+    case DType::kInt64:
+      store(p, static_cast<int64_t>(value));
+      break;
+    case DType::kInt32:
+      store(p, static_cast<int32_t>(value));
+      break;
+    case DType::kUInt8:
+      store(p, static_cast<uint8_t>(static_cast<int64_t>(value)));
+      break;
+    case DType::kBool:
+      store(p, static_cast<uint8_t>(value != 0.0));
+      break;
   }
 }
 

@@ -48,10 +48,20 @@ TEST_CASE("local_shard property: shards tile the global tensor for random placem
     int64_t replicas = 1;
     for (int64_t d = 0; d < mesh_ndim; ++d) {
       switch (rng.below(4)) {
-        case 0: placements.push_back(Shard{rng.below(tensor_ndim)}); break;
-        case 1: placements.push_back(StridedShard{rng.below(tensor_ndim), 1 + rng.below(3)}); break;
-        case 2: placements.push_back(Replicate{}); replicas *= mesh[static_cast<size_t>(d)]; break;
-        default: placements.push_back(Partial{}); replicas *= mesh[static_cast<size_t>(d)]; break;
+        case 0:
+          placements.push_back(Shard{rng.below(tensor_ndim)});
+          break;
+        case 1:
+          placements.push_back(StridedShard{rng.below(tensor_ndim), 1 + rng.below(3)});
+          break;
+        case 2:
+          placements.push_back(Replicate{});
+          replicas *= mesh[static_cast<size_t>(d)];
+          break;
+        default:
+          placements.push_back(Partial{});
+          replicas *= mesh[static_cast<size_t>(d)];
+          break;
       }
     }
     // Count how many ranks hold each global element.
@@ -65,7 +75,8 @@ TEST_CASE("local_shard property: shards tile the global tensor for random placem
         rest /= mesh[static_cast<size_t>(d)];
       }
       const auto owned = owned_indices(global, mesh, coord, placements);
-      const LocalShard shard = compute_local_shape_and_global_offset(global, mesh, coord, placements);
+      const LocalShard shard =
+          compute_local_shape_and_global_offset(global, mesh, coord, placements);
       for (size_t d = 0; d < global.size(); ++d) {
         REQUIRE(shard.shape[d] == static_cast<int64_t>(owned[d].size()));
         REQUIRE(shard.offset[d] == (owned[d].empty() ? global[d] : owned[d][0]));
@@ -76,7 +87,8 @@ TEST_CASE("local_shard property: shards tile the global tensor for random placem
       for (const auto& o : owned) empty = empty || o.empty();
       while (!empty) {
         int64_t flat = 0;
-        for (size_t d = 0; d < global.size(); ++d) flat += owned[d][static_cast<size_t>(pos[d])] * strides[d];
+        for (size_t d = 0; d < global.size(); ++d)
+          flat += owned[d][static_cast<size_t>(pos[d])] * strides[d];
         ++held[static_cast<size_t>(flat)];
         size_t d = global.size();
         while (d-- > 0 && ++pos[d] == static_cast<int64_t>(owned[d].size())) pos[d] = 0;

@@ -108,16 +108,15 @@ TEST_CASE("local_shard: Partial and Replicate keep the whole tensor; non-members
         LocalShard{{3, 4}, {0, 0}});
   CHECK(compute_local_shape_and_global_offset(Ints{8}, Ints{4}, std::nullopt,
                                               parse_all({"Shard(0)"})) == LocalShard{{0}, {}});
-  CHECK(compute_local_shape_and_global_offset(Ints{6, 4}, Ints{2}, Ints{1},
-                                              parse_all({"Shard(-1)"})) ==
-        LocalShard{{6, 2}, {0, 2}});
+  CHECK(compute_local_shape_and_global_offset(
+            Ints{6, 4}, Ints{2}, Ints{1}, parse_all({"Shard(-1)"})) == LocalShard{{6, 2}, {0, 2}});
 }
 
 TEST_CASE("local_shard: placements that do not fit are errors", "[dtensor][local_shard][errors]") {
   CHECK_THROWS_WITH(compute_local_shape_and_global_offset(Ints{8}, Ints{2, 2}, Ints{0, 0},
                                                           parse_all({"Shard(0)"})),
                     "1 placements given for a 2-d mesh");
-  CHECK_THROWS_WITH(compute_local_shape_and_global_offset(Ints{8}, Ints{4}, Ints{0},
-                                                          parse_all({"Shard(1)"})),
-                    "Shard(1) on mesh dim 0 is out of range for a 1-d tensor");
+  CHECK_THROWS_WITH(
+      compute_local_shape_and_global_offset(Ints{8}, Ints{4}, Ints{0}, parse_all({"Shard(1)"})),
+      "Shard(1) on mesh dim 0 is out of range for a 1-d tensor");
 }

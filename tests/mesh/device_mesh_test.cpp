@@ -59,7 +59,8 @@ TEST_CASE("device_mesh: group names come from a per-process counter in creation 
   LocalGroupCreator g(3, 8);
   const Ints whole{8};
   CHECK(DeviceMesh::init(g, "cuda", whole).group_name() == "0");  // the world is reused
-  CHECK_THROWS_WITH(world_mesh(g).group_name(), Catch::Contains("`mesh_dim` needs to be specified"));
+  CHECK_THROWS_WITH(world_mesh(g).group_name(),
+                    Catch::Contains("`mesh_dim` needs to be specified"));
 }
 
 TEST_CASE("device_mesh: slicing shares the rank table and creates no groups",

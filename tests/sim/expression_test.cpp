@@ -32,7 +32,9 @@ struct FakeSchema : meshsim::sim::ExpressionSchema {
   }
 };
 
-int64_t eval(const char* text) { return Expression::parse(text).evaluate(FakeEnv{}); }
+int64_t eval(const char* text) {
+  return Expression::parse(text).evaluate(FakeEnv{});
+}
 
 size_t error_offset(const char* text) {
   try {

@@ -42,7 +42,8 @@ dump = "a"
 name = "b"
 from = "a"
 flatten = "y"
-)toml", "o.toml");
+)toml",
+                                        "o.toml");
   REQUIRE(s.steps.size() == 4);
   CHECK(s.steps[0]->kind == "mesh");
   CHECK(s.steps[1]->kind == "expect");
@@ -56,8 +57,9 @@ flatten = "y"
 }
 
 TEST_CASE("scenario_loader: mistakes are refused with file:line:col", "[sim][loader][errors]") {
-  CHECK(load_error("[[step]]\nfrob = 1\n") ==
-        "t.toml:5:1: unknown step \"frob\" (expected one of: mesh, dump, expect; plus when, raises)");
+  CHECK(
+      load_error("[[step]]\nfrob = 1\n") ==
+      "t.toml:5:1: unknown step \"frob\" (expected one of: mesh, dump, expect; plus when, raises)");
   CHECK(load_error("[[mesh]]\nname = \"m\"\nshape = [2]\nfrom = \"x\"\n") ==
         "t.toml:4:1: mesh \"m\" needs exactly one of shape, ranks or from");
   CHECK(load_error("[[mesh]]\nname = \"m\"\nshape = [2, 4]\n") ==
@@ -83,17 +85,20 @@ TEST_CASE("scenario_loader: mistakes are refused with file:line:col", "[sim][loa
   CHECK(load_error("[[mesh]]\nname = \"m\"\nshape = [4]\nraises = { type = \"Oops\" }\n") ==
         "t.toml:7:19: unknown error type \"Oops\" (expected RuntimeError, ValueError, KeyError, "
         "TypeError, IndexError, AttributeError or NotImplementedError)");
-  CHECK_THAT(load_error("[[step]]\n"), Catch::StartsWith("t.toml:4:1: a [[step]] needs a step key"));
+  CHECK_THAT(load_error("[[step]]\n"),
+             Catch::StartsWith("t.toml:4:1: a [[step]] needs a step key"));
   CHECK_THAT(load_error("[other]\n"), Catch::StartsWith("t.toml:4:2: unknown key \"other\""));
 }
 
 TEST_CASE("scenario_loader: the header is checked", "[sim][loader][errors]") {
-  CHECK_THROWS_WITH(load_scenario_text("", "e.toml"),
-                    "e.toml:1:1: a scenario file needs a [scenario] table with name and world_size");
+  CHECK_THROWS_WITH(
+      load_scenario_text("", "e.toml"),
+      "e.toml:1:1: a scenario file needs a [scenario] table with name and world_size");
   CHECK_THROWS_WITH(load_scenario_text("[scenario]\nname = \"x\"\nworld_size = 0\n", "e.toml"),
                     "e.toml:3:14: world_size must be between 1 and 1048576");
-  CHECK_THROWS_WITH(load_scenario_text("step = 3\n[scenario]\nname = \"x\"\nworld_size = 2\n", "e.toml"),
-                    "e.toml:1:8: step must be an array of tables: write [[step]]");
+  CHECK_THROWS_WITH(
+      load_scenario_text("step = 3\n[scenario]\nname = \"x\"\nworld_size = 2\n", "e.toml"),
+      "e.toml:1:8: step must be an array of tables: write [[step]]");
   CHECK_THROWS_WITH(load_scenario_text("[scenario]\nworld_size = 2\n", "e.toml"),
                     "e.toml:1:1: [scenario] needs the key \"name\"");
 }
@@ -126,7 +131,8 @@ raises = { type = "RuntimeError", contains = "x", on = [1] }
   CHECK_FALSE(missing.passed());
   CHECK(missing.failed_ranks() == 1);
   REQUIRE(missing.failures[1]);
-  CHECK(missing.failures[1]->message == "expected RuntimeError containing \"x\", but the step succeeded");
+  CHECK(missing.failures[1]->message ==
+        "expected RuntimeError containing \"x\", but the step succeeded");
 
   const ScenarioResult unexpected = run_text(R"toml(
 [[mesh]]

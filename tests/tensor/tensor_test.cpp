@@ -24,7 +24,7 @@ TEST_CASE("tensor: float16 and bfloat16 round to nearest even (known bit pattern
   CHECK(float_to_half_bits(1.0f) == 0x3c00);
   CHECK(float_to_half_bits(-2.0f) == 0xc000);
   CHECK(float_to_half_bits(65504.0f) == 0x7bff);
-  CHECK(float_to_half_bits(65520.0f) == 0x7c00);        // ties to even: overflows to inf
+  CHECK(float_to_half_bits(65520.0f) == 0x7c00);               // ties to even: overflows to inf
   CHECK(float_to_half_bits(std::ldexp(1.0f, -24)) == 0x0001);  // smallest subnormal
   CHECK(float_to_half_bits(std::ldexp(1.0f, -25)) == 0x0000);  // tie rounds to even zero
   CHECK(float_to_half_bits(1.0f + std::ldexp(1.0f, -11)) == 0x3c00);  // tie to even
