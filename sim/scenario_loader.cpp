@@ -29,30 +29,22 @@ std::optional<RaisesSpec> parse_raises(const toml::table& entry, LoadContext& ct
   RaisesSpec spec;
   const toml::node& type = ctx.require(*table, "type", "raises");
   const std::string type_name = ctx.string_of(type, "type");
-  bool known = false;
-  for (PyErrorType t : {PyErrorType::kRuntimeError, PyErrorType::kValueError,
-                        PyErrorType::kKeyError, PyErrorType::kTypeError, PyErrorType::kIndexError,
-                        PyErrorType::kAttributeError, PyErrorType::kNotImplementedError}) {
-    if (py_error_type_name(t) == type_name) {
-      spec.type = t;
-      known = true;
-    }
-  }
-  if (!known) {
+  const std::optional<PyErrorType> parsed = parse_py_error_type(type_name);
+  if (!parsed) {
     ctx.fail(type, fmt::format("unknown error type \"{}\" (expected RuntimeError, ValueError, "
                                "KeyError, TypeError, IndexError, AttributeError or "
                                "NotImplementedError)",
                                type_name));
   }
+  spec.type = *parsed;
   if (const toml::node* contains = table->get("contains"))
     spec.contains = ctx.string_of(*contains, "contains");
   if (const toml::node* on = table->get("on")) {
-    if (const toml::array* ranks = on->as_array()) {
+    if (on->is_array()) {
       std::vector<std::string> terms;
       for (int64_t r : ctx.integers_of(*on, "on")) terms.push_back(fmt::format("rank == {}", r));
       if (terms.empty()) ctx.fail(*on, "on lists no ranks");
       spec.on = Expression::parse(fmt::format("{}", fmt::join(terms, " or ")));
-      (void)ranks;
     } else if (!(on->is_string() && ctx.string_of(*on, "on") == "all")) {
       spec.on = ctx.expression_of(*on, "on");
     }

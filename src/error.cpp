@@ -25,6 +25,15 @@ std::string_view py_error_type_name(PyErrorType type) {
   return "Error";
 }
 
+std::optional<PyErrorType> parse_py_error_type(std::string_view name) {
+  for (PyErrorType t : {PyErrorType::kRuntimeError, PyErrorType::kValueError,
+                        PyErrorType::kKeyError, PyErrorType::kTypeError, PyErrorType::kIndexError,
+                        PyErrorType::kAttributeError, PyErrorType::kNotImplementedError}) {
+    if (py_error_type_name(t) == name) return t;
+  }
+  return std::nullopt;
+}
+
 void assertion_failed(const char* expr, const char* file, int line, const std::string& detail) {
   std::fprintf(stderr, "meshsim: internal assertion failed: %s at %s:%d: %s\n", expr, file, line,
                detail.c_str());

@@ -2,6 +2,7 @@
 // exception type PyTorch would raise for the same misuse so scenarios can match on it.
 #pragma once
 
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -20,6 +21,8 @@ enum class PyErrorType {
 };
 
 std::string_view py_error_type_name(PyErrorType type);
+// The inverse of py_error_type_name; nullopt for a name that is not one of the types above.
+std::optional<PyErrorType> parse_py_error_type(std::string_view name);
 
 // Base of every expected failure. `what()` is the message without the type prefix.
 class Error : public std::runtime_error {

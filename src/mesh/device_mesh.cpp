@@ -212,6 +212,15 @@ RankTensor DeviceMesh::mesh() const {
   return out;
 }
 
+void DeviceMesh::require_dim_unless_1d() const {
+  if (ndim() > 1) {
+    throw runtime_error(fmt::format(
+        "Found the DeviceMesh have {} dimensions. Optional kwarg `mesh_dim` needs to be specified "
+        "when device_mesh.ndim > 1.",
+        ndim()));
+  }
+}
+
 const std::string& DeviceMesh::group_name_at(size_t dim) const {
   if (!state_.group_names) throw runtime_error("DeviceMesh process groups not initialized!");
   if (dim >= state_.group_names->size()) {
@@ -223,12 +232,7 @@ const std::string& DeviceMesh::group_name_at(size_t dim) const {
 std::string DeviceMesh::group_name(std::optional<MeshDim> dim) const {
   if (!state_.group_names) throw runtime_error("DeviceMesh process groups not initialized!");
   if (!dim) {
-    if (ndim() > 1) {
-      throw runtime_error(fmt::format(
-          "Found the DeviceMesh have {} dimensions. Optional kwarg `mesh_dim` needs to be "
-          "specified when device_mesh.ndim > 1.",
-          ndim()));
-    }
+    require_dim_unless_1d();
     return group_name_at(0);
   }
   if (const auto* name = std::get_if<std::string>(&*dim)) {
@@ -244,12 +248,7 @@ std::string DeviceMesh::group_name(std::optional<MeshDim> dim) const {
 }
 
 int64_t DeviceMesh::local_rank(const GroupCreator& groups, std::optional<MeshDim> dim) const {
-  if (ndim() > 1 && !dim) {
-    throw runtime_error(fmt::format(
-        "Found the DeviceMesh have {} dimensions. Optional kwarg `mesh_dim` needs to be specified "
-        "when device_mesh.ndim > 1.",
-        ndim()));
-  }
+  if (!dim) require_dim_unless_1d();
   const std::string name = group_name(dim ? *dim : MeshDim{int64_t{0}});
   const std::optional<std::vector<int64_t>> ranks = groups.group_ranks(name);
   if (!ranks) throw runtime_error(fmt::format("process group {} does not exist", name));

@@ -118,6 +118,8 @@ class DeviceMesh {
   static std::optional<std::vector<std::string>> create_all_groups(
       GroupCreator& groups, const MeshLayout& layout, std::span<const int64_t> rank_map);
   const std::string& group_name_at(size_t dim) const;
+  // PyTorch's error for a dim-less query on a mesh of more than one dim.
+  void require_dim_unless_1d() const;
 
   std::shared_ptr<Family> family_;
   State state_;
