@@ -4,6 +4,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,9 @@ class LoadContext : public ExpressionSchema {
   void declare_flattened(const std::string& root, const std::string& name);
   std::vector<std::string> flattened_of(const std::string& root) const;
   std::optional<std::vector<std::string>> mesh_dims(const std::string& mesh) const override;
+  // Named tensors set so far.
+  void declare_tensor(const std::string& name) { tensors_.insert(name); }
+  bool has_tensor(const std::string& name) const { return tensors_.count(name) != 0; }
 
   // --- Typed TOML access; every failure is an InputError at the node ---
   SourceLocation at(const toml::node& node) const;
@@ -58,6 +62,7 @@ class LoadContext : public ExpressionSchema {
   std::string device_type_;
   std::map<std::string, MeshInfo> meshes_;
   std::map<std::string, std::vector<std::string>> flattened_;
+  std::set<std::string> tensors_;
 };
 
 // "an integer", "a string", "a table", ... for messages.

@@ -52,6 +52,12 @@ Query Query::parse(std::string_view key, const toml::node& node, LoadContext& ct
     q.expression_ = ctx.expression_of(node, "value");
     return q;
   }
+  if (key == "tensor") {
+    q.mesh_ = ctx.string_of(node, "tensor");  // the tensor's name
+    if (!ctx.has_tensor(q.mesh_))
+      ctx.fail(node, fmt::format("no tensor \"{}\" is set before this", q.mesh_));
+    return q;
+  }
   // Either "mesh" or { mesh = "...", dim = ..., shape = [...], placements = [...] }.
   const toml::node* mesh_node = &node;
   const toml::table* table = node.as_table();
@@ -118,6 +124,20 @@ std::string Query::describe() const {
 
 Json Query::observe(const RankState& rank) const {
   if (expression_) return expression_->evaluate(rank);
+  if (key_ == "tensor") {
+    const Tensor& t = rank.tensor(mesh_);
+    if (t.is_meta()) return Json{{"meta", t.describe()}};
+    Json values = Json::array();
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      const double v = t.get(i);
+      if (is_floating(t.dtype())) {
+        values.push_back(v);
+      } else {
+        values.push_back(static_cast<int64_t>(v));
+      }
+    }
+    return values;
+  }
   const DeviceMesh& m = rank.mesh(mesh_);
   const std::optional<MeshDim> dim = rank.dim_of(dim_);
   if (key_ == "coordinate") return m.coordinate() ? Json(*m.coordinate()) : Json(nullptr);

@@ -6,8 +6,36 @@
 
 namespace meshsim::sim {
 
-RankState::RankState(const Scenario& scenario, int64_t rank, ScenarioResult& result)
-    : scenario_(scenario), rank_(rank), result_(result), groups_(rank, scenario.world_size) {}
+RankState::RankState(const Scenario& scenario, int64_t rank, ScenarioResult& result,
+                     SimCollectives& collectives, RankActivity& activity)
+    : scenario_(scenario),
+      rank_(rank),
+      result_(result),
+      collectives_(collectives),
+      activity_(activity),
+      groups_(rank, scenario.world_size, collectives) {}
+
+Group RankState::group(const std::string& mesh_name, const std::string& dim) const {
+  if (mesh_name.empty()) return groups_.world();
+  const DeviceMesh& m = mesh(mesh_name);
+  const std::string name = m.group_name(dim_of(dim));
+  std::optional<std::vector<int64_t>> ranks = groups_.group_ranks(name);
+  if (!ranks)
+    throw runtime_error(fmt::format("process group {} does not exist on rank {}", name, rank_));
+  return Group{name, std::move(*ranks)};
+}
+
+const Tensor& RankState::tensor(const std::string& name) const {
+  const auto it = tensors_.find(name);
+  if (it == tensors_.end()) {
+    throw runtime_error(fmt::format("tensor \"{}\" was not set on rank {}", name, rank_));
+  }
+  return it->second;
+}
+
+void RankState::set_tensor(const std::string& name, Tensor value) {
+  tensors_.insert_or_assign(name, std::move(value));
+}
 
 const DeviceMesh& RankState::mesh(const std::string& name) const {
   const auto it = meshes_.find(name);

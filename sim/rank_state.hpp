@@ -6,15 +6,19 @@
 
 #include "sim/expression.hpp"
 #include "sim/results.hpp"
+#include "sim/runtime/rank_activity.hpp"
+#include "sim/runtime/sim_collectives.hpp"
+#include "sim/runtime/sim_group_creator.hpp"
 #include "sim/scenario.hpp"
-#include "src/comm/group_creator.hpp"
 #include "src/mesh/device_mesh.hpp"
+#include "src/tensor/tensor.hpp"
 
 namespace meshsim::sim {
 
 class RankState final : public ExpressionEnv {
  public:
-  RankState(const Scenario& scenario, int64_t rank, ScenarioResult& result);
+  RankState(const Scenario& scenario, int64_t rank, ScenarioResult& result,
+            SimCollectives& collectives, RankActivity& activity);
 
   int64_t rank() const override { return rank_; }
   int64_t world_size() const override { return scenario_.world_size; }
@@ -26,6 +30,14 @@ class RankState final : public ExpressionEnv {
 
   GroupCreator& groups() { return groups_; }
   const GroupCreator& groups() const { return groups_; }
+  SimCollectives& collectives() { return collectives_; }
+  RankActivity& activity() { return activity_; }
+  // "WORLD", or the group of one dim of a mesh (or a flattened dim of its root) on this rank.
+  Group group(const std::string& mesh, const std::string& dim) const;
+
+  // Named tensors. Throws meshsim::Error (RuntimeError) for a name this rank never set.
+  const Tensor& tensor(const std::string& name) const;
+  void set_tensor(const std::string& name, Tensor value);
   // Throws meshsim::Error (RuntimeError) when this rank has not created `name`.
   const DeviceMesh& mesh(const std::string& name) const;
   void set_mesh(const std::string& name, DeviceMesh mesh);
@@ -39,8 +51,11 @@ class RankState final : public ExpressionEnv {
   const Scenario& scenario_;
   int64_t rank_;
   ScenarioResult& result_;
-  LocalGroupCreator groups_;
+  SimCollectives& collectives_;
+  RankActivity& activity_;
+  SimGroupCreator groups_;
   std::map<std::string, DeviceMesh> meshes_;
+  std::map<std::string, Tensor> tensors_;
 };
 
 }  // namespace meshsim::sim

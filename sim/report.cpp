@@ -16,6 +16,7 @@ Json location_json(const SourceLocation& where) {
 
 std::string format_failures(const ScenarioResult& result, size_t limit) {
   std::vector<std::string> lines;
+  for (const std::string& w : result.warnings) lines.push_back("warning: " + w);
   for (const ExpectationRecord& e : result.expectations) {
     if (e.passed) continue;
     lines.push_back(fmt::format("{}: rank {}: expected {} == {}, got {}", e.where.to_string(),
@@ -29,6 +30,12 @@ std::string format_failures(const ScenarioResult& result, size_t limit) {
   }
   std::string out;
   for (size_t i = 0; i < lines.size() && i < limit; ++i) out += "  " + lines[i] + "\n";
+  if (result.hang_text) {
+    std::string indented;
+    for (char c : *result.hang_text)
+      indented += c == '\n' ? std::string("\n    ") : std::string(1, c);
+    out += "    " + indented.substr(0, indented.size() - 4);
+  }
   if (lines.size() > limit) {
     out += fmt::format("  ... and {} more (see --json for all)\n", lines.size() - limit);
   }
@@ -91,6 +98,7 @@ Json report_json(const RunReport& report, const std::string& version) {
       }
       ranks.push_back(std::move(rank));
     }
+    Json scenario_hang = r.hang ? *r.hang : Json(nullptr);
     scenarios.push_back({{"name", r.name},
                          {"file", r.file},
                          {"description", r.description},
@@ -98,7 +106,12 @@ Json report_json(const RunReport& report, const std::string& version) {
                          {"result", r.passed() ? "pass" : "fail"},
                          {"expectations", std::move(expectations)},
                          {"dumps", std::move(dumps)},
-                         {"ranks", std::move(ranks)}});
+                         {"ranks", std::move(ranks)},
+                         {"hang", std::move(scenario_hang)},
+                         {"warnings", r.warnings},
+                         {"schedule",
+                          {{"decisions", r.schedule_decisions},
+                           {"digest", fmt::format("{:016x}", r.schedule_digest)}}}});
   }
   Json unusable = Json::array();
   for (const UnusableInput& u : report.unusable) {

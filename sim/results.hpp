@@ -47,11 +47,25 @@ struct ScenarioResult {
   std::vector<ExpectationRecord> expectations;
   // Indexed by rank; nullopt for a rank that ran every step.
   std::vector<std::optional<RankFailure>> failures;
+  // The first stall (deadlock or desync) or watchdog timeout, as text and JSON.
+  std::optional<std::string> hang_text;
+  std::optional<Json> hang;
+  std::string hang_dot;
+  // Whether the scenario declares the outcome (deadlock, desync, timeout, rank_failed): then a
+  // hang or failed ranks are what it tests, and only its expectations decide.
+  bool outcome_expected = false;
+  // Suspicious but not fatal (process groups created with different members on different ranks).
+  std::vector<std::string> warnings;
+  uint64_t schedule_digest = 0;
+  uint64_t schedule_decisions = 0;
   double wall_ms = 0;
 
   size_t failed_expectations() const;
   size_t failed_ranks() const;
-  bool passed() const { return failed_expectations() == 0 && failed_ranks() == 0; }
+  bool passed() const {
+    return failed_expectations() == 0 &&
+           (outcome_expected || (failed_ranks() == 0 && !hang.has_value()));
+  }
 };
 
 }  // namespace meshsim::sim

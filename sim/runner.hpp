@@ -1,15 +1,22 @@
-// Runs a scenario's program on every rank and collects what happened.
+// Runs a scenario's program on every rank (one fiber per rank) and collects what happened.
 #pragma once
 
 #include "sim/results.hpp"
+#include "sim/runtime/world.hpp"
 #include "sim/scenario.hpp"
 
 namespace meshsim::sim {
 
-// Every rank runs the steps in order. A step whose `when` is false is skipped; a model error is
-// checked against the step's `raises`; an unexpected error (or an expected one that did not
-// happen) stops that rank and is recorded with the step's location.
-// Ranks run one after another: this foundation has no collectives, so no rank waits for another.
-ScenarioResult run_scenario(const Scenario& scenario);
+struct RunOptions {
+  SchedulePolicy policy = SchedulePolicy::kFifo;
+  uint64_t seed = 0;
+  size_t stack_size = 64 * 1024;
+};
+
+// Every rank runs the steps in order as a fiber. A step whose `when` is false is skipped; a model
+// error is checked against the step's `raises`; an unexpected error (or an expected one that did
+// not happen) stops that rank. When no rank can run, the hang is analysed (deadlock or desync),
+// the blocked ranks are aborted, and the report is kept in the result.
+ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options = {});
 
 }  // namespace meshsim::sim

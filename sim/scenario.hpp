@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "sim/expression.hpp"
+#include "sim/results.hpp"
+#include "sim/runtime/sim_collectives.hpp"
 #include "sim/source_location.hpp"
 #include "src/error.hpp"
 
@@ -37,13 +39,24 @@ class Step {
   std::optional<RaisesSpec> raises;
 };
 
+// An expectation about how the whole run ends (deadlock, desync, timeout, a failed rank), checked
+// once after every rank has stopped.
+class OutcomeExpectation {
+ public:
+  virtual ~OutcomeExpectation() = default;
+  virtual ExpectationRecord check(const ScenarioResult& result) const = 0;
+  SourceLocation where;
+};
+
 struct Scenario {
   std::string name;
   std::string description;
   std::string file;
   int64_t world_size = 0;
   std::string device_type = "cuda";
+  CostModel cost;
   std::vector<std::unique_ptr<Step>> steps;
+  std::vector<std::unique_ptr<OutcomeExpectation>> outcomes;
 };
 
 }  // namespace meshsim::sim

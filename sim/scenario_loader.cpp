@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/outcome_expectation.hpp"
 #include "sim/step_registry.hpp"
 
 namespace meshsim::sim {
@@ -94,6 +95,22 @@ std::unique_ptr<Step> parse_entry(const Entry& e, LoadContext& ctx) {
   return step;
 }
 
+// An [[expect]] about how the run ends, or nullptr for any other entry.
+std::unique_ptr<OutcomeExpectation> parse_outcome_entry(const Entry& e, LoadContext& ctx) {
+  if (e.array != "expect") return nullptr;
+  for (std::string_view key : outcome_keys()) {
+    const toml::node* node = e.table->get(key);
+    if (node == nullptr) continue;
+    if (e.table->size() != 1) {
+      ctx.fail(*e.table, fmt::format("an [[expect]] with {} holds nothing else", key));
+    }
+    std::unique_ptr<OutcomeExpectation> out = parse_outcome(key, *node, ctx);
+    out->where = ctx.at(*e.table);
+    return out;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 Scenario load_scenario_text(std::string_view text, const std::string& file) {
@@ -113,7 +130,10 @@ Scenario load_scenario_text(std::string_view text, const std::string& file) {
                      "a scenario file needs a [scenario] table with name and world_size");
   }
   const toml::table& head = *scenario_node->as_table();
-  header.only_keys(head, {"name", "description", "world_size", "device"}, "[scenario]");
+  header.only_keys(
+      head,
+      {"name", "description", "world_size", "device", "timeout_s", "latency_us", "bandwidth_gbps"},
+      "[scenario]");
   Scenario s;
   s.file = file;
   s.name = header.string_of(header.require(head, "name", "[scenario]"), "name");
@@ -125,6 +145,17 @@ Scenario load_scenario_text(std::string_view text, const std::string& file) {
     header.fail(world, fmt::format("world_size must be between 1 and {}", kMaxWorldSize));
   }
   if (const toml::node* d = head.get("device")) s.device_type = header.string_of(*d, "device");
+  auto positive = [&](std::string_view key, double scale, double& field) {
+    const toml::node* node = head.get(key);
+    if (node == nullptr) return;
+    const double v = node->is_floating_point() ? node->as_floating_point()->get()
+                                               : static_cast<double>(header.integer_of(*node, key));
+    if (!(v > 0)) header.fail(*node, fmt::format("{} must be a positive number", key));
+    field = v * scale;
+  };
+  positive("timeout_s", 1.0, s.cost.timeout_s);
+  positive("latency_us", 1e-6, s.cost.latency_s);
+  positive("bandwidth_gbps", 1e9 / 8, s.cost.bandwidth_bytes_per_s);
 
   std::vector<Entry> entries;
   for (std::string_view array : {"mesh", "step", "expect"}) {
@@ -146,7 +177,13 @@ Scenario load_scenario_text(std::string_view text, const std::string& file) {
            std::pair(b.position.line, b.position.column);
   });
   LoadContext ctx(file, s.world_size, s.device_type);
-  for (const Entry& e : entries) s.steps.push_back(parse_entry(e, ctx));
+  for (const Entry& e : entries) {
+    if (std::unique_ptr<OutcomeExpectation> outcome = parse_outcome_entry(e, ctx)) {
+      s.outcomes.push_back(std::move(outcome));
+    } else {
+      s.steps.push_back(parse_entry(e, ctx));
+    }
+  }
   return s;
 }
 

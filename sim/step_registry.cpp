@@ -38,6 +38,7 @@ const StepRegistry& StepRegistry::builtin() {
               ctx.fail(value, "expect must be a table, like an [[expect]] entry");
             return parse_expectation(*table, ctx);
           });
+    register_collective_steps(r);
     return r;
   }();
   return registry;

@@ -44,6 +44,9 @@ std::unique_ptr<Step> parse_expectation(const toml::table& table, LoadContext& c
 std::unique_ptr<Step> parse_dump(const toml::node& value, const toml::table& entry,
                                  LoadContext& ctx);
 
+// Registers tensor, the collectives, send/recv, object collectives and sleep.
+void register_collective_steps(StepRegistry& registry);
+
 // Keys every entry may carry besides its kind.
 inline constexpr std::string_view kCommonKeys[] = {"when", "raises"};
 

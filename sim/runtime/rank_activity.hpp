@@ -1,0 +1,36 @@
+// What each rank is doing, kept by the runtime for reports: where it is in the scenario, what it
+// waits for, its virtual clock, and how it ended.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/source_location.hpp"
+#include "src/comm/collective.hpp"
+
+namespace meshsim::sim {
+
+// A rank parked in a collective or point-to-point operation.
+struct WaitInfo {
+  std::string group;
+  std::vector<int64_t> members;  // global ranks that must arrive
+  int64_t seq = 0;               // per (rank, group) for collectives, per (pair) for send/recv
+  Signature signature;
+  std::optional<int64_t> peer;  // send/recv: the other side (global rank)
+};
+
+struct RankActivity {
+  enum class State { kRunning, kBlocked, kFinished, kFailed, kAborted };
+  State state = State::kRunning;
+  SourceLocation where;  // the step being run
+  std::string step;
+  std::optional<WaitInfo> wait;
+  std::string error;   // why it failed or was aborted
+  double clock = 0.0;  // virtual seconds
+};
+
+std::string_view state_name(RankActivity::State state);
+
+}  // namespace meshsim::sim

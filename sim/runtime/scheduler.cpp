@@ -1,0 +1,49 @@
+#include "sim/runtime/scheduler.hpp"
+
+namespace meshsim::sim {
+
+uint64_t mix64(uint64_t seed, uint64_t n) {
+  uint64_t z = seed + (n + 1) * 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+void ScheduleLog::record(int64_t rank) {
+  ++decisions;
+  for (int i = 0; i < 8; ++i) {
+    digest ^= static_cast<uint64_t>(rank >> (8 * i)) & 0xffu;
+    digest *= 0x100000001b3ULL;
+  }
+}
+
+void DeterministicScheduler::awakened(boost::fibers::context* ctx, RankProps& props) noexcept {
+  if (ctx->is_context(boost::fibers::type::pinned_context) || props.rank < 0) {
+    others_.push_back(ctx);
+  } else {
+    ranks_.push_back(ctx);
+    log_->ready_ranks = ranks_.size();
+  }
+}
+
+boost::fibers::context* DeterministicScheduler::pick_next() noexcept {
+  if (!ranks_.empty()) {
+    size_t index = 0;
+    if (policy_ == SchedulePolicy::kRandom) index = mix64(seed_, log_->decisions) % ranks_.size();
+    boost::fibers::context* ctx = ranks_[index];
+    ranks_.erase(ranks_.begin() + static_cast<ptrdiff_t>(index));
+    log_->ready_ranks = ranks_.size();
+    log_->record(properties(ctx).rank);
+    return ctx;
+  }
+  if (others_.empty()) return nullptr;
+  boost::fibers::context* ctx = others_.front();
+  others_.pop_front();
+  return ctx;
+}
+
+bool DeterministicScheduler::has_ready_fibers() const noexcept {
+  return !ranks_.empty() || !others_.empty();
+}
+
+}  // namespace meshsim::sim

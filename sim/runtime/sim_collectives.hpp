@@ -1,0 +1,89 @@
+// The simulated collective backend: ranks rendezvous per (group, sequence number), signatures are
+// compared the moment ranks meet, results are computed exactly from real or meta tensors, and
+// every rank's virtual clock advances by a latency + bytes/bandwidth cost model.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/runtime/rank_activity.hpp"
+#include "sim/runtime/world.hpp"
+#include "src/comm/collective.hpp"
+
+namespace meshsim::sim {
+
+struct CostModel {
+  double latency_s = 5e-6;
+  double bandwidth_bytes_per_s = 100e9;
+  // NCCL's watchdog: a rank that waits longer than this (virtual) fails.
+  double timeout_s = 600.0;
+};
+
+// What one rank brings to, or gets from, a collective.
+struct Payload {
+  std::vector<Tensor> tensors;
+  std::vector<std::string> objects;
+};
+
+// A collective whose participants disagree on the signature.
+struct DesyncRecord {
+  std::string group;
+  int64_t seq = 0;
+  std::vector<int64_t> members;
+  std::vector<std::pair<int64_t, Signature>> arrivals;  // in rank order
+};
+
+// A collective where some rank waited longer than the timeout.
+struct TimeoutRecord {
+  std::string group;
+  int64_t seq = 0;
+  Signature signature;
+  std::vector<int64_t> timed_out;  // ranks whose watchdog fired
+  std::vector<int64_t> late;       // ranks that arrived last
+  double waited_s = 0.0;
+};
+
+class SimCollectives {
+ public:
+  SimCollectives(World& world, std::vector<RankActivity>& activity, CostModel cost);
+  ~SimCollectives();
+
+  // Rank `rank` enters `signature` on `group` with `in`; parks until every member has arrived,
+  // then returns its share of the result. Throws meshsim::Error (RuntimeError) for a rank outside
+  // the group, a detected desync, or a watchdog timeout; RankAborted when the world aborts it.
+  Payload collective(int64_t rank, const Group& group, const Signature& signature, Payload in);
+  // Blocking send/recv between `rank` and `peer` (global ranks) within `group`.
+  void send(int64_t rank, int64_t peer, const Group& group, const Tensor& tensor);
+  Tensor recv(int64_t rank, int64_t peer, const Group& group, const Tensor& like);
+
+  const std::optional<DesyncRecord>& desync() const { return desync_; }
+  const std::optional<TimeoutRecord>& timeout() const { return timeout_; }
+  // Things that did not stop the run but are almost certainly bugs (groups created with
+  // different members on different ranks), in the order they happened.
+  const std::vector<std::string>& warnings() const { return warnings_; }
+  // Ranks that `rank` is waiting for (not yet arrived at its rendezvous).
+  std::vector<int64_t> missing_for(int64_t rank) const;
+
+ private:
+  struct Rendezvous;
+  Rendezvous& enter(int64_t rank, const std::string& key, const Group& group,
+                    const Signature& signature, Payload in, int64_t seq,
+                    std::optional<int64_t> peer);
+  Payload await(int64_t rank, const std::string& key);
+  void complete(Rendezvous& r);
+
+  World& world_;
+  std::vector<RankActivity>& activity_;
+  CostModel cost_;
+  std::vector<std::map<std::string, int64_t>> seq_;  // per rank: next seq per group or pair
+  std::map<std::string, std::unique_ptr<Rendezvous>> open_;
+  std::vector<std::string> waiting_on_;  // per rank: key of the rendezvous it is parked in
+  std::optional<DesyncRecord> desync_;
+  std::optional<TimeoutRecord> timeout_;
+  std::vector<std::string> warnings_;
+};
+
+}  // namespace meshsim::sim

@@ -1,0 +1,86 @@
+#include "sim/runtime/world.hpp"
+
+#include <boost/fiber/all.hpp>
+
+#include "src/error.hpp"
+
+namespace meshsim::sim {
+
+struct World::Parker {
+  boost::fibers::mutex mutex;
+  boost::fibers::condition_variable signal;
+  bool parked = false;
+  bool woken = false;
+  std::optional<std::string> abort_reason;
+};
+
+World::World(int64_t size, WorldOptions options) : size_(size), options_(options) {
+  parkers_.reserve(static_cast<size_t>(size));
+  for (int64_t r = 0; r < size; ++r) parkers_.push_back(std::make_unique<Parker>());
+}
+
+World::~World() = default;
+
+void World::park(int64_t rank) {
+  Parker& p = *parkers_[static_cast<size_t>(rank)];
+  std::unique_lock<boost::fibers::mutex> lock(p.mutex);
+  p.parked = true;
+  p.signal.wait(lock, [&] { return p.woken || p.abort_reason.has_value(); });
+  p.parked = false;
+  p.woken = false;
+  if (p.abort_reason) throw RankAborted{*p.abort_reason};
+}
+
+void World::wake(int64_t rank) {
+  Parker& p = *parkers_[static_cast<size_t>(rank)];
+  std::unique_lock<boost::fibers::mutex> lock(p.mutex);
+  p.woken = true;
+  p.signal.notify_one();
+}
+
+bool World::is_parked(int64_t rank) const {
+  return parkers_[static_cast<size_t>(rank)]->parked;
+}
+
+void World::run(const std::function<void(int64_t)>& body,
+                const std::function<std::vector<std::optional<std::string>>()>& on_stall) {
+  log_ = ScheduleLog{};
+  boost::fibers::use_scheduling_algorithm<DeterministicScheduler>(options_.policy, options_.seed,
+                                                                  &log_);
+  int64_t live = size_;
+  std::vector<boost::fibers::fiber> fibers;
+  fibers.reserve(static_cast<size_t>(size_));
+  for (int64_t r = 0; r < size_; ++r) {
+    fibers.emplace_back(std::allocator_arg, boost::fibers::fixedsize_stack(options_.stack_size),
+                        [&, r] {
+                          body(r);
+                          --live;
+                        });
+    fibers.back().properties<RankProps>().rank = r;
+  }
+  while (live > 0) {
+    boost::this_fiber::yield();
+    if (live == 0 || log_.ready_ranks > 0) continue;
+    const std::vector<std::optional<std::string>> aborts = on_stall();
+    bool changed = false;
+    for (int64_t r = 0; r < size_; ++r) {
+      const auto& reason = aborts.at(static_cast<size_t>(r));
+      if (!reason || !is_parked(r)) continue;
+      Parker& p = *parkers_[static_cast<size_t>(r)];
+      std::unique_lock<boost::fibers::mutex> lock(p.mutex);
+      p.abort_reason = *reason;
+      p.signal.notify_one();
+      changed = true;
+    }
+    MESHSIM_ASSERT(changed || log_.ready_ranks > 0,
+                   "the world is stuck and on_stall neither aborted nor woke a rank");
+  }
+  for (auto& f : fibers) f.join();
+  for (auto& p : parkers_) {
+    p->parked = false;
+    p->woken = false;
+    p->abort_reason.reset();
+  }
+}
+
+}  // namespace meshsim::sim

@@ -1,0 +1,279 @@
+// Steps that talk: named tensors, the collectives of the backend interface, send/recv, object
+// collectives and virtual sleep.
+#include <fmt/format.h>
+
+#include "sim/rank_state.hpp"
+#include "sim/step_registry.hpp"
+#include "sim/tensor_spec.hpp"
+
+namespace meshsim::sim {
+
+namespace {
+
+// A tensor operand: a name set by an earlier step, or a constructor such as "ones(4)".
+struct TensorOperand {
+  std::string name;
+  std::optional<TensorSpec> spec;
+  Tensor get(const RankState& rank) const { return spec ? spec->make(rank) : rank.tensor(name); }
+};
+
+TensorOperand tensor_operand(const toml::node& node, const LoadContext& ctx,
+                             std::string_view what) {
+  const std::string text = ctx.string_of(node, what);
+  if (ctx.has_tensor(text)) return {text, std::nullopt};
+  try {
+    TensorSpec spec = TensorSpec::parse(text);
+    spec.check(ctx);
+    return {"", std::move(spec)};
+  } catch (const ExpressionError& e) {
+    SourceLocation where = ctx.at(node);
+    where.column += 1 + static_cast<int64_t>(e.offset());
+    throw InputError(where, fmt::format("{} \"{}\" is neither a tensor set earlier nor a "
+                                        "constructor: {}",
+                                        what, text, e.what()));
+  }
+}
+
+// "WORLD" (the default), a 1-D mesh name, or { mesh = "m", dim = "tp" }.
+struct GroupOperand {
+  std::string mesh;  // empty: WORLD
+  std::string dim;
+};
+
+GroupOperand group_operand(const toml::table& args, const LoadContext& ctx) {
+  const toml::node* node = args.get("group");
+  if (node == nullptr) return {};
+  if (const toml::table* t = node->as_table()) {
+    ctx.only_keys(*t, {"mesh", "dim"}, "group");
+    GroupOperand g{ctx.string_of(ctx.require(*t, "mesh", "group"), "mesh"), ""};
+    const LoadContext::MeshInfo* info = ctx.mesh(g.mesh);
+    if (info == nullptr) ctx.fail(*t->get("mesh"), fmt::format("unknown mesh \"{}\"", g.mesh));
+    if (const toml::node* d = t->get("dim")) {
+      g.dim =
+          d->is_integer() ? std::to_string(ctx.integer_of(*d, "dim")) : ctx.string_of(*d, "dim");
+      std::vector<std::string> known = info->dims;
+      for (const std::string& f : ctx.flattened_of(info->root)) known.push_back(f);
+      if (!d->is_integer() && std::find(known.begin(), known.end(), g.dim) == known.end()) {
+        ctx.fail(*d, fmt::format("mesh \"{}\" has no dim \"{}\"", g.mesh, g.dim));
+      }
+    } else if (info->ndim != 1) {
+      ctx.fail(*node,
+               fmt::format("mesh \"{}\" has {} dims: name one with dim", g.mesh, info->ndim));
+    }
+    return g;
+  }
+  const std::string name = ctx.string_of(*node, "group");
+  if (name == "WORLD") return {};
+  const LoadContext::MeshInfo* info = ctx.mesh(name);
+  if (info == nullptr)
+    ctx.fail(
+        *node,
+        fmt::format("unknown group \"{}\" (expected WORLD, a 1-D mesh, or {{ mesh, dim }})", name));
+  if (info->ndim != 1)
+    ctx.fail(*node, fmt::format("mesh \"{}\" has {} dims: use {{ mesh, dim }}", name, info->ndim));
+  return {name, ""};
+}
+
+class CollectiveStep final : public Step {
+ public:
+  void run(RankState& rank) const override {
+    const Group group = rank.group(group_.mesh, group_.dim);
+    SimCollectives& c = rank.collectives();
+    const int64_t me = rank.rank();
+    auto sig = [&](const std::vector<Tensor>& ts) {
+      Signature s{op_, ts.empty() ? DType::kFloat32 : ts[0].dtype(), {}, std::nullopt, std::nullopt,
+                  {}};
+      for (const Tensor& t : ts) s.shapes.push_back(t.shape());
+      return s;
+    };
+    switch (op_) {
+      case CollectiveOp::kBarrier:
+        c.collective(me, group, sig({}), {});
+        return;
+      case CollectiveOp::kSend:
+        c.send(me, peer_->evaluate(rank), group, tensor_.get(rank));
+        return;
+      case CollectiveOp::kRecv:
+        rank.set_tensor(out_, c.recv(me, peer_->evaluate(rank), group, tensor_.get(rank)));
+        return;
+      case CollectiveOp::kBroadcastObjectList:
+      case CollectiveOp::kAllGatherObject: {
+        Payload in;
+        for (const Expression& v : values_) in.objects.push_back(std::to_string(v.evaluate(rank)));
+        Signature s{op_,          DType::kInt64, {{static_cast<int64_t>(in.objects.size())}},
+                    std::nullopt, std::nullopt,  {}};
+        if (op_ == CollectiveOp::kBroadcastObjectList) s.root = peer_->evaluate(rank);
+        if (op_ == CollectiveOp::kAllGatherObject) s.shapes.clear();  // one object each
+        const Payload out = c.collective(me, group, s, std::move(in));
+        Tensor t({static_cast<int64_t>(out.objects.size())}, DType::kInt64);
+        for (size_t i = 0; i < out.objects.size(); ++i)
+          t.set(static_cast<int64_t>(i), std::stod(out.objects[i]));
+        rank.set_tensor(out_, std::move(t));
+        return;
+      }
+      default:
+        break;
+    }
+    Tensor input = tensor_.get(rank);
+    Signature s = sig({input});
+    s.reduce_op = reduce_op_;
+    if (op_ == CollectiveOp::kBroadcast) s.root = peer_->evaluate(rank);
+    if (op_ == CollectiveOp::kAllToAll) {
+      // Chunks of dim 0 go to each group rank; what comes back is concatenated again.
+      const auto n = static_cast<int64_t>(group.ranks.size());
+      Payload in;
+      for (int64_t i = 0; i < n; ++i) in.tensors.push_back(chunk_dim0(input, n, i));
+      const Payload out = c.collective(me, group, s, std::move(in));
+      std::vector<const Tensor*> parts;
+      for (const Tensor& t : out.tensors) parts.push_back(&t);
+      rank.set_tensor(out_, concat_dim0(parts));
+      return;
+    }
+    Payload out = c.collective(me, group, s, Payload{{std::move(input)}, {}});
+    if (op_ == CollectiveOp::kAllGather) {
+      for (size_t i = 0; i < out.tensors.size(); ++i)
+        rank.set_tensor(fmt::format("{}.{}", out_, i), out.tensors[i]);
+      return;
+    }
+    rank.set_tensor(out_, std::move(out.tensors.at(0)));
+  }
+
+  CollectiveOp op_ = CollectiveOp::kBarrier;
+  TensorOperand tensor_;
+  GroupOperand group_;
+  std::optional<ReduceOp> reduce_op_;
+  std::optional<Expression> peer_;  // src, dst or root (a global rank)
+  std::vector<Expression> values_;  // object collectives
+  std::string out_;
+};
+
+// Builds the parser of one collective step kind.
+StepParser collective_parser(CollectiveOp op) {
+  return [op](const toml::node& value, const toml::table&,
+              LoadContext& ctx) -> std::unique_ptr<Step> {
+    auto step = std::make_unique<CollectiveStep>();
+    step->op_ = op;
+    const std::string_view name = collective_op_name(op);
+    if (op == CollectiveOp::kBarrier && value.is_string()) {
+      toml::table args;
+      args.insert("group", *value.as_string());
+      step->group_ = group_operand(args, ctx);
+      return step;
+    }
+    const toml::table* args = value.as_table();
+    if (args == nullptr) ctx.fail(value, fmt::format("{} must be a table of arguments", name));
+    const bool takes_tensor = op != CollectiveOp::kBarrier &&
+                              op != CollectiveOp::kBroadcastObjectList &&
+                              op != CollectiveOp::kAllGatherObject;
+    const bool reduces = op == CollectiveOp::kAllReduce || op == CollectiveOp::kReduceScatter;
+    const char* peer_key = op == CollectiveOp::kSend ? "dst"
+                           : (op == CollectiveOp::kRecv || op == CollectiveOp::kBroadcast ||
+                              op == CollectiveOp::kBroadcastObjectList)
+                               ? "src"
+                               : nullptr;
+    std::vector<std::string_view> keys{"group"};
+    if (takes_tensor) keys.push_back(op == CollectiveOp::kRecv ? "like" : "tensor");
+    if (reduces) keys.push_back("op");
+    if (peer_key) keys.push_back(peer_key);
+    if (op == CollectiveOp::kBroadcastObjectList) keys.push_back("values");
+    if (op == CollectiveOp::kAllGatherObject) keys.push_back("value");
+    if (op != CollectiveOp::kBarrier && op != CollectiveOp::kSend) keys.push_back("out");
+    for (const auto& [k, v] : *args) {
+      if (std::find(keys.begin(), keys.end(), k.str()) == keys.end()) {
+        throw InputError(ctx.at(k.source()), fmt::format("unknown key \"{}\" in {} (expected: {})",
+                                                         k.str(), name, fmt::join(keys, ", ")));
+      }
+    }
+    step->group_ = group_operand(*args, ctx);
+    if (takes_tensor) {
+      const char* key = op == CollectiveOp::kRecv ? "like" : "tensor";
+      step->tensor_ = tensor_operand(ctx.require(*args, key, name), ctx, key);
+    }
+    if (reduces) {
+      step->reduce_op_ = ReduceOp::kSum;
+      if (const toml::node* o = args->get("op")) {
+        try {
+          step->reduce_op_ = parse_reduce_op(ctx.string_of(*o, "op"));
+        } catch (const Error& e) {
+          ctx.fail(*o, e.what());
+        }
+      }
+    }
+    if (peer_key) step->peer_ = ctx.expression_of(ctx.require(*args, peer_key, name), peer_key);
+    if (op == CollectiveOp::kBroadcastObjectList) {
+      const toml::node& v = ctx.require(*args, "values", name);
+      const toml::array* items = v.as_array();
+      if (items == nullptr || items->empty())
+        ctx.fail(v, "values must be a non-empty array of expressions");
+      for (const toml::node& item : *items)
+        step->values_.push_back(ctx.expression_of(item, "a value"));
+    }
+    if (op == CollectiveOp::kAllGatherObject)
+      step->values_.push_back(ctx.expression_of(ctx.require(*args, "value", name), "value"));
+    if (const toml::node* out = args->get("out")) {
+      step->out_ = ctx.string_of(*out, "out");
+    } else if (op == CollectiveOp::kAllReduce || op == CollectiveOp::kBroadcast) {
+      step->out_ = step->tensor_.name;  // in place on a named tensor
+    } else if (op != CollectiveOp::kBarrier && op != CollectiveOp::kSend) {
+      ctx.fail(*args, fmt::format("{} needs out = \"name\" for its result", name));
+    }
+    if (!step->out_.empty()) {
+      ctx.declare_tensor(step->out_);
+      if (op == CollectiveOp::kAllGather) {
+        for (int64_t i = 0; i < ctx.world_size(); ++i)
+          ctx.declare_tensor(fmt::format("{}.{}", step->out_, i));
+      }
+    }
+    return step;
+  };
+}
+
+class TensorStep final : public Step {
+ public:
+  void run(RankState& rank) const override { rank.set_tensor(name_, value_.get(rank)); }
+  std::string name_;
+  TensorOperand value_;
+};
+
+class SleepStep final : public Step {
+ public:
+  void run(RankState& rank) const override { rank.activity().clock += seconds_; }
+  double seconds_ = 0;
+};
+
+}  // namespace
+
+void register_collective_steps(StepRegistry& r) {
+  r.add("tensor", "set a named tensor: { name = \"x\", value = \"ones(4)\" }",
+        [](const toml::node& value, const toml::table&, LoadContext& ctx) -> std::unique_ptr<Step> {
+          const toml::table* t = value.as_table();
+          if (t == nullptr) ctx.fail(value, "tensor must be a table { name, value }");
+          ctx.only_keys(*t, {"name", "value"}, "tensor");
+          auto step = std::make_unique<TensorStep>();
+          step->value_ = tensor_operand(ctx.require(*t, "value", "tensor"), ctx, "value");
+          step->name_ = ctx.string_of(ctx.require(*t, "name", "tensor"), "name");
+          ctx.declare_tensor(step->name_);
+          return step;
+        });
+  for (CollectiveOp op :
+       {CollectiveOp::kAllReduce, CollectiveOp::kAllGather, CollectiveOp::kAllGatherIntoTensor,
+        CollectiveOp::kReduceScatter, CollectiveOp::kBroadcast, CollectiveOp::kAllToAll,
+        CollectiveOp::kBarrier, CollectiveOp::kSend, CollectiveOp::kRecv,
+        CollectiveOp::kBroadcastObjectList, CollectiveOp::kAllGatherObject}) {
+    r.add(std::string(collective_op_name(op)),
+          fmt::format("the {} collective", collective_op_name(op)), collective_parser(op));
+  }
+  r.add("sleep", "advance this rank's virtual clock by a number of seconds",
+        [](const toml::node& value, const toml::table&, LoadContext& ctx) -> std::unique_ptr<Step> {
+          auto step = std::make_unique<SleepStep>();
+          if (const auto* f = value.as_floating_point()) {
+            step->seconds_ = f->get();
+          } else {
+            step->seconds_ = static_cast<double>(ctx.integer_of(value, "sleep (seconds)"));
+          }
+          if (step->seconds_ < 0) ctx.fail(value, "sleep takes a non-negative number of seconds");
+          return step;
+        });
+}
+
+}  // namespace meshsim::sim

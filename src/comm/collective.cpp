@@ -1,0 +1,147 @@
+#include "src/comm/collective.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "src/error.hpp"
+
+namespace meshsim {
+
+std::string_view collective_op_name(CollectiveOp op) {
+  switch (op) {
+    case CollectiveOp::kAllReduce:
+      return "all_reduce";
+    case CollectiveOp::kAllGather:
+      return "all_gather";
+    case CollectiveOp::kAllGatherIntoTensor:
+      return "all_gather_into_tensor";
+    case CollectiveOp::kReduceScatter:
+      return "reduce_scatter";
+    case CollectiveOp::kBroadcast:
+      return "broadcast";
+    case CollectiveOp::kAllToAll:
+      return "all_to_all";
+    case CollectiveOp::kBarrier:
+      return "barrier";
+    case CollectiveOp::kSend:
+      return "send";
+    case CollectiveOp::kRecv:
+      return "recv";
+    case CollectiveOp::kBroadcastObjectList:
+      return "broadcast_object_list";
+    case CollectiveOp::kAllGatherObject:
+      return "all_gather_object";
+    case CollectiveOp::kNewGroup:
+      return "new_group";
+  }
+  return "?";
+}
+
+int64_t Group::group_rank(int64_t global_rank) const {
+  const auto it = std::find(ranks.begin(), ranks.end(), global_rank);
+  return it == ranks.end() ? -1 : static_cast<int64_t>(it - ranks.begin());
+}
+
+std::string Signature::describe() const {
+  std::vector<std::string> parts;
+  if (op == CollectiveOp::kNewGroup) {
+    parts.push_back(fmt::format("ranks=[{}]", fmt::join(ranks, ", ")));
+  } else if (op != CollectiveOp::kBarrier) {
+    std::vector<std::string> tensors;
+    for (const auto& s : shapes)
+      tensors.push_back(fmt::format("{}[{}]", dtype_name(dtype), fmt::join(s, ", ")));
+    parts.push_back(fmt::format("{}", fmt::join(tensors, ", ")));
+  }
+  if (reduce_op) parts.push_back(fmt::format("op={}", reduce_op_name(*reduce_op)));
+  if (root) {
+    parts.push_back(fmt::format("{}={}",
+                                op == CollectiveOp::kSend   ? "dst"
+                                : op == CollectiveOp::kRecv ? "src"
+                                                            : "root",
+                                *root));
+  }
+  return fmt::format("{}({})", collective_op_name(op), fmt::join(parts, ", "));
+}
+
+namespace {
+
+void require_same_layout(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape()) {
+    throw runtime_error(fmt::format("cannot combine {} with {}", a.describe(), b.describe()));
+  }
+}
+
+double reduce_pair(double acc, double x, ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg:
+      return acc + x;
+    case ReduceOp::kMin:
+      return std::min(acc, x);
+    case ReduceOp::kMax:
+      return std::max(acc, x);
+    case ReduceOp::kProduct:
+      return acc * x;
+  }
+  return acc;
+}
+
+}  // namespace
+
+Tensor reduce_tensors(const std::vector<const Tensor*>& inputs, ReduceOp op) {
+  MESHSIM_ASSERT(!inputs.empty(), "reduce of no tensors");
+  const Tensor& first = *inputs[0];
+  for (const Tensor* t : inputs) require_same_layout(first, *t);
+  if (first.is_meta()) return first;
+  Tensor out(first.shape(), first.dtype());
+  // Accumulate in double in the given (group-rank) order, so results are reproducible.
+  for (int64_t i = 0; i < first.numel(); ++i) {
+    double acc = first.get(i);
+    for (size_t k = 1; k < inputs.size(); ++k) acc = reduce_pair(acc, inputs[k]->get(i), op);
+    if (op == ReduceOp::kAvg) acc /= static_cast<double>(inputs.size());
+    out.set(i, acc);
+  }
+  return out;
+}
+
+Tensor concat_dim0(const std::vector<const Tensor*>& inputs) {
+  MESHSIM_ASSERT(!inputs.empty(), "concat of no tensors");
+  std::vector<int64_t> shape = inputs[0]->shape();
+  if (shape.empty()) throw runtime_error("cannot concatenate 0-d tensors");
+  int64_t rows = 0;
+  for (const Tensor* t : inputs) {
+    if (t->dtype() != inputs[0]->dtype() || t->shape().size() != shape.size() ||
+        !std::equal(shape.begin() + 1, shape.end(), t->shape().begin() + 1)) {
+      throw runtime_error(
+          fmt::format("cannot concatenate {} with {}", inputs[0]->describe(), t->describe()));
+    }
+    rows += t->shape()[0];
+  }
+  shape[0] = rows;
+  if (inputs[0]->is_meta()) return Tensor(shape, inputs[0]->dtype(), Tensor::Storage::kMeta);
+  Tensor out(shape, inputs[0]->dtype());
+  size_t at = 0;
+  for (const Tensor* t : inputs) {
+    std::memcpy(out.mutable_bytes().data() + at, t->bytes().data(), t->nbytes());
+    at += t->nbytes();
+  }
+  return out;
+}
+
+Tensor chunk_dim0(const Tensor& input, int64_t pieces, int64_t index) {
+  std::vector<int64_t> shape = input.shape();
+  if (shape.empty() || shape[0] % pieces != 0) {
+    throw runtime_error(fmt::format("{} does not split into {} equal chunks along dim 0",
+                                    input.describe(), pieces));
+  }
+  shape[0] /= pieces;
+  if (input.is_meta()) return Tensor(shape, input.dtype(), Tensor::Storage::kMeta);
+  Tensor out(shape, input.dtype());
+  std::memcpy(out.mutable_bytes().data(),
+              input.bytes().data() + static_cast<size_t>(index) * out.nbytes(), out.nbytes());
+  return out;
+}
+
+}  // namespace meshsim
