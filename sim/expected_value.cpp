@@ -2,6 +2,16 @@
 
 namespace meshsim::sim {
 
+namespace {
+
+// Text such as "bfloat16[8] (meta)" is compared as text; anything made only of the characters
+// expressions use is parsed (and a mistake in it reported at load time).
+bool looks_like_expression(const std::string& s) {
+  return s.find_first_of("[].\"") == std::string::npos;
+}
+
+}  // namespace
+
 ExpectedValue ExpectedValue::parse(const toml::node& node, const LoadContext& ctx,
                                    Strings strings) {
   ExpectedValue v;
@@ -16,17 +26,19 @@ ExpectedValue ExpectedValue::parse(const toml::node& node, const LoadContext& ct
   } else if (const auto* s = node.as_string()) {
     if (s->get() == "none") {
       v.literal_ = nullptr;
-    } else if (strings == Strings::kExpressions) {
+    } else if (strings == Strings::kExpressions && looks_like_expression(s->get())) {
       v.expression_ = ctx.expression_of(node, "an expected value");
     } else {
       v.literal_ = s->get();
     }
   } else if (const auto* i = node.as_integer()) {
     v.literal_ = i->get();
+  } else if (const auto* f = node.as_floating_point()) {
+    v.literal_ = f->get();
   } else if (const auto* b = node.as_boolean()) {
     v.literal_ = b->get();
   } else {
-    ctx.fail(node, "an expected value must be an integer, string, boolean, array or table, not " +
+    ctx.fail(node, "an expected value must be a number, string, boolean, array or table, not " +
                        describe_type(node));
   }
   return v;

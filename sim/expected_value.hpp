@@ -15,7 +15,8 @@ namespace meshsim::sim {
 class ExpectedValue {
  public:
   enum class Strings { kExpressions, kLiterals };
-  // Strings become expressions (kExpressions) except "none", which stands for a missing value.
+  // With kExpressions, strings become per-rank expressions, except "none" (a missing value) and
+  // text with characters no expression uses ("[", "]", ".", quotes), which stays text.
   static ExpectedValue parse(const toml::node& node, const LoadContext& ctx, Strings strings);
   // The value on one rank, with every expression evaluated.
   Json resolve(const ExpressionEnv& env) const;

@@ -59,8 +59,32 @@ int exit_code(const RunReport& report) {
   return kExitPass;
 }
 
-int run_command(const std::vector<std::string>& paths, const std::string& json_path, bool verbose,
-                bool with_time) {
+struct RunFlags {
+  std::string json_path;
+  std::string graph_path;
+  bool verbose = false;
+  bool with_time = true;
+  std::string schedule = "fifo";
+  uint64_t seed = 0;
+  size_t stack_kib = 64;
+};
+
+// The command line that reproduces one scenario's run.
+std::string rerun_line(const std::string& file, const RunFlags& flags) {
+  std::string line = "meshsim run " + file;
+  if (flags.schedule != "fifo")
+    line += fmt::format(" --schedule {} --seed {}", flags.schedule, flags.seed);
+  if (flags.stack_kib != 64) line += fmt::format(" --stack-kib {}", flags.stack_kib);
+  return line;
+}
+
+int run_command(const std::vector<std::string>& paths, const RunFlags& flags) {
+  const bool verbose = flags.verbose;
+  RunOptions options;
+  options.policy = flags.schedule == "random" ? SchedulePolicy::kRandom : SchedulePolicy::kFifo;
+  options.seed = flags.seed;
+  options.stack_size = flags.stack_kib * 1024;
+  std::string dot;
   RunReport report;
   const std::vector<std::string> files = expand(paths, report);
   for (const UnusableInput& u : report.unusable) print_unusable(u);
@@ -68,10 +92,15 @@ int run_command(const std::vector<std::string>& paths, const std::string& json_p
     std::cout << fmt::format("[{}/{}] {} ... ", i + 1, files.size(), files[i]) << std::flush;
     try {
       const Scenario scenario = load_scenario_file(files[i]);
-      ScenarioResult result = run_scenario(scenario);
+      ScenarioResult result = run_scenario(scenario, options);
       std::cout << (result.passed() ? "pass" : "FAIL") << "\n";
-      std::cout << format_failures(result, verbose ? SIZE_MAX : 20);
-      if (!result.passed()) std::cout << "  rerun: meshsim run " << files[i] << "\n";
+      // A passing scenario's failures and hangs are the ones it expects: shown with -v only.
+      if (!result.passed() || verbose)
+        std::cout << format_failures(result, verbose ? SIZE_MAX : 20);
+      if (!result.passed()) std::cout << "  rerun: " << rerun_line(files[i], flags) << "\n";
+      if (!result.hang_dot.empty()) {
+        dot += fmt::format("// {} ({})\n{}", result.name, files[i], result.hang_dot);
+      }
       if (verbose) {
         for (const DumpRecord& d : result.dumps) {
           std::cout << fmt::format("  {}: rank {}: {}: {}\n", d.where.to_string(), d.rank, d.what,
@@ -85,13 +114,21 @@ int run_command(const std::vector<std::string>& paths, const std::string& json_p
       std::cout << "  " << e.what() << "\n";
     }
   }
-  if (!report.results.empty()) std::cout << "\n" << format_table(report, with_time);
+  if (!report.results.empty()) std::cout << "\n" << format_table(report, flags.with_time);
   std::cout << format_totals(report);
-  if (!json_path.empty()) {
-    std::ofstream out(json_path);
+  if (!flags.json_path.empty()) {
+    std::ofstream out(flags.json_path);
     out << report_json(report, MESHSIM_VERSION).dump(2) << "\n";
     if (!out) {
-      std::cerr << "meshsim: cannot write " << json_path << "\n";
+      std::cerr << "meshsim: cannot write " << flags.json_path << "\n";
+      return kExitUnusable;
+    }
+  }
+  if (!flags.graph_path.empty()) {
+    std::ofstream out(flags.graph_path);
+    out << (dot.empty() ? "// no hang: no wait-for graph\ndigraph wait_for {}\n" : dot);
+    if (!out) {
+      std::cerr << "meshsim: cannot write " << flags.graph_path << "\n";
       return kExitUnusable;
     }
   }
@@ -124,14 +161,22 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
 
   std::vector<std::string> run_paths;
-  std::string json_path;
-  bool verbose = false;
+  RunFlags flags;
   bool no_time = false;
   CLI::App* run = app.add_subcommand("run", "run scenario files or directories of them");
   run->add_option("paths", run_paths, "scenario files (.toml) or directories")->required();
-  run->add_option("--json", json_path, "write the full report (schema in README.md) to this file");
-  run->add_flag("-v,--verbose", verbose, "print every failure and every dump");
+  run->add_option("--json", flags.json_path,
+                  "write the full report (schema in README.md) to this file");
+  run->add_option("--graph", flags.graph_path,
+                  "write the wait-for graph of every hang as Graphviz DOT");
+  run->add_flag("-v,--verbose", flags.verbose, "print every failure, hang report and dump");
   run->add_flag("--no-time", no_time, "leave wall-clock times out of the table (diffable output)");
+  run->add_option("--schedule", flags.schedule,
+                  "fifo (default) or random: a seeded permutation of the ready ranks")
+      ->check(CLI::IsMember({"fifo", "random"}));
+  run->add_option("--seed", flags.seed, "seed of the random schedule");
+  run->add_option("--stack-kib", flags.stack_kib, "fiber stack size per rank in KiB (default 64)")
+      ->check(CLI::Range(16, 65536));
 
   std::vector<std::string> check_paths;
   CLI::App* check = app.add_subcommand("check", "validate scenario files without running them");
@@ -145,7 +190,8 @@ int main(int argc, char** argv) {
     const int code = app.exit(e);
     return code == 0 ? 0 : kExitUnusable;
   }
-  if (run->parsed()) return run_command(run_paths, json_path, verbose, !no_time);
+  flags.with_time = !no_time;
+  if (run->parsed()) return run_command(run_paths, flags);
   if (check->parsed()) return check_command(check_paths);
   if (steps->parsed()) {
     for (const auto& kind : StepRegistry::builtin().kinds()) {

@@ -77,6 +77,22 @@ Json observe_hang(const std::string& kind, const ScenarioResult& result) {
   return out;
 }
 
+// Expected tables name only the entries that matter; strings may give a prefix ("all_reduce"
+// matches "all_reduce(float32[4], op=sum)"); everything else must be equal.
+bool matches(const Json& observed, const Json& expected) {
+  if (expected.is_object()) {
+    if (!observed.is_object()) return false;
+    for (const auto& [key, want] : expected.items()) {
+      if (!observed.contains(key) || !matches(observed[key], want)) return false;
+    }
+    return true;
+  }
+  if (expected.is_string() && observed.is_string()) {
+    return observed.get<std::string>().starts_with(expected.get<std::string>());
+  }
+  return observed == expected;
+}
+
 class HangExpectation final : public OutcomeExpectation {
  public:
   HangExpectation(std::string kind, Json expected)
@@ -88,11 +104,7 @@ class HangExpectation final : public OutcomeExpectation {
     bool passed = !all.empty();
     for (const auto& [key, want] : expected_.items()) {
       observed[key] = all.contains(key) ? all[key] : Json(nullptr);
-      // `in` and signatures may be checked by prefix ("all_reduce" matches the op name).
-      const bool ok = observed[key] == want ||
-                      (want.is_string() && observed[key].is_string() &&
-                       observed[key].get<std::string>().starts_with(want.get<std::string>()));
-      passed = passed && ok;
+      passed = passed && matches(observed[key], want);
     }
     if (all.empty())
       observed = result.hang ? Json{{"kind", (*result.hang)["kind"]}} : Json("no hang");

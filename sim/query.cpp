@@ -40,8 +40,8 @@ std::vector<Placement> placements_of(const toml::node& node, LoadContext& ctx) {
 
 const std::vector<std::string_view>& Query::keys() {
   static const std::vector<std::string_view> k{
-      "value",      "coordinate", "mesh",        "shape",         "groups",
-      "group_name", "local_rank", "local_shard", "owned_indices", "has_group_names"};
+      "value",      "coordinate",  "mesh",          "shape",           "groups", "group_name",
+      "local_rank", "local_shard", "owned_indices", "has_group_names", "tensor"};
   return k;
 }
 

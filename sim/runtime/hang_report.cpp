@@ -63,11 +63,12 @@ HangReport analyze_hang(const std::vector<RankActivity>& activity, const SimColl
   HangReport report;
   report.desync = backend.desync();
   report.timeout = backend.timeout();
-  bool any_failed = false, any_exited = false;
+  bool any_failed = false, any_exited = false, creating_group = false;
   for (size_t r = 0; r < activity.size(); ++r) {
     HangReport::Rank line{static_cast<int64_t>(r), activity[r], {}};
     if (activity[r].state == RankActivity::State::kBlocked) {
       line.waits_for = backend.missing_for(static_cast<int64_t>(r));
+      creating_group = creating_group || activity[r].wait->signature.op == CollectiveOp::kNewGroup;
       for (int64_t m : line.waits_for) {
         const auto state = activity[static_cast<size_t>(m)].state;
         any_failed = any_failed || state == RankActivity::State::kFailed;
@@ -84,10 +85,13 @@ HangReport analyze_hang(const std::vector<RankActivity>& activity, const SimColl
     report.cause = HangCause::kSignatureMismatch;
   } else {
     report.kind = "deadlock";
-    report.cause = has_cycle(report.ranks) ? HangCause::kOrderInversion
-                   : any_failed            ? HangCause::kRankFailed
-                   : any_exited            ? HangCause::kRankExitedEarly
-                                           : HangCause::kMissingRank;
+    // A rank waiting to create a group means others skipped creating it; whatever they wait in
+    // next closes a cycle, but the skipped creation is the cause.
+    report.cause = any_failed                ? HangCause::kRankFailed
+                   : creating_group          ? HangCause::kMissingRank
+                   : has_cycle(report.ranks) ? HangCause::kOrderInversion
+                   : any_exited              ? HangCause::kRankExitedEarly
+                                             : HangCause::kMissingRank;
   }
   return report;
 }
@@ -110,7 +114,7 @@ std::string HangReport::text() const {
   std::string out = fmt::format("{}: {}\n", kind, hang_cause_name(cause));
   if (desync) {
     out += fmt::format("  group {} seq {} (members {}) was entered with different signatures:\n",
-                       desync->group, desync->seq, fmt::join(desync->members, ", "));
+                       display_group(desync->group), desync->seq, fmt::join(desync->members, ", "));
     for (const auto& [rank, sig] : desync->arrivals) {
       out += fmt::format("    rank {}: {} at {}\n", rank, sig.describe(),
                          location_text(ranks[static_cast<size_t>(rank)].activity));
@@ -118,7 +122,7 @@ std::string HangReport::text() const {
   }
   if (timeout) {
     out += fmt::format("  {} on group {} seq {}: rank(s) {} waited {:.3f} s for rank(s) {}\n",
-                       timeout->signature.describe(), timeout->group, timeout->seq,
+                       timeout->signature.describe(), display_group(timeout->group), timeout->seq,
                        fmt::join(timeout->timed_out, ", "), timeout->waited_s,
                        fmt::join(timeout->late, ", "));
   }
@@ -127,11 +131,12 @@ std::string HangReport::text() const {
     std::string what;
     switch (a.state) {
       case RankActivity::State::kBlocked:
-        what = fmt::format("blocked in {} on group {} seq {}{}", a.wait->signature.describe(),
-                           a.wait->group, a.wait->seq,
-                           r.waits_for.empty() ? std::string()
-                                               : fmt::format(", waiting for rank(s) {}",
-                                                             fmt::join(r.waits_for, ", ")));
+        what = fmt::format(
+            "blocked in {} on group {} [{}] seq {}{}", a.wait->signature.describe(),
+            display_group(a.wait->group), fmt::join(a.wait->members, ", "), a.wait->seq,
+            r.waits_for.empty()
+                ? std::string()
+                : fmt::format(", waiting for rank(s) {}", fmt::join(r.waits_for, ", ")));
         break;
       case RankActivity::State::kFailed:
       case RankActivity::State::kAborted:
@@ -199,8 +204,8 @@ std::string HangReport::dot() const {
     const RankActivity& a = r.activity;
     std::string label = fmt::format("rank {}\\n{}", r.rank, state_name(a.state));
     if (a.wait)
-      label += fmt::format("\\n{} {} #{}", collective_op_name(a.wait->signature.op), a.wait->group,
-                           a.wait->seq);
+      label += fmt::format("\\n{} {} #{}", collective_op_name(a.wait->signature.op),
+                           display_group(a.wait->group), a.wait->seq);
     const char* color = a.state == RankActivity::State::kBlocked    ? "orange"
                         : a.state == RankActivity::State::kFailed   ? "red"
                         : a.state == RankActivity::State::kFinished ? "gray"

@@ -33,4 +33,9 @@ struct RankActivity {
 
 std::string_view state_name(RankActivity::State state);
 
+// c10d names the default group "0"; reports and scenarios call it WORLD.
+inline std::string display_group(const std::string& name) {
+  return name == "0" ? "WORLD" : name;
+}
+
 }  // namespace meshsim::sim

@@ -22,7 +22,7 @@ class SimGroupCreator final : public GroupCreator {
     Signature sig{CollectiveOp::kNewGroup, DType::kInt64, {}, std::nullopt, std::nullopt, {}};
     std::string members;
     for (int64_t r : ranks) members += (members.empty() ? "" : ", ") + std::to_string(r);
-    collectives_.collective(rank(), world(), sig, Payload{{}, {"[" + members + "]"}});
+    collectives_.collective(rank(), store(), sig, Payload{{}, {"[" + members + "]"}});
     return local_.new_group(ranks);
   }
   std::optional<std::vector<int64_t>> group_ranks(const std::string& name) const override {
@@ -33,6 +33,9 @@ class SimGroupCreator final : public GroupCreator {
   }
   // WORLD as a Group.
   Group world() const { return Group{world_group_name(), local_.groups().front()}; }
+  // The TCP store's barrier that new_group waits in: all of WORLD, but its own sequence, apart
+  // from the collectives on WORLD.
+  Group store() const { return Group{"store", local_.groups().front()}; }
 
  private:
   LocalGroupCreator local_;

@@ -47,7 +47,7 @@ int64_t Group::group_rank(int64_t global_rank) const {
 std::string Signature::describe() const {
   std::vector<std::string> parts;
   if (op == CollectiveOp::kNewGroup) {
-    parts.push_back(fmt::format("ranks=[{}]", fmt::join(ranks, ", ")));
+    if (!ranks.empty()) parts.push_back(fmt::format("ranks=[{}]", fmt::join(ranks, ", ")));
   } else if (op != CollectiveOp::kBarrier) {
     std::vector<std::string> tensors;
     for (const auto& s : shapes)
