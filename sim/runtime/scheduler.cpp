@@ -17,8 +17,9 @@ void ScheduleLog::record(int64_t rank) {
   }
 }
 
-void DeterministicScheduler::awakened(boost::fibers::context* ctx, RankProps& props) noexcept {
-  if (ctx->is_context(boost::fibers::type::pinned_context) || props.rank < 0) {
+void DeterministicScheduler::awakened(boost::fibers::context* ctx, RankProps&) noexcept {
+  // A new fiber is awakened before its rank is set, so tell ranks from the driver by context type.
+  if (ctx->is_context(boost::fibers::type::pinned_context)) {
     others_.push_back(ctx);
   } else {
     ranks_.push_back(ctx);

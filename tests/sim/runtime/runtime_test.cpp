@@ -1,0 +1,265 @@
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <set>
+
+#include "sim/runtime/hang_report.hpp"
+#include "sim/runtime/sim_collectives.hpp"
+#include "sim/runtime/world.hpp"
+#include "src/error.hpp"
+
+using namespace meshsim;
+using namespace meshsim::sim;
+
+namespace {
+
+// Runs `body(rank, collectives)` on n fiber ranks; returns the hang report of the first stall.
+struct Harness {
+  explicit Harness(int64_t n, WorldOptions options = {})
+      : world(n, options),
+        activity(static_cast<size_t>(n)),
+        collectives(world, activity, CostModel{}) {}
+
+  template <typename F>
+  std::optional<HangReport> run(F&& body) {
+    std::optional<HangReport> hang;
+    world.run(
+        [&](int64_t r) {
+          RankActivity& me = activity[static_cast<size_t>(r)];
+          try {
+            body(r, collectives);
+            me.state = RankActivity::State::kFinished;
+          } catch (const RankAborted& a) {
+            me.state = RankActivity::State::kAborted;
+            me.error = a.reason;
+          } catch (const Error& e) {
+            me.state = RankActivity::State::kFailed;
+            me.error = e.what();
+          }
+        },
+        [&] {
+          if (!hang) hang = analyze_hang(activity, collectives);
+          std::vector<std::optional<std::string>> aborts(activity.size());
+          for (size_t r = 0; r < activity.size(); ++r) {
+            if (activity[r].state == RankActivity::State::kBlocked) aborts[r] = "test abort";
+          }
+          return aborts;
+        });
+    return hang;
+  }
+
+  Group world_group() const {
+    Group g{"0", {}};
+    for (int64_t r = 0; r < world.size(); ++r) g.ranks.push_back(r);
+    return g;
+  }
+
+  World world;
+  std::vector<RankActivity> activity;
+  SimCollectives collectives;
+};
+
+Signature sig_of(CollectiveOp op, const Tensor& t, std::optional<ReduceOp> reduce = std::nullopt,
+                 std::optional<int64_t> root = std::nullopt) {
+  return Signature{op, t.dtype(), {t.shape()}, root, reduce, {}};
+}
+
+// Deterministic pseudo-random value for (rank, index).
+double value_of(int64_t rank, int64_t i) {
+  return static_cast<double>(mix64(rank, static_cast<uint64_t>(i)) % 1000) / 8.0 - 60.0;
+}
+
+}  // namespace
+
+TEST_CASE("runtime: FIFO runs ranks in order; a seed fixes a random permutation",
+          "[sim][runtime]") {
+  auto order_for = [](WorldOptions options) {
+    std::vector<int64_t> order;
+    World w(6, options);
+    w.run([&](int64_t r) { order.push_back(r); },
+          [] { return std::vector<std::optional<std::string>>(6); });
+    return std::pair(order, w.schedule().digest);
+  };
+  CHECK(order_for({}).first == std::vector<int64_t>{0, 1, 2, 3, 4, 5});
+  const auto a = order_for({SchedulePolicy::kRandom, 42, 64 * 1024});
+  const auto b = order_for({SchedulePolicy::kRandom, 42, 64 * 1024});
+  CHECK(a == b);
+  std::set<std::vector<int64_t>> distinct;
+  for (uint64_t seed = 0; seed < 8; ++seed)
+    distinct.insert(order_for({SchedulePolicy::kRandom, seed, 64 * 1024}).first);
+  CHECK(distinct.size() > 1);
+  for (const auto& order : distinct) {
+    std::vector<int64_t> sorted = order;
+    std::sort(sorted.begin(), sorted.end());
+    CHECK(sorted == std::vector<int64_t>{0, 1, 2, 3, 4, 5});
+  }
+}
+
+TEST_CASE("runtime: all_reduce matches a direct computation for every op and schedule",
+          "[sim][runtime]") {
+  for (ReduceOp op :
+       {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
+    for (uint64_t seed : {0, 1, 2}) {
+      Harness h(5, {seed == 0 ? SchedulePolicy::kFifo : SchedulePolicy::kRandom, seed, 64 * 1024});
+      std::vector<Tensor> results(5);
+      const auto hang = h.run([&](int64_t r, SimCollectives& c) {
+        Tensor t({7}, DType::kFloat64);
+        for (int64_t i = 0; i < 7; ++i)
+          t.set(i, value_of(r, i) / (op == ReduceOp::kProduct ? 50 : 1));
+        results[static_cast<size_t>(r)] =
+            c.collective(r, h.world_group(), sig_of(CollectiveOp::kAllReduce, t, op),
+                         Payload{{t}, {}})
+                .tensors.at(0);
+      });
+      REQUIRE_FALSE(hang);
+      for (int64_t i = 0; i < 7; ++i) {
+        double expected = value_of(0, i) / (op == ReduceOp::kProduct ? 50 : 1);
+        for (int64_t r = 1; r < 5; ++r) {
+          const double v = value_of(r, i) / (op == ReduceOp::kProduct ? 50 : 1);
+          switch (op) {
+            case ReduceOp::kSum:
+            case ReduceOp::kAvg:
+              expected += v;
+              break;
+            case ReduceOp::kMin:
+              expected = std::min(expected, v);
+              break;
+            case ReduceOp::kMax:
+              expected = std::max(expected, v);
+              break;
+            case ReduceOp::kProduct:
+              expected *= v;
+              break;
+          }
+        }
+        if (op == ReduceOp::kAvg) expected /= 5;
+        for (const Tensor& t : results) REQUIRE(t.get(i) == Approx(expected).epsilon(1e-12));
+      }
+    }
+  }
+}
+
+TEST_CASE("runtime: gather, scatter, broadcast, all_to_all and send/recv move the right data",
+          "[sim][runtime]") {
+  Harness h(4);
+  std::vector<Payload> gathered(4), scattered(4), broadcast(4), exchanged(4);
+  std::vector<Tensor> received(4);
+  const auto hang = h.run([&](int64_t r, SimCollectives& c) {
+    const Group g = h.world_group();
+    const Tensor mine = Tensor::full({2}, static_cast<double>(r), DType::kInt64);
+    gathered[static_cast<size_t>(r)] =
+        c.collective(r, g, sig_of(CollectiveOp::kAllGather, mine), {{mine}, {}});
+    const Tensor rows = Tensor::arange(8, DType::kInt32);
+    scattered[static_cast<size_t>(r)] = c.collective(
+        r, g, sig_of(CollectiveOp::kReduceScatter, rows, ReduceOp::kSum), {{rows}, {}});
+    broadcast[static_cast<size_t>(r)] =
+        c.collective(r, g, sig_of(CollectiveOp::kBroadcast, mine, std::nullopt, 3), {{mine}, {}});
+    Payload parts;
+    for (int64_t i = 0; i < 4; ++i)
+      parts.tensors.push_back(Tensor::full({1}, static_cast<double>(10 * r + i), DType::kInt64));
+    exchanged[static_cast<size_t>(r)] =
+        c.collective(r, g, sig_of(CollectiveOp::kAllToAll, parts.tensors[0]), parts);
+    if (r == 0) c.send(0, 2, g, Tensor::full({3}, 7.0, DType::kFloat32));
+    if (r == 2) received[2] = c.recv(2, 0, g, Tensor({3}, DType::kFloat32));
+  });
+  REQUIRE_FALSE(hang);
+  for (int64_t r = 0; r < 4; ++r) {
+    const auto& g = gathered[static_cast<size_t>(r)].tensors;
+    REQUIRE(g.size() == 4);
+    for (int64_t k = 0; k < 4; ++k) CHECK(g[static_cast<size_t>(k)].get(1) == k);
+    const Tensor& s = scattered[static_cast<size_t>(r)].tensors.at(0);
+    CHECK(s.shape() == std::vector<int64_t>{2});
+    CHECK(s.get(0) == 4 * (2 * r));
+    CHECK(broadcast[static_cast<size_t>(r)].tensors.at(0).get(0) == 3);
+    for (int64_t j = 0; j < 4; ++j)
+      CHECK(exchanged[static_cast<size_t>(r)].tensors.at(static_cast<size_t>(j)).get(0) ==
+            10 * j + r);
+  }
+  CHECK(received[2].get(2) == 7.0f);
+}
+
+TEST_CASE("runtime: a signature mismatch is a desync naming both sides", "[sim][runtime][hang]") {
+  Harness h(3);
+  const auto hang = h.run([&](int64_t r, SimCollectives& c) {
+    const Tensor t({r == 1 ? 5 : 4}, DType::kFloat32);
+    c.collective(r, h.world_group(), sig_of(CollectiveOp::kAllReduce, t, ReduceOp::kSum),
+                 {{t}, {}});
+  });
+  REQUIRE(hang);
+  CHECK(hang->kind == "desync");
+  CHECK(hang->cause == HangCause::kSignatureMismatch);
+  REQUIRE(hang->desync);
+  CHECK(hang->desync->arrivals.size() == 3);
+  CHECK(hang->text().find("rank 1: all_reduce(float32[5], op=sum)") != std::string::npos);
+  for (const RankActivity& a : h.activity) CHECK(a.state == RankActivity::State::kAborted);
+}
+
+TEST_CASE("runtime: deadlock classification", "[sim][runtime][hang]") {
+  SECTION("a rank that exits early") {
+    Harness h(3);
+    const auto hang = h.run([&](int64_t r, SimCollectives& c) {
+      if (r != 2)
+        c.collective(r, h.world_group(),
+                     Signature{CollectiveOp::kBarrier, DType::kFloat32, {}, {}, {}, {}}, {});
+    });
+    REQUIRE(hang);
+    CHECK(hang->cause == HangCause::kRankExitedEarly);
+    CHECK(hang->blocked() == std::vector<int64_t>{0, 1});
+    CHECK(hang->missing() == std::vector<int64_t>{2});
+    CHECK(hang->dot().find("r0 -> r2;") != std::string::npos);
+  }
+  SECTION("a rank that fails") {
+    Harness h(2);
+    const auto hang = h.run([&](int64_t r, SimCollectives& c) {
+      if (r == 1) throw runtime_error("boom");
+      c.collective(r, h.world_group(),
+                   Signature{CollectiveOp::kBarrier, DType::kFloat32, {}, {}, {}, {}}, {});
+    });
+    REQUIRE(hang);
+    CHECK(hang->cause == HangCause::kRankFailed);
+    CHECK(hang->json()["ranks"][1]["error"] == "boom");
+  }
+  SECTION("two groups entered in opposite orders") {
+    Harness h(4);
+    const Group a{"a", {0, 1}}, b{"b", {0, 1}};
+    const Signature barrier{CollectiveOp::kBarrier, DType::kFloat32, {}, {}, {}, {}};
+    const auto hang = h.run([&](int64_t r, SimCollectives& c) {
+      if (r > 1) return;
+      c.collective(r, r == 0 ? a : b, barrier, {});
+      c.collective(r, r == 0 ? b : a, barrier, {});
+    });
+    REQUIRE(hang);
+    CHECK(hang->cause == HangCause::kOrderInversion);
+    CHECK(hang->json()["edges"] == nlohmann::json::parse("[[0,1],[1,0]]"));
+  }
+}
+
+TEST_CASE("runtime: virtual time and the watchdog timeout", "[sim][runtime][hang]") {
+  Harness h(3);
+  const auto hang = h.run([&](int64_t r, SimCollectives& c) {
+    if (r == 2) h.activity[2].clock += 601.0;
+    const Tensor t({1}, DType::kFloat32);
+    c.collective(r, h.world_group(), sig_of(CollectiveOp::kAllReduce, t, ReduceOp::kSum),
+                 {{t}, {}});
+  });
+  CHECK_FALSE(hang);  // nothing stalls: the ranks fail instead
+  REQUIRE(h.collectives.timeout());
+  CHECK(h.collectives.timeout()->timed_out == std::vector<int64_t>{0, 1});
+  CHECK(h.collectives.timeout()->late == std::vector<int64_t>{2});
+  CHECK(h.activity[0].state == RankActivity::State::kFailed);
+  CHECK(h.activity[0].error.find("Watchdog caught collective operation timeout") !=
+        std::string::npos);
+  CHECK(h.activity[1].clock > 601.0);
+}
+
+TEST_CASE("runtime: a rank outside the group cannot enter its collective",
+          "[sim][runtime][errors]") {
+  Harness h(2);
+  h.run([&](int64_t r, SimCollectives& c) {
+    if (r == 1)
+      c.collective(r, Group{"x", {0}},
+                   Signature{CollectiveOp::kBarrier, DType::kFloat32, {}, {}, {}, {}}, {});
+  });
+  CHECK(h.activity[1].state == RankActivity::State::kFailed);
+  CHECK(h.activity[1].error.find("without being a member") != std::string::npos);
+}
