@@ -10,11 +10,6 @@ namespace meshsim::sim {
 
 namespace {
 
-// c10d names the default group "0"; scenarios and reports call it WORLD.
-std::string display_group(const std::string& name) {
-  return name == "0" ? "WORLD" : name;
-}
-
 // A json scalar or the list of distinct values (a single value when all agree).
 Json common(const std::vector<Json>& values) {
   std::vector<Json> distinct;
@@ -35,13 +30,14 @@ Json observe_hang(const std::string& kind, const ScenarioResult& result) {
   Json waiting = Json::array();
   std::set<int64_t> missing;
   for (const Json& r : hang["ranks"]) {
-    if (r["state"] != "blocked") continue;
+    if (!r.contains("wait")) continue;
+    const Json& w = hang["waits"][r["wait"].get<size_t>()];
     waiting.push_back(r["rank"]);
-    ops.push_back(r["waiting"]["op"]);
-    groups.push_back(display_group(r["waiting"]["group"].get<std::string>()));
-    seqs.push_back(r["waiting"]["seq"]);
-    group_ranks.push_back(r["waiting"]["group_ranks"]);
-    for (const Json& m : r["waits_for"]) missing.insert(m.get<int64_t>());
+    ops.push_back(w["op"]);
+    groups.push_back(w["group"]);
+    seqs.push_back(w["seq"]);
+    group_ranks.push_back(w.contains("group_ranks") ? w["group_ranks"] : Json(w["group_size"]));
+    for (const Json& m : w["missing"]) missing.insert(m.get<int64_t>());
   }
   out["waiting"] = waiting;
   out["in"] = common(ops);
@@ -52,11 +48,12 @@ Json observe_hang(const std::string& kind, const ScenarioResult& result) {
   std::vector<Json> missing_in;
   for (int64_t m : missing) {
     const Json& r = hang["ranks"][static_cast<size_t>(m)];
-    missing_in.push_back(r.contains("waiting") ? r["waiting"]["op"] : r["state"]);
+    missing_in.push_back(r.contains("wait") ? hang["waits"][r["wait"].get<size_t>()]["op"]
+                                            : r["state"]);
   }
   out["missing_in"] = common(missing_in);
   if (hang.contains("desync")) {
-    out["group"] = display_group(hang["desync"]["group"].get<std::string>());
+    out["group"] = hang["desync"]["group"];
     out["seq"] = hang["desync"]["seq"];
     Json arrived = Json::array();
     Json signatures = Json::object();
@@ -68,7 +65,7 @@ Json observe_hang(const std::string& kind, const ScenarioResult& result) {
     out["signatures"] = signatures;
   }
   if (hang.contains("timeout")) {
-    out["group"] = display_group(hang["timeout"]["group"].get<std::string>());
+    out["group"] = hang["timeout"]["group"];
     out["seq"] = hang["timeout"]["seq"];
     out["waiting"] = hang["timeout"]["timed_out"];
     out["late"] = hang["timeout"]["late"];

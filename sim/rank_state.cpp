@@ -19,10 +19,11 @@ Group RankState::group(const std::string& mesh_name, const std::string& dim) con
   if (mesh_name.empty()) return groups_.world();
   const DeviceMesh& m = mesh(mesh_name);
   const std::string name = m.group_name(dim_of(dim));
-  std::optional<std::vector<int64_t>> ranks = groups_.group_ranks(name);
-  if (!ranks)
+  RankList ranks = groups_.group_ranks(name);
+  if (!ranks) {
     throw runtime_error(fmt::format("process group {} does not exist on rank {}", name, rank_));
-  return Group{name, std::move(*ranks)};
+  }
+  return Group{name, std::move(ranks)};
 }
 
 const Tensor& RankState::tensor(const std::string& name) const {

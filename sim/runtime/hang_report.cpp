@@ -1,48 +1,35 @@
 #include "sim/runtime/hang_report.hpp"
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
 
 namespace meshsim::sim {
 
-std::string_view hang_cause_name(HangCause cause) {
-  switch (cause) {
-    case HangCause::kMissingRank:
-      return "missing rank";
-    case HangCause::kSignatureMismatch:
-      return "signature mismatch";
-    case HangCause::kOrderInversion:
-      return "cross-group order inversion";
-    case HangCause::kRankExitedEarly:
-      return "rank exited early";
-    case HangCause::kRankFailed:
-      return "rank failed";
-    case HangCause::kTimeout:
-      return "timeout";
-  }
-  return "?";
-}
-
 namespace {
 
-// Whether the wait-for graph has a cycle (iterative DFS, ranks in ascending order).
-bool has_cycle(const std::vector<HangReport::Rank>& ranks) {
-  std::vector<int> color(ranks.size(), 0);  // 0 new, 1 on stack, 2 done
-  for (size_t start = 0; start < ranks.size(); ++start) {
+constexpr size_t kListMembersUpTo = 64;  // larger groups are described by their size
+constexpr size_t kMaxEdges = 4096;       // larger wait-for graphs are given per collective
+
+const std::vector<int64_t> kNoRanks;
+
+// Whether the collective-level wait graph has a cycle (iterative DFS in index order).
+bool has_cycle(const std::vector<std::vector<int64_t>>& edges) {
+  std::vector<int> color(edges.size(), 0);  // 0 new, 1 on the stack, 2 done
+  for (size_t start = 0; start < edges.size(); ++start) {
     if (color[start] != 0) continue;
     std::vector<std::pair<size_t, size_t>> stack{{start, 0}};
     color[start] = 1;
     while (!stack.empty()) {
       auto& [node, next] = stack.back();
-      const auto& edges = ranks[node].waits_for;
-      if (next == edges.size()) {
+      if (next == edges[node].size()) {
         color[node] = 2;
         stack.pop_back();
         continue;
       }
-      const auto to = static_cast<size_t>(edges[next++]);
+      const auto to = static_cast<size_t>(edges[node][next++]);
       if (color[to] == 1) return true;
       if (color[to] == 0) {
         color[to] = 1;
@@ -57,25 +44,66 @@ std::string location_text(const RankActivity& a) {
   return a.where.line > 0 ? fmt::format("{} ({})", a.where.to_string(), a.step) : "(no step)";
 }
 
+std::string group_text(const SimCollectives::OpenWait& w) {
+  const size_t n = w.members->size();
+  if (n <= 16) return fmt::format("{} [{}]", display_group(w.group), fmt::join(*w.members, ", "));
+  return fmt::format("{} ({} ranks)", display_group(w.group), n);
+}
+
 }  // namespace
+
+std::string_view hang_cause_name(HangCause cause) {
+  switch (cause) {
+    case HangCause::kMissingRank:
+      return "missing rank";
+    case HangCause::kSignatureMismatch:
+      return "signature mismatch";
+    case HangCause::kOrderInversion:
+      return "cross-group order inversion";
+    case HangCause::kRankExitedEarly:
+      return "rank exited early";
+    case HangCause::kRankFailed:
+      return "rank failed";
+    case HangCause::kTimeout:
+      return "watchdog timeout";
+  }
+  return "?";
+}
+
+std::string rank_ranges(const std::vector<int64_t>& ranks) {
+  std::string out;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    out += out.empty() ? "" : ", ";
+    out += j == i ? std::to_string(ranks[i]) : fmt::format("{}-{}", ranks[i], ranks[j]);
+    i = j + 1;
+  }
+  return out;
+}
 
 HangReport analyze_hang(const std::vector<RankActivity>& activity, const SimCollectives& backend) {
   HangReport report;
   report.desync = backend.desync();
   report.timeout = backend.timeout();
-  bool any_failed = false, any_exited = false, creating_group = false;
+  std::vector<int64_t> wait_of;
+  report.waits = backend.open_waits(wait_of);
   for (size_t r = 0; r < activity.size(); ++r) {
-    HangReport::Rank line{static_cast<int64_t>(r), activity[r], {}};
-    if (activity[r].state == RankActivity::State::kBlocked) {
-      line.waits_for = backend.missing_for(static_cast<int64_t>(r));
-      creating_group = creating_group || activity[r].wait->signature.op == CollectiveOp::kNewGroup;
-      for (int64_t m : line.waits_for) {
-        const auto state = activity[static_cast<size_t>(m)].state;
-        any_failed = any_failed || state == RankActivity::State::kFailed;
-        any_exited = any_exited || state == RankActivity::State::kFinished;
-      }
+    report.ranks.push_back({static_cast<int64_t>(r), activity[r], wait_of[r]});
+  }
+  bool any_failed = false, any_exited = false, creating_group = false;
+  std::vector<std::vector<int64_t>> edges(report.waits.size());
+  for (size_t i = 0; i < report.waits.size(); ++i) {
+    const auto& w = report.waits[i];
+    creating_group = creating_group || w.signature.op == CollectiveOp::kNewGroup;
+    std::set<int64_t> targets;
+    for (int64_t m : w.missing) {
+      const auto state = activity[static_cast<size_t>(m)].state;
+      any_failed = any_failed || state == RankActivity::State::kFailed;
+      any_exited = any_exited || state == RankActivity::State::kFinished;
+      if (wait_of[static_cast<size_t>(m)] >= 0) targets.insert(wait_of[static_cast<size_t>(m)]);
     }
-    report.ranks.push_back(std::move(line));
+    edges[i].assign(targets.begin(), targets.end());
   }
   if (report.timeout) {
     report.kind = "timeout";
@@ -87,11 +115,11 @@ HangReport analyze_hang(const std::vector<RankActivity>& activity, const SimColl
     report.kind = "deadlock";
     // A rank waiting to create a group means others skipped creating it; whatever they wait in
     // next closes a cycle, but the skipped creation is the cause.
-    report.cause = any_failed                ? HangCause::kRankFailed
-                   : creating_group          ? HangCause::kMissingRank
-                   : has_cycle(report.ranks) ? HangCause::kOrderInversion
-                   : any_exited              ? HangCause::kRankExitedEarly
-                                             : HangCause::kMissingRank;
+    report.cause = any_failed         ? HangCause::kRankFailed
+                   : creating_group   ? HangCause::kMissingRank
+                   : has_cycle(edges) ? HangCause::kOrderInversion
+                   : any_exited       ? HangCause::kRankExitedEarly
+                                      : HangCause::kMissingRank;
   }
   return report;
 }
@@ -99,60 +127,86 @@ HangReport analyze_hang(const std::vector<RankActivity>& activity, const SimColl
 std::vector<int64_t> HangReport::blocked() const {
   std::vector<int64_t> out;
   for (const Rank& r : ranks) {
-    if (r.activity.state == RankActivity::State::kBlocked) out.push_back(r.rank);
+    if (r.wait >= 0) out.push_back(r.rank);
   }
   return out;
 }
 
 std::vector<int64_t> HangReport::missing() const {
   std::set<int64_t> out;
-  for (const Rank& r : ranks) out.insert(r.waits_for.begin(), r.waits_for.end());
+  for (const auto& w : waits) out.insert(w.missing.begin(), w.missing.end());
   return {out.begin(), out.end()};
+}
+
+const std::vector<int64_t>& HangReport::waits_for(int64_t rank) const {
+  const int64_t w = ranks.at(static_cast<size_t>(rank)).wait;
+  return w < 0 ? kNoRanks : waits[static_cast<size_t>(w)].missing;
 }
 
 std::string HangReport::text() const {
   std::string out = fmt::format("{}: {}\n", kind, hang_cause_name(cause));
   if (desync) {
-    out += fmt::format("  group {} seq {} (members {}) was entered with different signatures:\n",
-                       display_group(desync->group), desync->seq, fmt::join(desync->members, ", "));
+    out += fmt::format("  group {} seq {} was entered with different signatures:\n",
+                       display_group(desync->group), desync->seq);
+    std::map<std::string, std::vector<int64_t>> by_signature;
     for (const auto& [rank, sig] : desync->arrivals) {
-      out += fmt::format("    rank {}: {} at {}\n", rank, sig.describe(),
-                         location_text(ranks[static_cast<size_t>(rank)].activity));
+      by_signature[fmt::format("{} at {}", sig.describe(),
+                               location_text(ranks[static_cast<size_t>(rank)].activity))]
+          .push_back(rank);
     }
+    for (const auto& [what, who] : by_signature)
+      out += fmt::format("    rank {}: {}\n", rank_ranges(who), what);
   }
   if (timeout) {
-    out += fmt::format("  {} on group {} seq {}: rank(s) {} waited {:.3f} s for rank(s) {}\n",
-                       timeout->signature.describe(), display_group(timeout->group), timeout->seq,
-                       fmt::join(timeout->timed_out, ", "), timeout->waited_s,
-                       fmt::join(timeout->late, ", "));
+    out +=
+        fmt::format("  {} on group {} seq {}: rank(s) {} waited {:.3f} s for rank(s) {}\n",
+                    timeout->signature.describe(), display_group(timeout->group), timeout->seq,
+                    rank_ranges(timeout->timed_out), timeout->waited_s, rank_ranges(timeout->late));
   }
+  // Ranks with the same story share one line, in order of their lowest rank.
+  std::vector<std::pair<std::string, std::vector<int64_t>>> lines;
+  std::map<std::string, size_t> line_of;
   for (const Rank& r : ranks) {
     const RankActivity& a = r.activity;
     std::string what;
-    switch (a.state) {
-      case RankActivity::State::kBlocked:
-        what = fmt::format(
-            "blocked in {} on group {} [{}] seq {}{}", a.wait->signature.describe(),
-            display_group(a.wait->group), fmt::join(a.wait->members, ", "), a.wait->seq,
-            r.waits_for.empty()
-                ? std::string()
-                : fmt::format(", waiting for rank(s) {}", fmt::join(r.waits_for, ", ")));
-        break;
-      case RankActivity::State::kFailed:
-      case RankActivity::State::kAborted:
-        what = fmt::format("{}: {}", state_name(a.state), a.error);
-        break;
-      default:
-        what = std::string(state_name(a.state));
+    if (r.wait >= 0) {
+      const auto& w = waits[static_cast<size_t>(r.wait)];
+      what = fmt::format("blocked in {} on group {} seq {}", a.wait->signature.describe(),
+                         group_text(w), w.seq);
+      if (!w.missing.empty())
+        what += fmt::format(", waiting for rank(s) {}", rank_ranges(w.missing));
+    } else if (a.state == RankActivity::State::kFailed ||
+               a.state == RankActivity::State::kAborted) {
+      what = fmt::format("{}: {}", state_name(a.state), a.error);
+    } else {
+      what = std::string(state_name(a.state));
     }
-    out += fmt::format("  rank {}: {} at {}\n", r.rank, what, location_text(a));
+    what += " at " + location_text(a);
+    auto [it, fresh] = line_of.emplace(what, lines.size());
+    if (fresh) lines.emplace_back(what, std::vector<int64_t>{});
+    lines[it->second].second.push_back(r.rank);
+  }
+  for (const auto& [what, who] : lines) {
+    out += fmt::format("  rank{} {}: {}\n", who.size() > 1 ? "s" : "", rank_ranges(who), what);
   }
   return out;
 }
 
 nlohmann::json HangReport::json() const {
+  nlohmann::json waits_json = nlohmann::json::array();
+  for (const auto& w : waits) {
+    nlohmann::json j{{"group", display_group(w.group)},
+                     {"group_size", w.members->size()},
+                     {"seq", w.seq},
+                     {"op", collective_op_name(w.signature.op)},
+                     {"signature", w.signature.describe()},
+                     {"arrived", w.arrived},
+                     {"missing", w.missing}};
+    if (w.members->size() <= kListMembersUpTo) j["group_ranks"] = *w.members;
+    waits_json.push_back(std::move(j));
+  }
   nlohmann::json ranks_json = nlohmann::json::array();
-  nlohmann::json edges = nlohmann::json::array();
+  size_t edge_count = 0;
   for (const Rank& r : ranks) {
     nlohmann::json j{{"rank", r.rank},
                      {"state", state_name(r.activity.state)},
@@ -162,33 +216,35 @@ nlohmann::json HangReport::json() const {
                        {"column", r.activity.where.column}}},
                      {"step", r.activity.step},
                      {"virtual_time_s", r.activity.clock}};
-    if (r.activity.wait) {
-      const WaitInfo& w = *r.activity.wait;
-      j["waiting"] = {{"op", collective_op_name(w.signature.op)},
-                      {"group", w.group},
-                      {"group_ranks", w.members},
-                      {"seq", w.seq},
-                      {"signature", w.signature.describe()}};
-    }
+    if (r.wait >= 0) j["wait"] = r.wait;
     if (!r.activity.error.empty()) j["error"] = r.activity.error;
-    j["waits_for"] = r.waits_for;
-    for (int64_t to : r.waits_for) edges.push_back({r.rank, to});
+    edge_count += waits_for(r.rank).size();
     ranks_json.push_back(std::move(j));
   }
   nlohmann::json out{{"kind", kind},
                      {"cause", hang_cause_name(cause)},
+                     {"waits", waits_json},
                      {"ranks", ranks_json},
-                     {"edges", edges},
                      {"dot", dot()}};
+  if (edge_count <= kMaxEdges) {
+    nlohmann::json edges = nlohmann::json::array();
+    for (const Rank& r : ranks) {
+      for (int64_t to : waits_for(r.rank)) edges.push_back({r.rank, to});
+    }
+    out["edges"] = edges;
+  } else {
+    out["edges_omitted"] = edge_count;  // arrived x missing of each entry of "waits"
+  }
   if (desync) {
     nlohmann::json arrivals = nlohmann::json::array();
     for (const auto& [rank, sig] : desync->arrivals) {
       arrivals.push_back({{"rank", rank}, {"signature", sig.describe()}});
     }
-    out["desync"] = {{"group", desync->group}, {"seq", desync->seq}, {"arrivals", arrivals}};
+    out["desync"] = {
+        {"group", display_group(desync->group)}, {"seq", desync->seq}, {"arrivals", arrivals}};
   }
   if (timeout) {
-    out["timeout"] = {{"group", timeout->group},
+    out["timeout"] = {{"group", display_group(timeout->group)},
                       {"seq", timeout->seq},
                       {"op", timeout->signature.describe()},
                       {"timed_out", timeout->timed_out},
@@ -200,20 +256,56 @@ nlohmann::json HangReport::json() const {
 
 std::string HangReport::dot() const {
   std::string out = "digraph wait_for {\n  rankdir=LR;\n";
-  for (const Rank& r : ranks) {
-    const RankActivity& a = r.activity;
-    std::string label = fmt::format("rank {}\\n{}", r.rank, state_name(a.state));
-    if (a.wait)
-      label += fmt::format("\\n{} {} #{}", collective_op_name(a.wait->signature.op),
-                           display_group(a.wait->group), a.wait->seq);
-    const char* color = a.state == RankActivity::State::kBlocked    ? "orange"
-                        : a.state == RankActivity::State::kFailed   ? "red"
-                        : a.state == RankActivity::State::kFinished ? "gray"
-                                                                    : "black";
-    out += fmt::format("  r{} [label=\"{}\", color={}];\n", r.rank, label, color);
+  auto color_of = [](RankActivity::State s) {
+    return s == RankActivity::State::kBlocked    ? "orange"
+           : s == RankActivity::State::kFailed   ? "red"
+           : s == RankActivity::State::kFinished ? "gray"
+                                                 : "black";
+  };
+  if (ranks.size() <= kListMembersUpTo) {
+    for (const Rank& r : ranks) {
+      std::string label = fmt::format("rank {}\\n{}", r.rank, state_name(r.activity.state));
+      if (r.wait >= 0) {
+        const auto& w = waits[static_cast<size_t>(r.wait)];
+        label += fmt::format("\\n{} {} #{}", collective_op_name(w.signature.op),
+                             display_group(w.group), w.seq);
+      }
+      out += fmt::format("  r{} [label=\"{}\", color={}];\n", r.rank, label,
+                         color_of(r.activity.state));
+    }
+    for (const Rank& r : ranks) {
+      for (int64_t to : waits_for(r.rank)) out += fmt::format("  r{} -> r{};\n", r.rank, to);
+    }
+    return out + "}\n";
   }
-  for (const Rank& r : ranks) {
-    for (int64_t to : r.waits_for) out += fmt::format("  r{} -> r{};\n", r.rank, to);
+  // Large worlds: one node per collective waited in, one per group of missing ranks elsewhere.
+  std::map<std::string, std::vector<int64_t>> elsewhere;  // state -> ranks not parked anywhere
+  for (size_t i = 0; i < waits.size(); ++i) {
+    const auto& w = waits[i];
+    out += fmt::format("  w{} [label=\"{} {} #{}\\n{} waiting\", color=orange];\n", i,
+                       collective_op_name(w.signature.op), display_group(w.group), w.seq,
+                       w.arrived.size());
+    std::set<int64_t> targets;
+    std::set<std::string> states;
+    for (int64_t m : w.missing) {
+      const Rank& target = ranks[static_cast<size_t>(m)];
+      if (target.wait >= 0) {
+        targets.insert(target.wait);
+      } else {
+        const std::string state(state_name(target.activity.state));
+        elsewhere[state].push_back(m);
+        states.insert(state);
+      }
+    }
+    for (int64_t t : targets) out += fmt::format("  w{} -> w{};\n", i, t);
+    for (const std::string& s : states) out += fmt::format("  w{} -> {};\n", i, s);
+  }
+  for (auto& [state, who] : elsewhere) {
+    std::sort(who.begin(), who.end());
+    who.erase(std::unique(who.begin(), who.end()), who.end());
+    const std::string list = rank_ranges(who);
+    out += fmt::format("  {} [label=\"{}\\nranks {}\", color=gray];\n", state, state,
+                       list.size() > 60 ? list.substr(0, 57) + "..." : list);
   }
   return out + "}\n";
 }

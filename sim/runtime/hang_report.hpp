@@ -1,5 +1,7 @@
-// Explains why a world stopped making progress: per rank, where it is and what it waits for;
-// the wait-for edges; and one classification of the cause. Text, JSON and Graphviz DOT.
+// Explains why a world stopped making progress: per rank, where it is and what it waits for; the
+// collectives waited in, with who arrived and who is missing; and one classification of the
+// cause. Text (ranks with the same story share a line), JSON and Graphviz DOT. Sizes stay linear
+// in the world, so a report on tens of thousands of ranks is cheap.
 #pragma once
 
 #include <optional>
@@ -24,28 +26,34 @@ enum class HangCause {
 std::string_view hang_cause_name(HangCause cause);
 
 struct HangReport {
-  // "deadlock", "desync" or "timeout".
-  std::string kind;
+  std::string kind;  // "deadlock", "desync" or "timeout"
   HangCause cause = HangCause::kMissingRank;
   struct Rank {
     int64_t rank;
     RankActivity activity;
-    std::vector<int64_t> waits_for;
+    int64_t wait = -1;  // index into waits, or -1
   };
   std::vector<Rank> ranks;
+  std::vector<SimCollectives::OpenWait> waits;
   std::optional<DesyncRecord> desync;
   std::optional<TimeoutRecord> timeout;
 
-  // The ranks blocked in one collective (group, seq) and the members that never came.
+  // Ranks parked in some collective, and the members those collectives still wait for.
   std::vector<int64_t> blocked() const;
   std::vector<int64_t> missing() const;
+  // The ranks `rank` waits for.
+  const std::vector<int64_t>& waits_for(int64_t rank) const;
 
   std::string text() const;
   nlohmann::json json() const;
+  // Rank-level for small worlds (<= 64 ranks), collective-level otherwise.
   std::string dot() const;
 };
 
 // Builds the report from the runtime's state at a stall (or after a timeout).
 HangReport analyze_hang(const std::vector<RankActivity>& activity, const SimCollectives& backend);
+
+// "0-3, 5, 7-9": sorted ranks as ranges.
+std::string rank_ranges(const std::vector<int64_t>& ranks);
 
 }  // namespace meshsim::sim

@@ -15,8 +15,8 @@ namespace meshsim::sim {
 // A rank parked in a collective or point-to-point operation.
 struct WaitInfo {
   std::string group;
-  std::vector<int64_t> members;  // global ranks that must arrive
-  int64_t seq = 0;               // per (rank, group) for collectives, per (pair) for send/recv
+  RankList members;  // global ranks that must arrive
+  int64_t seq = 0;   // per (rank, group) for collectives, per (pair) for send/recv
   Signature signature;
   std::optional<int64_t> peer;  // send/recv: the other side (global rank)
 };

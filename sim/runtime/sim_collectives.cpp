@@ -24,18 +24,21 @@ std::string_view state_name(RankActivity::State state) {
   return "?";
 }
 
+// One collective (or send/recv pair) being met; everything is indexed by group position.
 struct SimCollectives::Rendezvous {
   std::string group;
   int64_t seq = 0;
-  std::vector<int64_t> members;
-  std::map<int64_t, Signature> signatures;
-  std::map<int64_t, Payload> inputs;
-  std::map<int64_t, double> arrived_at;
-  std::map<int64_t, Payload> outputs;
-  std::map<int64_t, std::string> errors;
+  RankList members;
+  std::vector<std::optional<Signature>> signatures;
+  std::vector<Payload> inputs;
+  std::vector<Payload> outputs;
+  std::vector<double> arrived_at;
+  std::vector<std::string> errors;
+  size_t arrived = 0;
+  size_t first = 0;  // position of the first arrival
+  size_t collected = 0;
   bool done = false;
   bool desynced = false;
-  size_t collected = 0;
 };
 
 SimCollectives::SimCollectives(World& world, std::vector<RankActivity>& activity, CostModel cost)
@@ -57,13 +60,19 @@ bool compatible(const Signature& a, const Signature& b) {
   return a == b;
 }
 
-std::vector<const Tensor*> first_tensors(const std::vector<const Payload*>& in) {
-  std::vector<const Tensor*> out;
-  for (const Payload* p : in) out.push_back(&p->tensors.at(0));
-  return out;
-}
-
 }  // namespace
+
+int64_t SimCollectives::position_of(const RankList& members, int64_t rank) {
+  Positions& p = positions_[members.get()];
+  if (!p.keep) {
+    p.keep = members;
+    p.of.reserve(members->size());
+    for (size_t i = 0; i < members->size(); ++i)
+      p.of.emplace((*members)[i], static_cast<int64_t>(i));
+  }
+  const auto it = p.of.find(rank);
+  return it == p.of.end() ? -1 : it->second;
+}
 
 SimCollectives::Rendezvous& SimCollectives::enter(int64_t rank, const std::string& key,
                                                   const Group& group, const Signature& signature,
@@ -74,121 +83,168 @@ SimCollectives::Rendezvous& SimCollectives::enter(int64_t rank, const std::strin
     slot = std::make_unique<Rendezvous>();
     slot->group = group.name;
     slot->seq = seq;
-    slot->members =
-        peer ? std::vector<int64_t>{std::min(rank, *peer), std::max(rank, *peer)} : group.ranks;
+    const std::vector<int64_t> pair{std::min(rank, peer.value_or(0)),
+                                    std::max(rank, peer.value_or(0))};
+    slot->members = peer ? rank_lists_->intern(pair) : group.ranks;
+    const size_t n = slot->members->size();
+    slot->signatures.resize(n);
+    slot->inputs.resize(n);
+    slot->outputs.resize(n);
+    slot->arrived_at.resize(n);
+    slot->errors.resize(n);
   }
   Rendezvous& r = *slot;
+  const auto pos = static_cast<size_t>(position_of(r.members, rank));
   RankActivity& me = activity_[static_cast<size_t>(rank)];
-  if (!r.signatures.empty() && !compatible(r.signatures.begin()->second, signature)) {
-    r.desynced = true;
-  }
-  r.signatures[rank] = signature;
-  r.inputs[rank] = std::move(in);
-  r.arrived_at[rank] = me.clock;
+  if (r.arrived == 0) r.first = pos;
+  if (r.arrived > 0 && !compatible(*r.signatures[r.first], signature)) r.desynced = true;
+  r.signatures[pos] = signature;
+  r.inputs[pos] = std::move(in);
+  r.arrived_at[pos] = me.clock;
+  ++r.arrived;
   if (r.desynced && (!desync_ || (desync_->group == r.group && desync_->seq == r.seq))) {
-    desync_ = DesyncRecord{r.group, r.seq, r.members, {}};
-    for (const auto& [who, sig] : r.signatures) desync_->arrivals.emplace_back(who, sig);
+    desync_ = DesyncRecord{r.group, r.seq, *r.members, {}};
+    for (size_t i = 0; i < r.signatures.size(); ++i) {
+      if (r.signatures[i]) desync_->arrivals.emplace_back((*r.members)[i], *r.signatures[i]);
+    }
+    std::sort(desync_->arrivals.begin(), desync_->arrivals.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
   }
   me.wait = WaitInfo{group.name, r.members, seq, signature, peer};
   waiting_on_[static_cast<size_t>(rank)] = key;
-  if (!r.desynced && r.signatures.size() == r.members.size()) complete(r);
+  if (!r.desynced && r.arrived == r.members->size()) complete(r);
   return r;
 }
 
 void SimCollectives::complete(Rendezvous& r) {
-  std::vector<const Payload*> in;
-  for (int64_t m : r.members) in.push_back(&r.inputs.at(m));
-  const Signature& sig = r.signatures.at(r.members.front());
-  const auto n = static_cast<int64_t>(r.members.size());
-  for (int64_t i = 0; i < n; ++i) {
-    Payload& out = r.outputs[r.members[static_cast<size_t>(i)]];
-    switch (sig.op) {
-      case CollectiveOp::kAllReduce:
-        out.tensors = {reduce_tensors(first_tensors(in), *sig.reduce_op)};
-        break;
-      case CollectiveOp::kAllGather:
-        for (const Payload* p : in) out.tensors.push_back(p->tensors.at(0));
-        break;
-      case CollectiveOp::kAllGatherIntoTensor:
-        out.tensors = {concat_dim0(first_tensors(in))};
-        break;
-      case CollectiveOp::kReduceScatter:
-        out.tensors = {chunk_dim0(reduce_tensors(first_tensors(in), *sig.reduce_op), n, i)};
-        break;
-      case CollectiveOp::kBroadcast:
-      case CollectiveOp::kBroadcastObjectList:
-        out = r.inputs.at(*sig.root);
-        break;
-      case CollectiveOp::kAllToAll:
-        for (const Payload* p : in) out.tensors.push_back(p->tensors.at(static_cast<size_t>(i)));
-        break;
-      case CollectiveOp::kAllGatherObject:
-        for (const Payload* p : in) out.objects.push_back(p->objects.at(0));
-        break;
-      case CollectiveOp::kSend:
-      case CollectiveOp::kRecv:
-        // The receiver gets the sender's tensor; the sender gets nothing.
-        for (const auto& [who, s] : r.signatures) {
-          if (s.op == CollectiveOp::kSend && who != r.members[static_cast<size_t>(i)]) {
-            out.tensors = r.inputs.at(who).tensors;
-          }
+  const std::vector<int64_t>& members = *r.members;
+  const size_t n = members.size();
+  const Signature& sig = *r.signatures[r.first];
+  std::vector<const Tensor*> firsts;
+  if (sig.op != CollectiveOp::kBarrier && sig.op != CollectiveOp::kNewGroup &&
+      sig.op != CollectiveOp::kRecv && sig.op != CollectiveOp::kSend &&
+      sig.op != CollectiveOp::kBroadcastObjectList && sig.op != CollectiveOp::kAllGatherObject) {
+    for (const Payload& p : r.inputs) firsts.push_back(&p.tensors.at(0));
+  }
+  // Each result is computed once and shared out; only all_gather and all_to_all are per rank.
+  switch (sig.op) {
+    case CollectiveOp::kAllReduce: {
+      const Tensor reduced = reduce_tensors(firsts, *sig.reduce_op);
+      for (Payload& out : r.outputs) out.tensors = {reduced};
+      break;
+    }
+    case CollectiveOp::kAllGather:
+      for (Payload& out : r.outputs) {
+        for (const Payload& p : r.inputs) out.tensors.push_back(p.tensors.at(0));
+      }
+      break;
+    case CollectiveOp::kAllGatherIntoTensor: {
+      const Tensor joined = concat_dim0(firsts);
+      for (Payload& out : r.outputs) out.tensors = {joined};
+      break;
+    }
+    case CollectiveOp::kReduceScatter: {
+      const Tensor reduced = reduce_tensors(firsts, *sig.reduce_op);
+      for (size_t i = 0; i < n; ++i) {
+        r.outputs[i].tensors = {
+            chunk_dim0(reduced, static_cast<int64_t>(n), static_cast<int64_t>(i))};
+      }
+      break;
+    }
+    case CollectiveOp::kBroadcast:
+    case CollectiveOp::kBroadcastObjectList: {
+      const int64_t root = position_of(r.members, *sig.root);
+      if (root < 0) {
+        for (std::string& e : r.errors) {
+          e = fmt::format("broadcast root {} is not in group {}", *sig.root,
+                          display_group(r.group));
         }
         break;
-      case CollectiveOp::kBarrier:
-      case CollectiveOp::kNewGroup:
-        break;
-    }
-  }
-  if (sig.op == CollectiveOp::kNewGroup) {
-    std::map<std::string, std::vector<int64_t>> by_members;
-    for (int64_t m : r.members) by_members[r.inputs.at(m).objects.at(0)].push_back(m);
-    if (by_members.size() > 1) {
-      std::vector<std::string> parts;
-      for (const auto& [members, who] : by_members) {
-        parts.push_back(fmt::format("rank(s) {} passed {}", fmt::join(who, ", "), members));
       }
-      warnings_.push_back(fmt::format("new_group #{} was created with different ranks: {}", r.seq,
-                                      fmt::join(parts, "; ")));
+      for (Payload& out : r.outputs) out = r.inputs[static_cast<size_t>(root)];
+      break;
+    }
+    case CollectiveOp::kAllToAll:
+      for (size_t i = 0; i < n; ++i) {
+        for (const Payload& p : r.inputs) r.outputs[i].tensors.push_back(p.tensors.at(i));
+      }
+      break;
+    case CollectiveOp::kAllGatherObject: {
+      std::vector<std::string> all;
+      for (const Payload& p : r.inputs) all.push_back(p.objects.at(0));
+      for (Payload& out : r.outputs) out.objects = all;
+      break;
+    }
+    case CollectiveOp::kSend:
+    case CollectiveOp::kRecv:
+      // The receiver gets the sender's tensor; the sender gets nothing.
+      for (size_t i = 0; i < n; ++i) {
+        if (r.signatures[i]->op == CollectiveOp::kSend)
+          r.outputs[1 - i].tensors = r.inputs[i].tensors;
+      }
+      break;
+    case CollectiveOp::kBarrier:
+      break;
+    case CollectiveOp::kNewGroup: {
+      const RankList& asked = r.inputs[0].new_group_members;
+      const bool agree = std::all_of(r.inputs.begin(), r.inputs.end(), [&](const Payload& p) {
+        return p.new_group_members == asked;
+      });
+      if (!agree) {
+        std::map<std::vector<int64_t>, std::vector<int64_t>> by_members;
+        for (size_t i = 0; i < n; ++i)
+          by_members[*r.inputs[i].new_group_members].push_back(members[i]);
+        std::vector<std::string> parts;
+        for (const auto& [wanted, who] : by_members) {
+          parts.push_back(
+              fmt::format("rank(s) {} passed [{}]", fmt::join(who, ", "), fmt::join(wanted, ", ")));
+        }
+        warnings_.push_back(fmt::format("new_group #{} was created with different ranks: {}", r.seq,
+                                        fmt::join(parts, "; ")));
+      }
+      break;
     }
   }
   // Virtual time: everyone leaves together once the last rank has arrived and the data moved.
   double start = 0.0;
   int64_t bytes = 0;
-  for (int64_t m : r.members) {
-    start = std::max(start, r.arrived_at.at(m));
+  for (size_t i = 0; i < n; ++i) {
+    start = std::max(start, r.arrived_at[i]);
     int64_t mine = 0;
-    for (const Tensor& t : r.inputs.at(m).tensors) mine += static_cast<int64_t>(t.nbytes());
+    for (const Tensor& t : r.inputs[i].tensors) mine += static_cast<int64_t>(t.nbytes());
     bytes = std::max(bytes, mine);
   }
   const double end =
       start + cost_.latency_s + static_cast<double>(bytes) / cost_.bandwidth_bytes_per_s;
   std::vector<int64_t> timed_out, late;
   double waited = 0.0;
-  for (int64_t m : r.members) {
-    const double w = start - r.arrived_at.at(m);
-    if (w > cost_.timeout_s) timed_out.push_back(m);
-    if (r.arrived_at.at(m) == start) late.push_back(m);
+  for (size_t i = 0; i < n; ++i) {
+    const double w = start - r.arrived_at[i];
+    if (w > cost_.timeout_s) timed_out.push_back(members[i]);
+    if (r.arrived_at[i] == start) late.push_back(members[i]);
     waited = std::max(waited, w);
-    activity_[static_cast<size_t>(m)].clock = end;
+    activity_[static_cast<size_t>(members[i])].clock = end;
   }
   if (!timed_out.empty()) {
+    std::sort(timed_out.begin(), timed_out.end());
+    std::sort(late.begin(), late.end());
     if (!timeout_) timeout_ = TimeoutRecord{r.group, r.seq, sig, timed_out, late, waited};
-    for (int64_t m : r.members) {
-      const bool fired = std::find(timed_out.begin(), timed_out.end(), m) != timed_out.end();
-      r.errors[m] = fired
-                        ? fmt::format(
-                              "Watchdog caught collective operation timeout: {} on group {} seq {} "
-                              "waited {:.3f} s for rank(s) {} (timeout {} s)",
-                              sig.describe(), r.group, r.seq, start - r.arrived_at.at(m),
-                              fmt::join(late, ", "), cost_.timeout_s)
-                        : fmt::format(
-                              "NCCL communicator of group {} was aborted: the watchdog of rank(s) "
-                              "{} timed out in {} seq {}",
-                              r.group, fmt::join(timed_out, ", "), sig.describe(), r.seq);
+    for (size_t i = 0; i < n; ++i) {
+      const bool fired = std::binary_search(timed_out.begin(), timed_out.end(), members[i]);
+      r.errors[i] =
+          fired ? fmt::format(
+                      "Watchdog caught collective operation timeout: {} on group {} seq {} "
+                      "waited {:.3f} s for rank(s) {} (timeout {} s)",
+                      sig.describe(), display_group(r.group), r.seq, start - r.arrived_at[i],
+                      fmt::join(late, ", "), cost_.timeout_s)
+                : fmt::format(
+                      "NCCL communicator of group {} was aborted: the watchdog of rank(s) "
+                      "{} timed out in {} seq {}",
+                      display_group(r.group), fmt::join(timed_out, ", "), sig.describe(), r.seq);
     }
   }
   r.done = true;
-  for (int64_t m : r.members) {
+  for (int64_t m : members) {
     if (world_.is_parked(m)) world_.wake(m);
   }
 }
@@ -204,21 +260,20 @@ Payload SimCollectives::await(int64_t rank, const std::string& key) {
   }
   me.wait.reset();
   waiting_on_[static_cast<size_t>(rank)].clear();
-  Payload out = std::move(r->outputs[rank]);
-  const auto error = r->errors.find(rank);
-  const std::optional<std::string> failure =
-      error == r->errors.end() ? std::nullopt : std::optional<std::string>(error->second);
-  if (++r->collected == r->members.size()) open_.erase(key);
-  if (failure) throw runtime_error(*failure);
+  const auto pos = static_cast<size_t>(position_of(r->members, rank));
+  Payload out = std::move(r->outputs[pos]);
+  std::string failure = std::move(r->errors[pos]);
+  if (++r->collected == r->members->size()) open_.erase(key);
+  if (!failure.empty()) throw runtime_error(failure);
   return out;
 }
 
 Payload SimCollectives::collective(int64_t rank, const Group& group, const Signature& signature,
                                    Payload in) {
-  if (group.group_rank(rank) < 0) {
+  if (position_of(group.ranks, rank) < 0) {
     throw runtime_error(fmt::format("rank {} called {} on group {} ({}) without being a member",
                                     rank, collective_op_name(signature.op), group.name,
-                                    fmt::join(group.ranks, ", ")));
+                                    fmt::join(*group.ranks, ", ")));
   }
   const int64_t seq = ++seq_[static_cast<size_t>(rank)][group.name];
   const std::string key = fmt::format("c:{}#{}", group.name, seq);
@@ -235,7 +290,7 @@ void SimCollectives::send(int64_t rank, int64_t peer, const Group& group, const 
   const int64_t seq = ++seq_[static_cast<size_t>(rank)]["p:" + group.name + ":" + pair];
   const std::string key = fmt::format("p:{}:{}#{}", group.name, pair, seq);
   Signature sig{CollectiveOp::kSend, tensor.dtype(), {tensor.shape()}, peer, std::nullopt, {}};
-  enter(rank, key, group, sig, Payload{{tensor}, {}}, seq, peer);
+  enter(rank, key, group, sig, Payload{{tensor}}, seq, peer);
   await(rank, key);
 }
 
@@ -252,13 +307,28 @@ Tensor SimCollectives::recv(int64_t rank, int64_t peer, const Group& group, cons
   return await(rank, key).tensors.at(0);
 }
 
-std::vector<int64_t> SimCollectives::missing_for(int64_t rank) const {
-  const std::string& key = waiting_on_[static_cast<size_t>(rank)];
-  std::vector<int64_t> out;
-  if (key.empty()) return out;
-  const Rendezvous& r = *open_.at(key);
-  for (int64_t m : r.members) {
-    if (!r.signatures.count(m)) out.push_back(m);
+std::vector<SimCollectives::OpenWait> SimCollectives::open_waits(
+    std::vector<int64_t>& wait_of) const {
+  wait_of.assign(static_cast<size_t>(world_.size()), -1);
+  std::vector<OpenWait> out;
+  std::map<std::string, int64_t> index_of_key;
+  for (int64_t rank = 0; rank < world_.size(); ++rank) {
+    const std::string& key = waiting_on_[static_cast<size_t>(rank)];
+    if (key.empty() || !world_.is_parked(rank)) continue;
+    auto [it, fresh] = index_of_key.emplace(key, static_cast<int64_t>(out.size()));
+    if (fresh) {
+      const Rendezvous& r = *open_.at(key);
+      // The signature of the lowest parked rank (ranks are visited in order).
+      OpenWait w{r.group, r.members, r.seq, activity_[static_cast<size_t>(rank)].wait->signature,
+                 {},      {}};
+      for (size_t i = 0; i < r.members->size(); ++i) {
+        (r.signatures[i] ? w.arrived : w.missing).push_back((*r.members)[i]);
+      }
+      std::sort(w.arrived.begin(), w.arrived.end());
+      std::sort(w.missing.begin(), w.missing.end());
+      out.push_back(std::move(w));
+    }
+    wait_of[static_cast<size_t>(rank)] = it->second;
   }
   return out;
 }

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "sim/runtime/rank_activity.hpp"
@@ -24,8 +25,14 @@ struct CostModel {
 
 // What one rank brings to, or gets from, a collective.
 struct Payload {
+  Payload() = default;
+  Payload(std::vector<Tensor> t, std::vector<std::string> o = {}, RankList members = nullptr)
+      : tensors(std::move(t)), objects(std::move(o)), new_group_members(std::move(members)) {}
+
   std::vector<Tensor> tensors;
   std::vector<std::string> objects;
+  // new_group: the members this rank asked for (pooled, so equal lists are the same pointer).
+  RankList new_group_members;
 };
 
 // A collective whose participants disagree on the signature.
@@ -64,8 +71,21 @@ class SimCollectives {
   // Things that did not stop the run but are almost certainly bugs (groups created with
   // different members on different ranks), in the order they happened.
   const std::vector<std::string>& warnings() const { return warnings_; }
-  // Ranks that `rank` is waiting for (not yet arrived at its rendezvous).
-  std::vector<int64_t> missing_for(int64_t rank) const;
+  // The pool every rank of this world interns its group member lists in.
+  const std::shared_ptr<RankListPool>& rank_lists() const { return rank_lists_; }
+
+  // A collective some rank is parked in: who arrived (with what) and who has not.
+  struct OpenWait {
+    std::string group;
+    RankList members;
+    int64_t seq = 0;
+    Signature signature;  // of the lowest arrived rank
+    std::vector<int64_t> arrived;
+    std::vector<int64_t> missing;
+  };
+  // Every collective with a parked rank, ordered by its lowest parked rank; `wait_of[r]` is the
+  // index of rank r's entry, or -1.
+  std::vector<OpenWait> open_waits(std::vector<int64_t>& wait_of) const;
 
  private:
   struct Rendezvous;
@@ -74,6 +94,8 @@ class SimCollectives {
                     std::optional<int64_t> peer);
   Payload await(int64_t rank, const std::string& key);
   void complete(Rendezvous& r);
+  // Position of `rank` in a (pooled) member list, or -1; O(1) after the list's first lookup.
+  int64_t position_of(const RankList& members, int64_t rank);
 
   World& world_;
   std::vector<RankActivity>& activity_;
@@ -84,6 +106,12 @@ class SimCollectives {
   std::optional<DesyncRecord> desync_;
   std::optional<TimeoutRecord> timeout_;
   std::vector<std::string> warnings_;
+  std::shared_ptr<RankListPool> rank_lists_ = std::make_shared<RankListPool>();
+  struct Positions {
+    RankList keep;  // holds the list alive, so its address stays a unique key
+    std::unordered_map<int64_t, int64_t> of;
+  };
+  std::unordered_map<const std::vector<int64_t>*, Positions> positions_;
 };
 
 }  // namespace meshsim::sim

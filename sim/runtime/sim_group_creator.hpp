@@ -11,7 +11,7 @@ namespace meshsim::sim {
 class SimGroupCreator final : public GroupCreator {
  public:
   SimGroupCreator(int64_t rank, int64_t world_size, SimCollectives& collectives)
-      : local_(rank, world_size), collectives_(collectives) {}
+      : local_(rank, world_size, collectives.rank_lists()), collectives_(collectives) {}
 
   int64_t rank() const override { return local_.rank(); }
   int64_t world_size() const override { return local_.world_size(); }
@@ -20,14 +20,11 @@ class SimGroupCreator final : public GroupCreator {
     // c10d's store barrier is keyed by the group's name, not its ranks: ranks that disagree on the
     // members still meet here (the backend reports the disagreement as a warning).
     Signature sig{CollectiveOp::kNewGroup, DType::kInt64, {}, std::nullopt, std::nullopt, {}};
-    std::string members;
-    for (int64_t r : ranks) members += (members.empty() ? "" : ", ") + std::to_string(r);
-    collectives_.collective(rank(), store(), sig, Payload{{}, {"[" + members + "]"}});
+    collectives_.collective(rank(), store(), sig,
+                            Payload{{}, {}, collectives_.rank_lists()->intern(ranks)});
     return local_.new_group(ranks);
   }
-  std::optional<std::vector<int64_t>> group_ranks(const std::string& name) const override {
-    return local_.group_ranks(name);
-  }
+  RankList group_ranks(const std::string& name) const override { return local_.group_ranks(name); }
   std::optional<std::string> find_group(std::span<const int64_t> ranks) const override {
     return local_.find_group(ranks);
   }

@@ -120,7 +120,7 @@ class CollectiveStep final : public Step {
     if (op_ == CollectiveOp::kBroadcast) s.root = peer_->evaluate(rank);
     if (op_ == CollectiveOp::kAllToAll) {
       // Chunks of dim 0 go to each group rank; what comes back is concatenated again.
-      const auto n = static_cast<int64_t>(group.ranks.size());
+      const int64_t n = group.size();
       Payload in;
       for (int64_t i = 0; i < n; ++i) in.tensors.push_back(chunk_dim0(input, n, i));
       const Payload out = c.collective(me, group, s, std::move(in));

@@ -40,8 +40,8 @@ std::string_view collective_op_name(CollectiveOp op) {
 }
 
 int64_t Group::group_rank(int64_t global_rank) const {
-  const auto it = std::find(ranks.begin(), ranks.end(), global_rank);
-  return it == ranks.end() ? -1 : static_cast<int64_t>(it - ranks.begin());
+  const auto it = std::find(ranks->begin(), ranks->end(), global_rank);
+  return it == ranks->end() ? -1 : static_cast<int64_t>(it - ranks->begin());
 }
 
 std::string Signature::describe() const {

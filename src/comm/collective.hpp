@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "src/comm/rank_list.hpp"
 #include "src/dtensor/placement.hpp"
 #include "src/tensor/tensor.hpp"
 
@@ -29,11 +30,18 @@ enum class CollectiveOp {
 };
 std::string_view collective_op_name(CollectiveOp op);
 
-// A process group as a rank sees it: its name and its members in group-rank order.
+// A process group as a rank sees it: its name and its members in group-rank order (shared).
 struct Group {
+  Group(std::string group_name, RankList members)
+      : name(std::move(group_name)), ranks(std::move(members)) {}
+  Group(std::string group_name, std::vector<int64_t> members)
+      : name(std::move(group_name)),
+        ranks(std::make_shared<const std::vector<int64_t>>(std::move(members))) {}
+
   std::string name;
-  std::vector<int64_t> ranks;
-  // Position of `global_rank` in the group, or -1.
+  RankList ranks;
+  int64_t size() const { return static_cast<int64_t>(ranks->size()); }
+  // Position of `global_rank` in the group, or -1 (linear: callers on hot paths cache).
   int64_t group_rank(int64_t global_rank) const;
 };
 

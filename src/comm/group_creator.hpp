@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "src/comm/rank_list.hpp"
+
 namespace meshsim {
 
 class GroupCreator {
@@ -26,33 +28,35 @@ class GroupCreator {
   // `ranks`, otherwise nullopt.
   virtual std::optional<std::string> new_group(std::span<const int64_t> ranks) = 0;
 
-  // Ranks of a group this rank created or joined, by name; nullopt if unknown.
-  virtual std::optional<std::vector<int64_t>> group_ranks(const std::string& name) const = 0;
+  // Ranks of a group this rank created or joined, by name; null if unknown.
+  virtual RankList group_ranks(const std::string& name) const = 0;
 
   // The most recently created group with exactly `ranks`, in that order; nullopt if none.
   virtual std::optional<std::string> find_group(std::span<const int64_t> ranks) const = 0;
 };
 
 // A rank's own counter and group table, with no communication: what one rank sees when every
-// rank creates the same groups in the same order.
+// rank creates the same groups in the same order. Ranks that share `pool` share member lists.
 class LocalGroupCreator final : public GroupCreator {
  public:
-  LocalGroupCreator(int64_t rank, int64_t world_size);
+  LocalGroupCreator(int64_t rank, int64_t world_size,
+                    std::shared_ptr<RankListPool> pool = std::make_shared<RankListPool>());
 
   int64_t rank() const override { return rank_; }
   int64_t world_size() const override { return world_size_; }
   std::string world_group_name() const override { return "0"; }
   std::optional<std::string> new_group(std::span<const int64_t> ranks) override;
-  std::optional<std::vector<int64_t>> group_ranks(const std::string& name) const override;
+  RankList group_ranks(const std::string& name) const override;
   std::optional<std::string> find_group(std::span<const int64_t> ranks) const override;
 
   // Every group created so far, in creation order (WORLD first).
-  const std::vector<std::vector<int64_t>>& groups() const { return groups_; }
+  const std::vector<RankList>& groups() const { return groups_; }
 
  private:
   int64_t rank_;
   int64_t world_size_;
-  std::vector<std::vector<int64_t>> groups_;  // index = group name
+  std::shared_ptr<RankListPool> pool_;
+  std::vector<RankList> groups_;  // index = group name
 };
 
 }  // namespace meshsim

@@ -250,7 +250,7 @@ std::string DeviceMesh::group_name(std::optional<MeshDim> dim) const {
 int64_t DeviceMesh::local_rank(const GroupCreator& groups, std::optional<MeshDim> dim) const {
   if (!dim) require_dim_unless_1d();
   const std::string name = group_name(dim ? *dim : MeshDim{int64_t{0}});
-  const std::optional<std::vector<int64_t>> ranks = groups.group_ranks(name);
+  const RankList ranks = groups.group_ranks(name);
   if (!ranks) throw runtime_error(fmt::format("process group {} does not exist", name));
   const auto it = std::find(ranks->begin(), ranks->end(), state_.rank);
   return it == ranks->end() ? -1 : static_cast<int64_t>(it - ranks->begin());

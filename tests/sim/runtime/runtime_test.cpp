@@ -49,9 +49,9 @@ struct Harness {
   }
 
   Group world_group() const {
-    Group g{"0", {}};
-    for (int64_t r = 0; r < world.size(); ++r) g.ranks.push_back(r);
-    return g;
+    std::vector<int64_t> ranks;
+    for (int64_t r = 0; r < world.size(); ++r) ranks.push_back(r);
+    return Group{"0", ranks};
   }
 
   World world;
@@ -221,7 +221,7 @@ TEST_CASE("runtime: deadlock classification", "[sim][runtime][hang]") {
   }
   SECTION("two groups entered in opposite orders") {
     Harness h(4);
-    const Group a{"a", {0, 1}}, b{"b", {0, 1}};
+    const Group a{"a", std::vector<int64_t>{0, 1}}, b{"b", std::vector<int64_t>{0, 1}};
     const Signature barrier{CollectiveOp::kBarrier, DType::kFloat32, {}, {}, {}, {}};
     const auto hang = h.run([&](int64_t r, SimCollectives& c) {
       if (r > 1) return;
@@ -257,7 +257,7 @@ TEST_CASE("runtime: a rank outside the group cannot enter its collective",
   Harness h(2);
   h.run([&](int64_t r, SimCollectives& c) {
     if (r == 1)
-      c.collective(r, Group{"x", {0}},
+      c.collective(r, Group{"x", std::vector<int64_t>{0}},
                    Signature{CollectiveOp::kBarrier, DType::kFloat32, {}, {}, {}, {}}, {});
   });
   CHECK(h.activity[1].state == RankActivity::State::kFailed);
