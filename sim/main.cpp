@@ -62,11 +62,13 @@ int exit_code(const RunReport& report) {
 struct RunFlags {
   std::string json_path;
   std::string graph_path;
+  std::string trace_path;
   bool verbose = false;
   bool with_time = true;
   std::string schedule = "fifo";
   uint64_t seed = 0;
   size_t stack_kib = 64;
+  std::optional<uint64_t> faults_seed;
 };
 
 // The command line that reproduces one scenario's run.
@@ -75,6 +77,7 @@ std::string rerun_line(const std::string& file, const RunFlags& flags) {
   if (flags.schedule != "fifo")
     line += fmt::format(" --schedule {} --seed {}", flags.schedule, flags.seed);
   if (flags.stack_kib != 64) line += fmt::format(" --stack-kib {}", flags.stack_kib);
+  if (flags.faults_seed) line += fmt::format(" --faults-seed {}", *flags.faults_seed);
   return line;
 }
 
@@ -84,6 +87,9 @@ int run_command(const std::vector<std::string>& paths, const RunFlags& flags) {
   options.policy = flags.schedule == "random" ? SchedulePolicy::kRandom : SchedulePolicy::kFifo;
   options.seed = flags.seed;
   options.stack_size = flags.stack_kib * 1024;
+  options.faults_seed = flags.faults_seed;
+  options.trace = !flags.trace_path.empty();
+  nlohmann::json trace_events = nlohmann::json::array();
   std::string dot;
   RunReport report;
   const std::vector<std::string> files = expand(paths, report);
@@ -98,6 +104,14 @@ int run_command(const std::vector<std::string>& paths, const RunFlags& flags) {
       if (!result.passed() || verbose)
         std::cout << format_failures(result, verbose ? SIZE_MAX : 20);
       if (!result.passed()) std::cout << "  rerun: " << rerun_line(files[i], flags) << "\n";
+      if (options.trace) {
+        // One process per scenario in the trace.
+        for (auto& e : result.trace) {
+          e["pid"] = static_cast<int64_t>(i);
+          trace_events.push_back(std::move(e));
+        }
+        result.trace = nlohmann::json::array();
+      }
       if (!result.hang_dot.empty()) {
         dot += fmt::format("// {} ({})\n{}", result.name, files[i], result.hang_dot);
       }
@@ -121,6 +135,14 @@ int run_command(const std::vector<std::string>& paths, const RunFlags& flags) {
     out << report_json(report, MESHSIM_VERSION).dump(2) << "\n";
     if (!out) {
       std::cerr << "meshsim: cannot write " << flags.json_path << "\n";
+      return kExitUnusable;
+    }
+  }
+  if (options.trace) {
+    std::ofstream out(flags.trace_path);
+    out << nlohmann::json{{"traceEvents", trace_events}, {"displayTimeUnit", "ms"}}.dump() << "\n";
+    if (!out) {
+      std::cerr << "meshsim: cannot write " << flags.trace_path << "\n";
       return kExitUnusable;
     }
   }
@@ -167,6 +189,8 @@ int main(int argc, char** argv) {
   run->add_option("paths", run_paths, "scenario files (.toml) or directories")->required();
   run->add_option("--json", flags.json_path,
                   "write the full report (schema in README.md) to this file");
+  run->add_option("--trace", flags.trace_path,
+                  "write a Chrome trace (open in Perfetto): a track per rank, virtual time");
   run->add_option("--graph", flags.graph_path,
                   "write the wait-for graph of every hang as Graphviz DOT");
   run->add_flag("-v,--verbose", flags.verbose, "print every failure, hang report and dump");
@@ -175,6 +199,8 @@ int main(int argc, char** argv) {
                   "fifo (default) or random: a seeded permutation of the ready ranks")
       ->check(CLI::IsMember({"fifo", "random"}));
   run->add_option("--seed", flags.seed, "seed of the random schedule");
+  run->add_option("--faults-seed", flags.faults_seed,
+                  "inject one fault (crash, stall or backend error) drawn from this seed");
   run->add_option("--stack-kib", flags.stack_kib, "fiber stack size per rank in KiB (default 64)")
       ->check(CLI::Range(16, 65536));
 

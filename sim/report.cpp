@@ -16,14 +16,22 @@ Json location_json(const SourceLocation& where) {
 
 std::string format_failures(const ScenarioResult& result, size_t limit) {
   std::vector<std::string> lines;
+  for (const std::string& f : result.faults) lines.push_back("injected: " + f);
   for (const std::string& w : result.warnings) lines.push_back("warning: " + w);
   for (const ExpectationRecord& e : result.expectations) {
     if (e.passed) continue;
     lines.push_back(fmt::format("{}: rank {}: expected {} == {}, got {}", e.where.to_string(),
                                 e.rank, e.what, e.expected.dump(), e.observed.dump()));
   }
+  // Original failures first, then the ranks aborted because of them.
+  std::vector<size_t> order;
   for (size_t r = 0; r < result.failures.size(); ++r) {
-    if (!result.failures[r]) continue;
+    if (result.failures[r] && result.failures[r]->error_type != "aborted") order.push_back(r);
+  }
+  for (size_t r = 0; r < result.failures.size(); ++r) {
+    if (result.failures[r] && result.failures[r]->error_type == "aborted") order.push_back(r);
+  }
+  for (size_t r : order) {
     const RankFailure& f = *result.failures[r];
     lines.push_back(fmt::format("{}: rank {}: {} step failed: {}: {}", f.where.to_string(), r,
                                 f.step, f.error_type, f.message));
@@ -109,6 +117,7 @@ Json report_json(const RunReport& report, const std::string& version) {
                          {"ranks", std::move(ranks)},
                          {"hang", std::move(scenario_hang)},
                          {"warnings", r.warnings},
+                         {"faults", r.faults},
                          {"schedule",
                           {{"decisions", r.schedule_decisions},
                            {"digest", fmt::format("{:016x}", r.schedule_digest)}}}});

@@ -56,6 +56,10 @@ struct ScenarioResult {
   bool outcome_expected = false;
   // Suspicious but not fatal (process groups created with different members on different ranks).
   std::vector<std::string> warnings;
+  // Every fault injected into this run (declared or drawn from --faults-seed).
+  std::vector<std::string> faults;
+  // Chrome trace events of the run (empty unless tracing was asked for).
+  Json trace = Json::array();
   uint64_t schedule_digest = 0;
   uint64_t schedule_decisions = 0;
   double wall_ms = 0;

@@ -1,11 +1,13 @@
 #include "sim/runner.hpp"
 
+#include <algorithm>
 #include <chrono>
 
 #include <fmt/format.h>
 
 #include "sim/rank_state.hpp"
 #include "sim/runtime/hang_report.hpp"
+#include "sim/runtime/trace.hpp"
 
 namespace meshsim::sim {
 
@@ -44,6 +46,34 @@ std::optional<RankFailure> run_step(const Step& step, RankState& rank) {
   return std::nullopt;
 }
 
+// Why each blocked rank is aborted, naming the ranks it waited for, and first of all a rank
+// that failed (with its original error).
+std::vector<std::optional<std::string>> abort_reasons(const HangReport& hang,
+                                                      const std::vector<RankActivity>& activity) {
+  std::vector<std::optional<std::string>> out(activity.size());
+  for (size_t r = 0; r < activity.size(); ++r) {
+    if (activity[r].state != RankActivity::State::kBlocked) continue;
+    const std::vector<int64_t>& missing = hang.waits_for(static_cast<int64_t>(r));
+    const WaitInfo& w = *activity[r].wait;
+    const std::string where = fmt::format(
+        "{} on group {} seq {}", collective_op_name(w.signature.op), display_group(w.group), w.seq);
+    const auto failed = std::find_if(missing.begin(), missing.end(), [&](int64_t m) {
+      return activity[static_cast<size_t>(m)].state == RankActivity::State::kFailed;
+    });
+    if (failed != missing.end()) {
+      const RankActivity& f = activity[static_cast<size_t>(*failed)];
+      out[r] = fmt::format("aborted in {}: rank {} failed at {}: {}", where, *failed,
+                           f.where.to_string(), f.error);
+    } else {
+      out[r] = fmt::format(
+          "aborted in {} after a {} ({}){}", where, hang.kind, hang_cause_name(hang.cause),
+          missing.empty() ? std::string()
+                          : fmt::format(", waiting for rank(s) {}", rank_ranges(missing)));
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options) {
@@ -60,23 +90,48 @@ ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options)
   World world(scenario.world_size, WorldOptions{options.policy, options.seed, options.stack_size});
   std::vector<RankActivity> activity(n);
   SimCollectives collectives(world, activity, scenario.cost);
+  std::vector<Fault> faults = scenario.faults;
+  if (options.faults_seed) {
+    for (const Fault& f : draw_faults(*options.faults_seed, scenario.world_size))
+      faults.push_back(f);
+  }
+  for (const Fault& f : faults)
+    result.faults.push_back(fmt::format("{} ({})", f.describe(), f.where.to_string()));
+  collectives.set_faults(&faults);
+  Trace trace;
+  if (options.trace) collectives.set_trace(&trace);
+  std::optional<HangReport> first_hang;
   auto keep_hang = [&] {
-    if (result.hang) return;
-    const HangReport report = analyze_hang(activity, collectives);
-    result.hang_text = report.text();
-    result.hang = report.json();
-    result.hang_dot = report.dot();
+    if (first_hang) return;
+    first_hang = analyze_hang(activity, collectives);
+    result.hang_text = first_hang->text();
+    result.hang = first_hang->json();
+    result.hang_dot = first_hang->dot();
   };
 
   world.run(
       [&](int64_t r) {
         RankActivity& me = activity[static_cast<size_t>(r)];
         RankState rank(scenario, r, result, collectives, me);
+        int64_t index = 0;
         try {
           for (const auto& step : scenario.steps) {
             me.where = step->where;
             me.step = step->kind;
-            if (std::optional<RankFailure> f = run_step(*step, rank)) {
+            for (const Fault* fault : faults_at(faults, r, Fault::Trigger::kStep, ++index)) {
+              if (fault->kind == Fault::Kind::kStall) me.clock += fault->seconds;
+              if (fault->kind == Fault::Kind::kCrash) {
+                throw InjectedCrash{fmt::format("injected crash ({}, {})", fault->describe(),
+                                                fault->where.to_string())};
+              }
+            }
+            const double started = me.clock;
+            std::optional<RankFailure> f = run_step(*step, rank);
+            if (options.trace) {
+              trace.slice(r, step->kind, "step", started, me.clock,
+                          {{"location", step->where.to_string()}});
+            }
+            if (f) {
               me.state = RankActivity::State::kFailed;
               me.error = fmt::format("{}: {}", f->error_type, f->message);
               result.failures[static_cast<size_t>(r)] = std::move(f);
@@ -84,6 +139,10 @@ ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options)
             }
           }
           me.state = RankActivity::State::kFinished;
+        } catch (const InjectedCrash& c) {
+          me.state = RankActivity::State::kFailed;
+          me.error = "crash: " + c.what;
+          result.failures[static_cast<size_t>(r)] = RankFailure{me.where, me.step, "crash", c.what};
         } catch (const RankAborted& a) {
           me.state = RankActivity::State::kAborted;
           me.error = a.reason;
@@ -93,19 +152,13 @@ ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options)
       },
       [&] {
         keep_hang();
-        std::vector<std::optional<std::string>> aborts(n);
-        const std::string reason =
-            fmt::format("aborted after a {} ({})", (*result.hang)["kind"].get<std::string>(),
-                        (*result.hang)["cause"].get<std::string>());
-        for (size_t r = 0; r < n; ++r) {
-          if (activity[r].state == RankActivity::State::kBlocked) aborts[r] = reason;
-        }
-        return aborts;
+        return abort_reasons(analyze_hang(activity, collectives), activity);
       });
   if (collectives.timeout()) keep_hang();
   result.warnings = collectives.warnings();
   for (const auto& outcome : scenario.outcomes)
     result.expectations.push_back(outcome->check(result));
+  if (options.trace) result.trace = trace.events(0, scenario.name, scenario.world_size);
   result.schedule_digest = world.schedule().digest;
   result.schedule_decisions = world.schedule().decisions;
   result.wall_ms =

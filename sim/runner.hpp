@@ -1,6 +1,8 @@
 // Runs a scenario's program on every rank (one fiber per rank) and collects what happened.
 #pragma once
 
+#include <optional>
+
 #include "sim/results.hpp"
 #include "sim/runtime/world.hpp"
 #include "sim/scenario.hpp"
@@ -11,6 +13,10 @@ struct RunOptions {
   SchedulePolicy policy = SchedulePolicy::kFifo;
   uint64_t seed = 0;
   size_t stack_size = 64 * 1024;
+  // When set, one fault drawn from this seed is added to the scenario's own.
+  std::optional<uint64_t> faults_seed;
+  // Record a Chrome trace into ScenarioResult::trace.
+  bool trace = false;
 };
 
 // Every rank runs the steps in order as a fiber. A step whose `when` is false is skipped; a model

@@ -9,6 +9,7 @@
 
 #include "sim/expression.hpp"
 #include "sim/results.hpp"
+#include "sim/runtime/faults.hpp"
 #include "sim/runtime/sim_collectives.hpp"
 #include "sim/source_location.hpp"
 #include "src/error.hpp"
@@ -57,6 +58,7 @@ struct Scenario {
   CostModel cost;
   std::vector<std::unique_ptr<Step>> steps;
   std::vector<std::unique_ptr<OutcomeExpectation>> outcomes;
+  std::vector<Fault> faults;  // [[fault]] entries
 };
 
 }  // namespace meshsim::sim

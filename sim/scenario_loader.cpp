@@ -95,6 +95,63 @@ std::unique_ptr<Step> parse_entry(const Entry& e, LoadContext& ctx) {
   return step;
 }
 
+// [[fault]] tables: crash = { rank, step | collective }, stall = { rank, seconds, step |
+// collective }, backend_error = { rank, collective }.
+std::vector<Fault> parse_faults(const toml::node& node, const LoadContext& ctx) {
+  const toml::array* items = node.as_array();
+  if (items == nullptr) ctx.fail(node, "fault must be an array of tables: write [[fault]]");
+  std::vector<Fault> out;
+  for (const toml::node& item : *items) {
+    const toml::table* entry = item.as_table();
+    if (entry == nullptr || entry->size() != 1) {
+      ctx.fail(item, "a [[fault]] holds exactly one of crash, stall or backend_error");
+    }
+    for (const auto& [key, value] : *entry) {
+      Fault f;
+      f.where = ctx.at(item);
+      if (key.str() == "crash") {
+        f.kind = Fault::Kind::kCrash;
+      } else if (key.str() == "stall") {
+        f.kind = Fault::Kind::kStall;
+      } else if (key.str() == "backend_error") {
+        f.kind = Fault::Kind::kBackendError;
+      } else {
+        throw InputError(ctx.at(key.source()),
+                         fmt::format("unknown fault \"{}\" (expected crash, stall or "
+                                     "backend_error)",
+                                     key.str()));
+      }
+      const toml::table* args = value.as_table();
+      if (args == nullptr) ctx.fail(value, fmt::format("{} must be a table", key.str()));
+      if (f.kind == Fault::Kind::kStall) {
+        ctx.only_keys(*args, {"rank", "seconds", "step", "collective"}, "stall");
+        const toml::node& seconds = ctx.require(*args, "seconds", "stall");
+        f.seconds = seconds.is_floating_point()
+                        ? seconds.as_floating_point()->get()
+                        : static_cast<double>(ctx.integer_of(seconds, "seconds"));
+        if (!(f.seconds > 0)) ctx.fail(seconds, "seconds must be positive");
+      } else if (f.kind == Fault::Kind::kCrash) {
+        ctx.only_keys(*args, {"rank", "step", "collective"}, "crash");
+      } else {
+        ctx.only_keys(*args, {"rank", "collective"}, "backend_error");
+      }
+      const toml::node& rank = ctx.require(*args, "rank", key.str());
+      f.rank = ctx.integer_of(rank, "rank");
+      if (f.rank < 0 || f.rank >= ctx.world_size()) ctx.fail(rank, "rank is outside the world");
+      const toml::node* step = args->get("step");
+      const toml::node* collective = args->get("collective");
+      if ((step == nullptr) == (collective == nullptr)) {
+        ctx.fail(value, fmt::format("{} needs exactly one of step or collective", key.str()));
+      }
+      f.trigger = step ? Fault::Trigger::kStep : Fault::Trigger::kCollective;
+      f.index = ctx.integer_of(step ? *step : *collective, step ? "step" : "collective");
+      if (f.index < 1) ctx.fail(step ? *step : *collective, "steps and collectives count from 1");
+      out.push_back(f);
+    }
+  }
+  return out;
+}
+
 // An [[expect]] about how the run ends, or nullptr for any other entry.
 std::unique_ptr<OutcomeExpectation> parse_outcome_entry(const Entry& e, LoadContext& ctx) {
   if (e.array != "expect") return nullptr;
@@ -123,7 +180,7 @@ Scenario load_scenario_text(std::string_view text, const std::string& file) {
                      fmt::format("TOML syntax error: {}", e.description()));
   }
   LoadContext header(file, 1, "cuda");
-  header.only_keys(doc, {"scenario", "mesh", "step", "expect"}, "a scenario file");
+  header.only_keys(doc, {"scenario", "mesh", "step", "expect", "fault"}, "a scenario file");
   const toml::node* scenario_node = doc.get("scenario");
   if (scenario_node == nullptr || !scenario_node->is_table()) {
     throw InputError({file, 1, 1},
@@ -177,6 +234,7 @@ Scenario load_scenario_text(std::string_view text, const std::string& file) {
            std::pair(b.position.line, b.position.column);
   });
   LoadContext ctx(file, s.world_size, s.device_type);
+  if (const toml::node* faults = doc.get("fault")) s.faults = parse_faults(*faults, ctx);
   for (const Entry& e : entries) {
     if (std::unique_ptr<OutcomeExpectation> outcome = parse_outcome_entry(e, ctx)) {
       s.outcomes.push_back(std::move(outcome));

@@ -111,6 +111,23 @@ with tempfile.TemporaryDirectory() as tmp:
     dot = open(graph).read()
     check("digraph wait_for" in dot and "r0 -> r1;" in dot and "r1 -> r0;" in dot, "DOT graph has the cycle")
 
+    # A Chrome trace: a track per rank, slices in virtual time, flows joining collectives.
+    trace = os.path.join(tmp, "t.json")
+    r = run("run", "--no-time", "--trace", trace, in_root("scenarios", "collectives_mesh_groups.toml"))
+    events = json.load(open(trace))["traceEvents"]
+    check(any(e["ph"] == "M" and e["args"].get("name") == "rank 7" for e in events), "trace names rank tracks")
+    check(any(e["ph"] == "X" and e["name"].startswith("all_reduce") and e["dur"] > 0 for e in events),
+          "trace has collective slices with virtual durations")
+    check(sum(e["ph"] == "s" for e in events) == sum(e["ph"] == "f" for e in events) > 0, "trace flows pair up")
+
+    # Seeded faults are reproducible and named in the report and the rerun line.
+    outs = [run("run", "--no-time", "--faults-seed", "5", in_root("scenarios", "collectives_results.toml")).stdout
+            for _ in range(2)]
+    check(outs[0] == outs[1], "the same fault seed gives the same run")
+    check("injected: backend error on rank 0 at its collective 4 (--faults-seed 5)" in outs[0],
+          "the drawn fault is reported")
+    check("--faults-seed 5" in outs[0].split("rerun:")[1], "the rerun line carries the fault seed")
+
     # A failing run under a random schedule prints the command that reproduces it.
     r = run("run", "--no-time", "--schedule", "random", "--seed", "9", failing)
     check("rerun: meshsim run " + failing + " --schedule random --seed 9" in r.stdout,

@@ -186,6 +186,11 @@ std::string HangReport::text() const {
     if (fresh) lines.emplace_back(what, std::vector<int64_t>{});
     lines[it->second].second.push_back(r.rank);
   }
+  // The original failure comes first: it is usually the cause of everything after it.
+  std::stable_partition(lines.begin(), lines.end(), [&](const auto& line) {
+    return ranks[static_cast<size_t>(line.second.front())].activity.state ==
+           RankActivity::State::kFailed;
+  });
   for (const auto& [what, who] : lines) {
     out += fmt::format("  rank{} {}: {}\n", who.size() > 1 ? "s" : "", rank_ranges(who), what);
   }

@@ -46,7 +46,27 @@ SimCollectives::SimCollectives(World& world, std::vector<RankActivity>& activity
       activity_(activity),
       cost_(cost),
       seq_(static_cast<size_t>(world.size())),
-      waiting_on_(static_cast<size_t>(world.size())) {}
+      waiting_on_(static_cast<size_t>(world.size())),
+      calls_(static_cast<size_t>(world.size()), 0) {}
+
+void SimCollectives::inject_faults(int64_t rank, const Signature& signature) {
+  const int64_t k = ++calls_[static_cast<size_t>(rank)];
+  if (faults_ == nullptr) return;
+  for (const Fault* f : faults_at(*faults_, rank, Fault::Trigger::kCollective, k)) {
+    switch (f->kind) {
+      case Fault::Kind::kStall:
+        activity_[static_cast<size_t>(rank)].clock += f->seconds;
+        break;
+      case Fault::Kind::kCrash:
+        throw InjectedCrash{fmt::format("injected crash entering {} ({}, {})", signature.describe(),
+                                        f->describe(), f->where.to_string())};
+      case Fault::Kind::kBackendError:
+        throw runtime_error(fmt::format(
+            "DistBackendError: NCCL error in {}: unhandled system error (injected: {}, {})",
+            signature.describe(), f->describe(), f->where.to_string()));
+    }
+  }
+}
 
 SimCollectives::~SimCollectives() = default;
 
@@ -243,6 +263,16 @@ void SimCollectives::complete(Rendezvous& r) {
                       display_group(r.group), fmt::join(timed_out, ", "), sig.describe(), r.seq);
     }
   }
+  if (trace_ != nullptr) {
+    trace_->collective(
+        members,
+        fmt::format("{} {} #{}", collective_op_name(sig.op), display_group(r.group), r.seq),
+        r.arrived_at, end,
+        {{"signature", sig.describe()},
+         {"group", display_group(r.group)},
+         {"seq", r.seq},
+         {"group_size", n}});
+  }
   r.done = true;
   for (int64_t m : members) {
     if (world_.is_parked(m)) world_.wake(m);
@@ -275,6 +305,7 @@ Payload SimCollectives::collective(int64_t rank, const Group& group, const Signa
                                     rank, collective_op_name(signature.op), group.name,
                                     fmt::join(*group.ranks, ", ")));
   }
+  inject_faults(rank, signature);
   const int64_t seq = ++seq_[static_cast<size_t>(rank)][group.name];
   const std::string key = fmt::format("c:{}#{}", group.name, seq);
   enter(rank, key, group, signature, std::move(in), seq, std::nullopt);
@@ -290,6 +321,7 @@ void SimCollectives::send(int64_t rank, int64_t peer, const Group& group, const 
   const int64_t seq = ++seq_[static_cast<size_t>(rank)]["p:" + group.name + ":" + pair];
   const std::string key = fmt::format("p:{}:{}#{}", group.name, pair, seq);
   Signature sig{CollectiveOp::kSend, tensor.dtype(), {tensor.shape()}, peer, std::nullopt, {}};
+  inject_faults(rank, sig);
   enter(rank, key, group, sig, Payload{{tensor}}, seq, peer);
   await(rank, key);
 }
@@ -303,6 +335,7 @@ Tensor SimCollectives::recv(int64_t rank, int64_t peer, const Group& group, cons
   const int64_t seq = ++seq_[static_cast<size_t>(rank)]["p:" + group.name + ":" + pair];
   const std::string key = fmt::format("p:{}:{}#{}", group.name, pair, seq);
   Signature sig{CollectiveOp::kRecv, like.dtype(), {like.shape()}, peer, std::nullopt, {}};
+  inject_faults(rank, sig);
   enter(rank, key, group, sig, Payload{}, seq, peer);
   return await(rank, key).tensors.at(0);
 }

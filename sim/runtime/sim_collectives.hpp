@@ -10,7 +10,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "sim/runtime/faults.hpp"
 #include "sim/runtime/rank_activity.hpp"
+#include "sim/runtime/trace.hpp"
 #include "sim/runtime/world.hpp"
 #include "src/comm/collective.hpp"
 
@@ -66,6 +68,11 @@ class SimCollectives {
   void send(int64_t rank, int64_t peer, const Group& group, const Tensor& tensor);
   Tensor recv(int64_t rank, int64_t peer, const Group& group, const Tensor& like);
 
+  // Faults to inject when a rank enters its k-th collective (send and recv count too).
+  void set_faults(const std::vector<Fault>* faults) { faults_ = faults; }
+  // Records every completed collective into `trace` (null: no tracing).
+  void set_trace(Trace* trace) { trace_ = trace; }
+
   const std::optional<DesyncRecord>& desync() const { return desync_; }
   const std::optional<TimeoutRecord>& timeout() const { return timeout_; }
   // Things that did not stop the run but are almost certainly bugs (groups created with
@@ -93,6 +100,8 @@ class SimCollectives {
                     const Signature& signature, Payload in, int64_t seq,
                     std::optional<int64_t> peer);
   Payload await(int64_t rank, const std::string& key);
+  // Counts the call and fires the faults due at it: stall (clock), crash or backend error (throw).
+  void inject_faults(int64_t rank, const Signature& signature);
   void complete(Rendezvous& r);
   // Position of `rank` in a (pooled) member list, or -1; O(1) after the list's first lookup.
   int64_t position_of(const RankList& members, int64_t rank);
@@ -103,6 +112,9 @@ class SimCollectives {
   std::vector<std::map<std::string, int64_t>> seq_;  // per rank: next seq per group or pair
   std::map<std::string, std::unique_ptr<Rendezvous>> open_;
   std::vector<std::string> waiting_on_;  // per rank: key of the rendezvous it is parked in
+  std::vector<int64_t> calls_;           // per rank: collectives entered so far
+  const std::vector<Fault>* faults_ = nullptr;
+  Trace* trace_ = nullptr;
   std::optional<DesyncRecord> desync_;
   std::optional<TimeoutRecord> timeout_;
   std::vector<std::string> warnings_;

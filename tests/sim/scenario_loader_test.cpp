@@ -90,6 +90,25 @@ TEST_CASE("scenario_loader: mistakes are refused with file:line:col", "[sim][loa
   CHECK_THAT(load_error("[other]\n"), Catch::StartsWith("t.toml:4:2: unknown key \"other\""));
 }
 
+TEST_CASE("scenario_loader: [[fault]] tables are checked", "[sim][loader][errors]") {
+  CHECK(load_error("[[fault]]\nexplode = { rank = 1, step = 1 }\n") ==
+        "t.toml:5:1: unknown fault \"explode\" (expected crash, stall or backend_error)");
+  CHECK(load_error("[[fault]]\ncrash = { rank = 9, step = 1 }\n") ==
+        "t.toml:5:18: rank is outside the world");
+  CHECK(load_error("[[fault]]\ncrash = { rank = 1 }\n") ==
+        "t.toml:5:9: crash needs exactly one of step or collective");
+  CHECK(load_error("[[fault]]\nstall = { rank = 1, seconds = -2, step = 1 }\n") ==
+        "t.toml:5:31: seconds must be positive");
+  CHECK(load_error("[[fault]]\nbackend_error = { rank = 1, step = 1 }\n") ==
+        "t.toml:5:29: unknown key \"step\" in backend_error (expected one of: rank, collective)");
+  const Scenario s = load_scenario_text(
+      "[scenario]\nname = \"t\"\nworld_size = 4\n[[fault]]\nstall = { rank = 2, seconds = 1.5, "
+      "collective = 3 }\n",
+      "t.toml");
+  REQUIRE(s.faults.size() == 1);
+  CHECK(s.faults[0].describe() == "stall rank 2 for 1.5 s at its collective 3");
+}
+
 TEST_CASE("scenario_loader: the header is checked", "[sim][loader][errors]") {
   CHECK_THROWS_WITH(
       load_scenario_text("", "e.toml"),
