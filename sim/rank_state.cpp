@@ -11,8 +11,8 @@ RankState::RankState(const Scenario& scenario, int64_t rank, ScenarioResult& res
     : scenario_(scenario),
       rank_(rank),
       result_(result),
-      collectives_(collectives),
       activity_(activity),
+      backend_(rank, collectives),
       groups_(rank, scenario.world_size, collectives) {}
 
 Group RankState::group(const std::string& mesh_name, const std::string& dim) const {

@@ -7,6 +7,7 @@
 #include "sim/expression.hpp"
 #include "sim/results.hpp"
 #include "sim/runtime/rank_activity.hpp"
+#include "sim/runtime/sim_backend.hpp"
 #include "sim/runtime/sim_collectives.hpp"
 #include "sim/runtime/sim_group_creator.hpp"
 #include "sim/scenario.hpp"
@@ -30,7 +31,8 @@ class RankState final : public ExpressionEnv {
 
   GroupCreator& groups() { return groups_; }
   const GroupCreator& groups() const { return groups_; }
-  SimCollectives& collectives() { return collectives_; }
+  // The collective backend this rank talks through.
+  Backend& backend() { return backend_; }
   RankActivity& activity() { return activity_; }
   // "WORLD", or the group of one dim of a mesh (or a flattened dim of its root) on this rank.
   Group group(const std::string& mesh, const std::string& dim) const;
@@ -51,8 +53,8 @@ class RankState final : public ExpressionEnv {
   const Scenario& scenario_;
   int64_t rank_;
   ScenarioResult& result_;
-  SimCollectives& collectives_;
   RankActivity& activity_;
+  SimBackend backend_;
   SimGroupCreator groups_;
   std::map<std::string, DeviceMesh> meshes_;
   std::map<std::string, Tensor> tensors_;

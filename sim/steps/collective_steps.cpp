@@ -78,64 +78,69 @@ class CollectiveStep final : public Step {
  public:
   void run(RankState& rank) const override {
     const Group group = rank.group(group_.mesh, group_.dim);
-    SimCollectives& c = rank.collectives();
-    const int64_t me = rank.rank();
-    auto sig = [&](const std::vector<Tensor>& ts) {
-      Signature s{op_, ts.empty() ? DType::kFloat32 : ts[0].dtype(), {}, std::nullopt, std::nullopt,
-                  {}};
-      for (const Tensor& t : ts) s.shapes.push_back(t.shape());
-      return s;
-    };
+    Backend& b = rank.backend();
     switch (op_) {
       case CollectiveOp::kBarrier:
-        c.collective(me, group, sig({}), {});
+        b.barrier(group);
         return;
       case CollectiveOp::kSend:
-        c.send(me, peer_->evaluate(rank), group, tensor_.get(rank));
+        b.send(tensor_.get(rank), peer_->evaluate(rank), group);
         return;
       case CollectiveOp::kRecv:
-        rank.set_tensor(out_, c.recv(me, peer_->evaluate(rank), group, tensor_.get(rank)));
+        rank.set_tensor(out_, b.recv(tensor_.get(rank), peer_->evaluate(rank), group));
         return;
       case CollectiveOp::kBroadcastObjectList:
       case CollectiveOp::kAllGatherObject: {
-        Payload in;
-        for (const Expression& v : values_) in.objects.push_back(std::to_string(v.evaluate(rank)));
-        Signature s{op_,          DType::kInt64, {{static_cast<int64_t>(in.objects.size())}},
-                    std::nullopt, std::nullopt,  {}};
-        if (op_ == CollectiveOp::kBroadcastObjectList) s.root = peer_->evaluate(rank);
-        if (op_ == CollectiveOp::kAllGatherObject) s.shapes.clear();  // one object each
-        const Payload out = c.collective(me, group, s, std::move(in));
-        Tensor t({static_cast<int64_t>(out.objects.size())}, DType::kInt64);
-        for (size_t i = 0; i < out.objects.size(); ++i)
-          t.set(static_cast<int64_t>(i), std::stod(out.objects[i]));
+        // Objects are integers here, serialized as text and read back into an int64 tensor.
+        std::vector<std::string> objects;
+        for (const Expression& v : values_) objects.push_back(std::to_string(v.evaluate(rank)));
+        const std::vector<std::string> got =
+            op_ == CollectiveOp::kBroadcastObjectList
+                ? b.broadcast_object_list(std::move(objects), peer_->evaluate(rank), group)
+                : b.all_gather_object(objects.at(0), group);
+        Tensor t({static_cast<int64_t>(got.size())}, DType::kInt64);
+        for (size_t i = 0; i < got.size(); ++i) t.set(static_cast<int64_t>(i), std::stod(got[i]));
         rank.set_tensor(out_, std::move(t));
         return;
       }
-      default:
+      case CollectiveOp::kAllGather: {
+        const std::vector<Tensor> parts = b.all_gather(tensor_.get(rank), group);
+        for (size_t i = 0; i < parts.size(); ++i)
+          rank.set_tensor(fmt::format("{}.{}", out_, i), parts[i]);
+        return;
+      }
+      case CollectiveOp::kAllToAll: {
+        // Chunks of dim 0 go to each group rank; what comes back is concatenated again.
+        const Tensor input = tensor_.get(rank);
+        std::vector<Tensor> chunks;
+        for (int64_t i = 0; i < group.size(); ++i)
+          chunks.push_back(chunk_dim0(input, group.size(), i));
+        const std::vector<Tensor> got = b.all_to_all(chunks, group);
+        std::vector<const Tensor*> parts;
+        for (const Tensor& t : got) parts.push_back(&t);
+        rank.set_tensor(out_, concat_dim0(parts));
+        return;
+      }
+      case CollectiveOp::kAllGatherIntoTensor:
+        rank.set_tensor(out_, b.all_gather_into_tensor(tensor_.get(rank), group));
+        return;
+      case CollectiveOp::kReduceScatter:
+        rank.set_tensor(out_, b.reduce_scatter(tensor_.get(rank), *reduce_op_, group));
+        return;
+      case CollectiveOp::kAllReduce:
+      case CollectiveOp::kBroadcast: {
+        Tensor t = tensor_.get(rank);
+        if (op_ == CollectiveOp::kAllReduce) {
+          b.all_reduce(t, *reduce_op_, group);
+        } else {
+          b.broadcast(t, peer_->evaluate(rank), group);
+        }
+        rank.set_tensor(out_, std::move(t));
+        return;
+      }
+      case CollectiveOp::kNewGroup:
         break;
     }
-    Tensor input = tensor_.get(rank);
-    Signature s = sig({input});
-    s.reduce_op = reduce_op_;
-    if (op_ == CollectiveOp::kBroadcast) s.root = peer_->evaluate(rank);
-    if (op_ == CollectiveOp::kAllToAll) {
-      // Chunks of dim 0 go to each group rank; what comes back is concatenated again.
-      const int64_t n = group.size();
-      Payload in;
-      for (int64_t i = 0; i < n; ++i) in.tensors.push_back(chunk_dim0(input, n, i));
-      const Payload out = c.collective(me, group, s, std::move(in));
-      std::vector<const Tensor*> parts;
-      for (const Tensor& t : out.tensors) parts.push_back(&t);
-      rank.set_tensor(out_, concat_dim0(parts));
-      return;
-    }
-    Payload out = c.collective(me, group, s, Payload{{std::move(input)}, {}});
-    if (op_ == CollectiveOp::kAllGather) {
-      for (size_t i = 0; i < out.tensors.size(); ++i)
-        rank.set_tensor(fmt::format("{}.{}", out_, i), out.tensors[i]);
-      return;
-    }
-    rank.set_tensor(out_, std::move(out.tensors.at(0)));
   }
 
   CollectiveOp op_ = CollectiveOp::kBarrier;

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "sim/runtime/hang_report.hpp"
+#include "sim/runtime/sim_backend.hpp"
 #include "sim/runtime/sim_collectives.hpp"
 #include "sim/runtime/world.hpp"
 #include "src/error.hpp"
@@ -139,41 +140,50 @@ TEST_CASE("runtime: all_reduce matches a direct computation for every op and sch
   }
 }
 
-TEST_CASE("runtime: gather, scatter, broadcast, all_to_all and send/recv move the right data",
-          "[sim][runtime]") {
+TEST_CASE("runtime: through the Backend interface, every collective moves the right data",
+          "[sim][runtime][backend]") {
   Harness h(4);
-  std::vector<Payload> gathered(4), scattered(4), broadcast(4), exchanged(4);
-  std::vector<Tensor> received(4);
+  std::vector<std::vector<Tensor>> gathered(4), exchanged(4);
+  std::vector<Tensor> joined(4), scattered(4), broadcast(4), received(4), reduced(4);
+  std::vector<std::vector<std::string>> objects(4), gathered_objects(4);
   const auto hang = h.run([&](int64_t r, SimCollectives& c) {
+    SimBackend sim(r, c);
+    Backend& b = sim;  // what steps and the NCCL backend share
     const Group g = h.world_group();
     const Tensor mine = Tensor::full({2}, static_cast<double>(r), DType::kInt64);
-    gathered[static_cast<size_t>(r)] =
-        c.collective(r, g, sig_of(CollectiveOp::kAllGather, mine), {{mine}, {}});
-    const Tensor rows = Tensor::arange(8, DType::kInt32);
-    scattered[static_cast<size_t>(r)] = c.collective(
-        r, g, sig_of(CollectiveOp::kReduceScatter, rows, ReduceOp::kSum), {{rows}, {}});
-    broadcast[static_cast<size_t>(r)] =
-        c.collective(r, g, sig_of(CollectiveOp::kBroadcast, mine, std::nullopt, 3), {{mine}, {}});
-    Payload parts;
+    reduced[static_cast<size_t>(r)] = mine;
+    b.all_reduce(reduced[static_cast<size_t>(r)], ReduceOp::kMax, g);
+    gathered[static_cast<size_t>(r)] = b.all_gather(mine, g);
+    joined[static_cast<size_t>(r)] = b.all_gather_into_tensor(mine, g);
+    scattered[static_cast<size_t>(r)] =
+        b.reduce_scatter(Tensor::arange(8, DType::kInt32), ReduceOp::kSum, g);
+    broadcast[static_cast<size_t>(r)] = mine;
+    b.broadcast(broadcast[static_cast<size_t>(r)], 3, g);
+    std::vector<Tensor> parts;
     for (int64_t i = 0; i < 4; ++i)
-      parts.tensors.push_back(Tensor::full({1}, static_cast<double>(10 * r + i), DType::kInt64));
-    exchanged[static_cast<size_t>(r)] =
-        c.collective(r, g, sig_of(CollectiveOp::kAllToAll, parts.tensors[0]), parts);
-    if (r == 0) c.send(0, 2, g, Tensor::full({3}, 7.0, DType::kFloat32));
-    if (r == 2) received[2] = c.recv(2, 0, g, Tensor({3}, DType::kFloat32));
+      parts.push_back(Tensor::full({1}, static_cast<double>(10 * r + i), DType::kInt64));
+    exchanged[static_cast<size_t>(r)] = b.all_to_all(parts, g);
+    b.barrier(g);
+    if (r == 0) b.send(Tensor::full({3}, 7.0, DType::kFloat32), 2, g);
+    if (r == 2) received[2] = b.recv(Tensor({3}, DType::kFloat32), 0, g);
+    objects[static_cast<size_t>(r)] = b.broadcast_object_list({std::to_string(r), "x"}, 1, g);
+    gathered_objects[static_cast<size_t>(r)] = b.all_gather_object(std::to_string(r * r), g);
   });
   REQUIRE_FALSE(hang);
   for (int64_t r = 0; r < 4; ++r) {
-    const auto& g = gathered[static_cast<size_t>(r)].tensors;
-    REQUIRE(g.size() == 4);
-    for (int64_t k = 0; k < 4; ++k) CHECK(g[static_cast<size_t>(k)].get(1) == k);
-    const Tensor& s = scattered[static_cast<size_t>(r)].tensors.at(0);
-    CHECK(s.shape() == std::vector<int64_t>{2});
-    CHECK(s.get(0) == 4 * (2 * r));
-    CHECK(broadcast[static_cast<size_t>(r)].tensors.at(0).get(0) == 3);
+    const auto i = static_cast<size_t>(r);
+    CHECK(reduced[i].get(0) == 3);
+    REQUIRE(gathered[i].size() == 4);
+    for (int64_t k = 0; k < 4; ++k) CHECK(gathered[i][static_cast<size_t>(k)].get(1) == k);
+    CHECK(joined[i].shape() == std::vector<int64_t>{8});
+    CHECK(joined[i].get(5) == 2);
+    CHECK(scattered[i].shape() == std::vector<int64_t>{2});
+    CHECK(scattered[i].get(0) == 4 * (2 * r));
+    CHECK(broadcast[i].get(0) == 3);
     for (int64_t j = 0; j < 4; ++j)
-      CHECK(exchanged[static_cast<size_t>(r)].tensors.at(static_cast<size_t>(j)).get(0) ==
-            10 * j + r);
+      CHECK(exchanged[i][static_cast<size_t>(j)].get(0) == 10 * j + r);
+    CHECK(objects[i] == std::vector<std::string>{"1", "x"});
+    CHECK(gathered_objects[i] == std::vector<std::string>{"0", "1", "4", "9"});
   }
   CHECK(received[2].get(2) == 7.0f);
 }

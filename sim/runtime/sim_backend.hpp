@@ -1,0 +1,33 @@
+// One rank's handle on the simulated collectives, behind the same Backend interface the NCCL
+// backend implements: steps talk to a Backend, never to the simulator directly.
+#pragma once
+
+#include "sim/runtime/sim_collectives.hpp"
+#include "src/comm/collective.hpp"
+
+namespace meshsim::sim {
+
+class SimBackend final : public Backend {
+ public:
+  SimBackend(int64_t rank, SimCollectives& collectives) : rank_(rank), c_(collectives) {}
+
+  void all_reduce(Tensor& tensor, ReduceOp op, const Group& group) override;
+  std::vector<Tensor> all_gather(const Tensor& tensor, const Group& group) override;
+  Tensor all_gather_into_tensor(const Tensor& tensor, const Group& group) override;
+  Tensor reduce_scatter(const Tensor& input, ReduceOp op, const Group& group) override;
+  void broadcast(Tensor& tensor, int64_t root, const Group& group) override;
+  std::vector<Tensor> all_to_all(const std::vector<Tensor>& inputs, const Group& group) override;
+  void barrier(const Group& group) override;
+  void send(const Tensor& tensor, int64_t dst, const Group& group) override;
+  Tensor recv(const Tensor& like, int64_t src, const Group& group) override;
+  std::vector<std::string> broadcast_object_list(std::vector<std::string> objects, int64_t root,
+                                                 const Group& group) override;
+  std::vector<std::string> all_gather_object(const std::string& object,
+                                             const Group& group) override;
+
+ private:
+  int64_t rank_;
+  SimCollectives& c_;
+};
+
+}  // namespace meshsim::sim
