@@ -171,7 +171,7 @@ std::string HangReport::text() const {
     std::string what;
     if (r.wait >= 0) {
       const auto& w = waits[static_cast<size_t>(r.wait)];
-      what = fmt::format("blocked in {} on group {} seq {}", a.wait->signature.describe(),
+      what = fmt::format("blocked in {} on group {} seq {}", a.wait->signature->describe(),
                          group_text(w), w.seq);
       if (!w.missing.empty())
         what += fmt::format(", waiting for rank(s) {}", rank_ranges(w.missing));

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -17,8 +18,8 @@ struct WaitInfo {
   std::string group;
   RankList members;  // global ranks that must arrive
   int64_t seq = 0;   // per (rank, group) for collectives, per (pair) for send/recv
-  Signature signature;
-  std::optional<int64_t> peer;  // send/recv: the other side (global rank)
+  std::shared_ptr<const Signature> signature;  // shared by the ranks that agree
+  std::optional<int64_t> peer;                 // send/recv: the other side (global rank)
 };
 
 struct RankActivity {

@@ -29,7 +29,7 @@ struct SimCollectives::Rendezvous {
   std::string group;
   int64_t seq = 0;
   RankList members;
-  std::vector<std::optional<Signature>> signatures;
+  std::vector<std::shared_ptr<const Signature>> signatures;  // equal ones share the first's
   std::vector<Payload> inputs;
   std::vector<Payload> outputs;
   std::vector<double> arrived_at;
@@ -116,9 +116,15 @@ SimCollectives::Rendezvous& SimCollectives::enter(int64_t rank, const std::strin
   Rendezvous& r = *slot;
   const auto pos = static_cast<size_t>(position_of(r.members, rank));
   RankActivity& me = activity_[static_cast<size_t>(rank)];
-  if (r.arrived == 0) r.first = pos;
-  if (r.arrived > 0 && !compatible(*r.signatures[r.first], signature)) r.desynced = true;
-  r.signatures[pos] = signature;
+  if (r.arrived == 0) {
+    r.first = pos;
+    r.signatures[pos] = std::make_shared<const Signature>(signature);
+  } else if (*r.signatures[r.first] == signature) {
+    r.signatures[pos] = r.signatures[r.first];
+  } else {
+    r.desynced = r.desynced || !compatible(*r.signatures[r.first], signature);
+    r.signatures[pos] = std::make_shared<const Signature>(signature);
+  }
   r.inputs[pos] = std::move(in);
   r.arrived_at[pos] = me.clock;
   ++r.arrived;
@@ -130,7 +136,7 @@ SimCollectives::Rendezvous& SimCollectives::enter(int64_t rank, const std::strin
     std::sort(desync_->arrivals.begin(), desync_->arrivals.end(),
               [](const auto& a, const auto& b) { return a.first < b.first; });
   }
-  me.wait = WaitInfo{group.name, r.members, seq, signature, peer};
+  me.wait = WaitInfo{group.name, r.members, seq, r.signatures[pos], peer};
   waiting_on_[static_cast<size_t>(rank)] = key;
   if (!r.desynced && r.arrived == r.members->size()) complete(r);
   return r;
@@ -352,7 +358,7 @@ std::vector<SimCollectives::OpenWait> SimCollectives::open_waits(
     if (fresh) {
       const Rendezvous& r = *open_.at(key);
       // The signature of the lowest parked rank (ranks are visited in order).
-      OpenWait w{r.group, r.members, r.seq, activity_[static_cast<size_t>(rank)].wait->signature,
+      OpenWait w{r.group, r.members, r.seq, *activity_[static_cast<size_t>(rank)].wait->signature,
                  {},      {}};
       for (size_t i = 0; i < r.members->size(); ++i) {
         (r.signatures[i] ? w.arrived : w.missing).push_back((*r.members)[i]);

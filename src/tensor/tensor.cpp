@@ -14,7 +14,9 @@ Tensor::Tensor(std::vector<int64_t> shape, DType dtype, Storage storage)
     if (s < 0) throw value_error(fmt::format("tensor sizes must be non-negative, got {}", s));
     numel_ *= s;
   }
-  if (storage_ == Storage::kMaterialized) data_.assign(nbytes(), std::byte{0});
+  if (storage_ == Storage::kMaterialized) {
+    data_ = std::make_shared<std::vector<std::byte>>(nbytes(), std::byte{0});
+  }
 }
 
 Tensor Tensor::full(std::vector<int64_t> shape, double value, DType dtype) {
@@ -41,12 +43,17 @@ std::vector<int64_t> Tensor::strides() const {
 
 std::span<const std::byte> Tensor::bytes() const {
   if (is_meta()) throw runtime_error("a meta tensor has no data");
-  return data_;
+  return *data_;
 }
 
 std::span<std::byte> Tensor::mutable_bytes() {
   if (is_meta()) throw runtime_error("a meta tensor has no data");
-  return data_;
+  detach();
+  return *data_;
+}
+
+void Tensor::detach() {
+  if (data_ && data_.use_count() > 1) data_ = std::make_shared<std::vector<std::byte>>(*data_);
 }
 
 void Tensor::check_index(int64_t index) const {
@@ -73,7 +80,7 @@ void store(std::byte* p, T v) {
 
 double Tensor::get(int64_t index) const {
   check_index(index);
-  const std::byte* p = data_.data() + static_cast<size_t>(index) * dtype_size(dtype_);
+  const std::byte* p = data_->data() + static_cast<size_t>(index) * dtype_size(dtype_);
   switch (dtype_) {
     case DType::kFloat32:
       return load<float>(p);
@@ -97,7 +104,8 @@ double Tensor::get(int64_t index) const {
 
 void Tensor::set(int64_t index, double value) {
   check_index(index);
-  std::byte* p = data_.data() + static_cast<size_t>(index) * dtype_size(dtype_);
+  detach();
+  std::byte* p = data_->data() + static_cast<size_t>(index) * dtype_size(dtype_);
   switch (dtype_) {
     case DType::kFloat32:
       store(p, static_cast<float>(value));
@@ -128,7 +136,7 @@ void Tensor::set(int64_t index, double value) {
 
 bool Tensor::same_as(const Tensor& other) const {
   return dtype_ == other.dtype_ && shape_ == other.shape_ && storage_ == other.storage_ &&
-         data_ == other.data_;
+         (data_ == other.data_ || (data_ && other.data_ && *data_ == *other.data_));
 }
 
 std::string Tensor::describe() const {

@@ -1,8 +1,11 @@
-// A contiguous tensor: dtype, shape and either storage or nothing at all (meta).
+// A contiguous tensor: dtype, shape and either storage or nothing at all (meta). Copies share
+// storage until one of them is written (copy on write), so a collective's result can be handed to
+// every rank without N copies of the data.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -48,12 +51,14 @@ class Tensor {
 
  private:
   void check_index(int64_t index) const;
+  // Makes the storage this tensor's own before a write.
+  void detach();
 
   std::vector<int64_t> shape_;
   DType dtype_;
   Storage storage_;
   int64_t numel_;
-  std::vector<std::byte> data_;
+  std::shared_ptr<std::vector<std::byte>> data_;  // null for meta tensors
 };
 
 }  // namespace meshsim
