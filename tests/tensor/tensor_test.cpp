@@ -58,3 +58,17 @@ TEST_CASE("tensor: storage, element access and meta tensors", "[tensor]") {
   CHECK(Tensor::arange(3, DType::kFloat32).same_as(Tensor::arange(3, DType::kFloat32)));
   CHECK_FALSE(Tensor::arange(3, DType::kFloat32).same_as(Tensor::arange(3, DType::kFloat64)));
 }
+
+TEST_CASE("tensor: copies share storage until written (copy on write)", "[tensor]") {
+  Tensor a = Tensor::arange(4, DType::kFloat32);
+  Tensor b = a;
+  CHECK(a.bytes().data() == b.bytes().data());  // shared
+  b.set(0, 9.0);
+  CHECK(a.get(0) == 0.0);  // the original is untouched
+  CHECK(b.get(0) == 9.0);
+  CHECK(a.bytes().data() != b.bytes().data());
+  Tensor c = a;
+  c.mutable_bytes()[0] = std::byte{1};
+  CHECK(a.get(0) == 0.0);
+  CHECK(a.same_as(Tensor::arange(4, DType::kFloat32)));
+}
