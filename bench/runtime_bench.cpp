@@ -5,6 +5,7 @@
 #include <unistd.h>
 #include <fstream>
 
+#include "sim/runtime/fiber_stack.hpp"
 #include "sim/runtime/hang_report.hpp"
 #include "sim/runtime/sim_collectives.hpp"
 #include "sim/runtime/world.hpp"
@@ -115,6 +116,7 @@ void BM_runtime_deadlock_report(benchmark::State& state) {
             if (r != n / 2) collectives.collective(r, g, kBarrier, {});
             activity[static_cast<size_t>(r)].state = RankActivity::State::kFinished;
           } catch (const RankAborted&) {
+            forget_unwound_frames();
             activity[static_cast<size_t>(r)].state = RankActivity::State::kAborted;
           }
         },

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "sim/rank_state.hpp"
+#include "sim/runtime/fiber_stack.hpp"
 #include "sim/runtime/hang_report.hpp"
 #include "sim/runtime/trace.hpp"
 
@@ -25,6 +26,7 @@ std::optional<RankFailure> run_step(const Step& step, RankState& rank) {
     try {
       step.run(rank);
     } catch (const Error& e) {
+      forget_unwound_frames();
       if (must_raise && e.type() == step.raises->type &&
           std::string_view(e.what()).find(step.raises->contains) != std::string_view::npos) {
         return std::nullopt;
@@ -40,6 +42,7 @@ std::optional<RankFailure> run_step(const Step& step, RankState& rank) {
                                  py_error_type_name(step.raises->type), step.raises->contains));
     }
   } catch (const Error& e) {
+    forget_unwound_frames();
     // From `when` or `on`: the expression itself failed on this rank.
     return failure(std::string(py_error_type_name(e.type())), e.what());
   }
@@ -141,10 +144,12 @@ ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options)
           }
           me.state = RankActivity::State::kFinished;
         } catch (const InjectedCrash& c) {
+          forget_unwound_frames();
           me.state = RankActivity::State::kFailed;
           me.error = "crash: " + c.what;
           result.failures[static_cast<size_t>(r)] = RankFailure{me.where, me.step, "crash", c.what};
         } catch (const RankAborted& a) {
+          forget_unwound_frames();
           me.state = RankActivity::State::kAborted;
           me.error = a.reason;
           result.failures[static_cast<size_t>(r)] =

@@ -318,32 +318,32 @@ Payload SimCollectives::collective(int64_t rank, const Group& group, const Signa
   return await(rank, key);
 }
 
-void SimCollectives::send(int64_t rank, int64_t peer, const Group& group, const Tensor& tensor) {
-  if (group.group_rank(peer) < 0 || group.group_rank(rank) < 0) {
-    throw runtime_error(
-        fmt::format("send from {} to {}: both must be in group {}", rank, peer, group.name));
+Payload SimCollectives::point_to_point(int64_t rank, int64_t src, int64_t dst, const Group& group,
+                                       const Signature& signature, Payload in) {
+  if (position_of(group.ranks, src) < 0 || position_of(group.ranks, dst) < 0) {
+    throw runtime_error(fmt::format("{} between ranks {} and {}: both must be in group {}",
+                                    collective_op_name(signature.op), src, dst,
+                                    display_group(group.name)));
   }
-  const std::string pair = fmt::format("{}>{}", rank, peer);
-  const int64_t seq = ++seq_[static_cast<size_t>(rank)]["p:" + group.name + ":" + pair];
-  const std::string key = fmt::format("p:{}:{}#{}", group.name, pair, seq);
-  Signature sig{CollectiveOp::kSend, tensor.dtype(), {tensor.shape()}, peer, std::nullopt, {}};
-  inject_faults(rank, sig);
-  enter(rank, key, group, sig, Payload{{tensor}}, seq, peer);
-  await(rank, key);
+  inject_faults(rank, signature);
+  // Both sides count the messages of one direction, so the n-th send meets the n-th recv.
+  const std::string direction = fmt::format("p:{}:{}>{}", group.name, src, dst);
+  const int64_t seq = ++seq_[static_cast<size_t>(rank)][direction];
+  const std::string key = fmt::format("{}#{}", direction, seq);
+  const int64_t peer = rank == src ? dst : src;
+  enter(rank, key, group, signature, std::move(in), seq, peer);
+  return await(rank, key);
+}
+
+void SimCollectives::send(int64_t rank, int64_t peer, const Group& group, const Tensor& tensor) {
+  const Signature sig{
+      CollectiveOp::kSend, tensor.dtype(), {tensor.shape()}, peer, std::nullopt, {}};
+  point_to_point(rank, rank, peer, group, sig, Payload{{tensor}});
 }
 
 Tensor SimCollectives::recv(int64_t rank, int64_t peer, const Group& group, const Tensor& like) {
-  if (group.group_rank(peer) < 0 || group.group_rank(rank) < 0) {
-    throw runtime_error(
-        fmt::format("recv on {} from {}: both must be in group {}", rank, peer, group.name));
-  }
-  const std::string pair = fmt::format("{}>{}", peer, rank);
-  const int64_t seq = ++seq_[static_cast<size_t>(rank)]["p:" + group.name + ":" + pair];
-  const std::string key = fmt::format("p:{}:{}#{}", group.name, pair, seq);
-  Signature sig{CollectiveOp::kRecv, like.dtype(), {like.shape()}, peer, std::nullopt, {}};
-  inject_faults(rank, sig);
-  enter(rank, key, group, sig, Payload{}, seq, peer);
-  return await(rank, key).tensors.at(0);
+  const Signature sig{CollectiveOp::kRecv, like.dtype(), {like.shape()}, peer, std::nullopt, {}};
+  return point_to_point(rank, peer, rank, group, sig, Payload{}).tensors.at(0);
 }
 
 std::vector<SimCollectives::OpenWait> SimCollectives::open_waits(

@@ -103,6 +103,9 @@ class SimCollectives {
   // Counts the call and fires the faults due at it: stall (clock), crash or backend error (throw).
   void inject_faults(int64_t rank, const Signature& signature);
   void complete(Rendezvous& r);
+  // send and recv: a rendezvous of the pair, sequenced per direction (src > dst) within `group`.
+  Payload point_to_point(int64_t rank, int64_t src, int64_t dst, const Group& group,
+                         const Signature& signature, Payload in);
   // Position of `rank` in a (pooled) member list, or -1; O(1) after the list's first lookup.
   int64_t position_of(const RankList& members, int64_t rank);
 

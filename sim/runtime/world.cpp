@@ -2,6 +2,8 @@
 
 #include <boost/fiber/all.hpp>
 
+#include "sim/runtime/fiber_stack.hpp"
+
 #include "src/error.hpp"
 
 namespace meshsim::sim {
@@ -51,11 +53,10 @@ void World::run(const std::function<void(int64_t)>& body,
   std::vector<boost::fibers::fiber> fibers;
   fibers.reserve(static_cast<size_t>(size_));
   for (int64_t r = 0; r < size_; ++r) {
-    fibers.emplace_back(std::allocator_arg, boost::fibers::fixedsize_stack(options_.stack_size),
-                        [&, r] {
-                          body(r);
-                          --live;
-                        });
+    fibers.emplace_back(std::allocator_arg, TrackedStack(options_.stack_size), [&, r] {
+      body(r);
+      --live;
+    });
     fibers.back().properties<RankProps>().rank = r;
   }
   while (live > 0) {

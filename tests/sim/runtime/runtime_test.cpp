@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "sim/runtime/fiber_stack.hpp"
 #include "sim/runtime/hang_report.hpp"
 #include "sim/runtime/sim_backend.hpp"
 #include "sim/runtime/sim_collectives.hpp"
@@ -31,9 +32,11 @@ struct Harness {
             body(r, collectives);
             me.state = RankActivity::State::kFinished;
           } catch (const RankAborted& a) {
+            forget_unwound_frames();
             me.state = RankActivity::State::kAborted;
             me.error = a.reason;
           } catch (const Error& e) {
+            forget_unwound_frames();
             me.state = RankActivity::State::kFailed;
             me.error = e.what();
           }

@@ -1,0 +1,61 @@
+#include "sim/runtime/fiber_stack.hpp"
+
+#include <cstdint>
+#include <map>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define MESHSIM_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MESHSIM_ASAN 1
+#endif
+#endif
+
+#if defined(MESHSIM_ASAN)
+#include <sanitizer/asan_interface.h>
+#endif
+
+namespace meshsim::sim {
+
+#if defined(MESHSIM_ASAN)
+namespace {
+// Lowest address -> size of every live fiber stack (one OS thread runs them all).
+std::map<uintptr_t, size_t>& stacks() {
+  static std::map<uintptr_t, size_t> registry;
+  return registry;
+}
+}  // namespace
+#endif
+
+boost::context::stack_context TrackedStack::allocate() {
+  boost::context::stack_context sc = inner_.allocate();
+#if defined(MESHSIM_ASAN)
+  stacks()[reinterpret_cast<uintptr_t>(sc.sp) - sc.size] = sc.size;
+#endif
+  return sc;
+}
+
+void TrackedStack::deallocate(boost::context::stack_context& sc) noexcept {
+#if defined(MESHSIM_ASAN)
+  stacks().erase(reinterpret_cast<uintptr_t>(sc.sp) - sc.size);
+#endif
+  inner_.deallocate(sc);
+}
+
+__attribute__((noinline)) void forget_unwound_frames() noexcept {
+#if defined(MESHSIM_ASAN)
+  volatile char probe = 0;
+  const auto here = reinterpret_cast<uintptr_t>(&probe);
+  auto it = stacks().upper_bound(here);
+  if (it == stacks().begin()) return;
+  --it;
+  const uintptr_t bottom = it->first;
+  if (here >= bottom + it->second) return;  // not on a fiber stack
+  // Everything below this (non-inlined) frame belongs to frames that are gone; clearing this
+  // frame's own redzones too is harmless, its epilogue clears them anyway.
+  __asan_unpoison_memory_region(reinterpret_cast<void*>(bottom), here - bottom);
+  (void)probe;
+#endif
+}
+
+}  // namespace meshsim::sim
