@@ -30,6 +30,19 @@ Group world_group(int64_t n) {
 
 const Signature kBarrier{CollectiveOp::kBarrier, DType::kFloat32, {}, {}, {}, {}};
 
+// A world of n ranks over the simulated collectives, with WORLD as a group.
+struct SimWorld {
+  SimWorld(int64_t n, WorldOptions options = {})
+      : world(n, options),
+        activity(static_cast<size_t>(n)),
+        collectives(world, activity, CostModel{}),
+        group(world_group(n)) {}
+  World world;
+  std::vector<RankActivity> activity;
+  SimCollectives collectives;
+  Group group;
+};
+
 std::vector<std::optional<std::string>> abort_blocked(const std::vector<RankActivity>& activity) {
   std::vector<std::optional<std::string>> out(activity.size());
   for (size_t r = 0; r < activity.size(); ++r) {
@@ -55,10 +68,8 @@ void BM_runtime_idle_rank_memory(benchmark::State& state) {
   const size_t stack = static_cast<size_t>(state.range(1)) * 1024;
   double per_rank = 0;
   for (auto _ : state) {
-    World world(n, WorldOptions{SchedulePolicy::kFifo, 0, stack});
-    std::vector<RankActivity> activity(static_cast<size_t>(n));
-    SimCollectives collectives(world, activity, CostModel{});
-    const Group g = world_group(n);
+    SimWorld w(n, WorldOptions{SchedulePolicy::kFifo, 0, stack});
+    auto& [world, activity, collectives, g] = w;
     const size_t before = resident_bytes();
     world.run(
         [&](int64_t r) {
@@ -82,10 +93,8 @@ void BM_runtime_all_reduce_1_float(benchmark::State& state) {
   const int64_t n = state.range(0);
   constexpr int kRounds = 20;
   for (auto _ : state) {
-    World world(n);
-    std::vector<RankActivity> activity(static_cast<size_t>(n));
-    SimCollectives collectives(world, activity, CostModel{});
-    const Group g = world_group(n);
+    SimWorld w(n);
+    auto& [world, activity, collectives, g] = w;
     world.run(
         [&](int64_t r) {
           Tensor t = Tensor::full({1}, 1.0, DType::kFloat32);
@@ -106,10 +115,8 @@ void BM_runtime_deadlock_report(benchmark::State& state) {
   const int64_t n = state.range(0);
   size_t report_bytes = 0;
   for (auto _ : state) {
-    World world(n);
-    std::vector<RankActivity> activity(static_cast<size_t>(n));
-    SimCollectives collectives(world, activity, CostModel{});
-    const Group g = world_group(n);
+    SimWorld w(n);
+    auto& [world, activity, collectives, g] = w;
     world.run(
         [&](int64_t r) {
           try {
@@ -135,10 +142,8 @@ BENCHMARK(BM_runtime_deadlock_report)->Arg(16384)->Unit(benchmark::kMillisecond)
 void BM_runtime_meta_world(benchmark::State& state) {
   const int64_t n = state.range(0);
   for (auto _ : state) {
-    World world(n, WorldOptions{SchedulePolicy::kFifo, 0, 16 * 1024});
-    std::vector<RankActivity> activity(static_cast<size_t>(n));
-    SimCollectives collectives(world, activity, CostModel{});
-    const Group g = world_group(n);
+    SimWorld w(n, WorldOptions{SchedulePolicy::kFifo, 0, 16 * 1024});
+    auto& [world, activity, collectives, g] = w;
     world.run(
         [&](int64_t r) {
           const Tensor t({1 << 14, 1 << 14}, DType::kFloat32, Tensor::Storage::kMeta);

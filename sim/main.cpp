@@ -84,9 +84,10 @@ std::string rerun_line(const std::string& file, const RunFlags& flags) {
 int run_command(const std::vector<std::string>& paths, const RunFlags& flags) {
   const bool verbose = flags.verbose;
   RunOptions options;
-  options.policy = flags.schedule == "random" ? SchedulePolicy::kRandom : SchedulePolicy::kFifo;
-  options.seed = flags.seed;
-  options.stack_size = flags.stack_kib * 1024;
+  options.world.policy =
+      flags.schedule == "random" ? SchedulePolicy::kRandom : SchedulePolicy::kFifo;
+  options.world.seed = flags.seed;
+  options.world.stack_size = flags.stack_kib * 1024;
   options.faults_seed = flags.faults_seed;
   options.trace = !flags.trace_path.empty();
   nlohmann::json trace_events = nlohmann::json::array();

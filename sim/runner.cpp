@@ -91,7 +91,7 @@ ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options)
   const auto n = static_cast<size_t>(scenario.world_size);
   result.failures.resize(n);
 
-  World world(scenario.world_size, WorldOptions{options.policy, options.seed, options.stack_size});
+  World world(scenario.world_size, options.world);
   std::vector<RankActivity> activity(n);
   SimCollectives collectives(world, activity, scenario.cost);
   std::vector<Fault> faults = scenario.faults;

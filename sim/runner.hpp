@@ -10,9 +10,7 @@
 namespace meshsim::sim {
 
 struct RunOptions {
-  SchedulePolicy policy = SchedulePolicy::kFifo;
-  uint64_t seed = 0;
-  size_t stack_size = 64 * 1024;
+  WorldOptions world;  // schedule, seed, stack size
   // When set, one fault drawn from this seed is added to the scenario's own.
   std::optional<uint64_t> faults_seed;
   // Record a Chrome trace into ScenarioResult::trace.
