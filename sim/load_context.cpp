@@ -27,6 +27,26 @@ std::optional<std::vector<std::string>> LoadContext::mesh_dims(const std::string
   return info->dims;
 }
 
+const LoadContext::MeshInfo& LoadContext::require_mesh(const toml::node& node,
+                                                       const std::string& name) const {
+  const MeshInfo* info = mesh(name);
+  if (info == nullptr) fail(node, fmt::format("unknown mesh \"{}\"", name));
+  return *info;
+}
+
+std::string LoadContext::dim_name(const toml::node& node, const std::string& mesh_name,
+                                  const MeshInfo& info) const {
+  if (const auto* index = node.as_integer()) return std::to_string(index->get());
+  const std::string name = string_of(node, "dim");
+  std::vector<std::string> known = info.dims;
+  for (const std::string& f : flattened_of(info.root)) known.push_back(f);
+  if (std::find(known.begin(), known.end(), name) == known.end()) {
+    fail(node, fmt::format("mesh \"{}\" has no dim \"{}\" (its dims: {})", mesh_name, name,
+                           fmt::join(info.dims, ", ")));
+  }
+  return name;
+}
+
 SourceLocation LoadContext::at(const toml::source_region& region) const {
   return SourceLocation{file_, static_cast<int64_t>(region.begin.line),
                         static_cast<int64_t>(region.begin.column)};

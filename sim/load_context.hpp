@@ -35,6 +35,11 @@ class LoadContext : public ExpressionSchema {
   void declare_flattened(const std::string& root, const std::string& name);
   std::vector<std::string> flattened_of(const std::string& root) const;
   std::optional<std::vector<std::string>> mesh_dims(const std::string& mesh) const override;
+  // The declared mesh `name`, spelled at `node`; InputError "unknown mesh" otherwise.
+  const MeshInfo& require_mesh(const toml::node& node, const std::string& name) const;
+  // A dim of `mesh` given at `node`: an index (as decimal text, range-checked when run) or a
+  // name among its dims or the flattened dims of its root; InputError otherwise.
+  std::string dim_name(const toml::node& node, const std::string& mesh, const MeshInfo& info) const;
   // Named tensors set so far.
   void declare_tensor(const std::string& name) { tensors_.insert(name); }
   bool has_tensor(const std::string& name) const { return tensors_.count(name) != 0; }

@@ -53,9 +53,9 @@ Query Query::parse(std::string_view key, const toml::node& node, LoadContext& ct
     return q;
   }
   if (key == "tensor") {
-    q.mesh_ = ctx.string_of(node, "tensor");  // the tensor's name
-    if (!ctx.has_tensor(q.mesh_))
-      ctx.fail(node, fmt::format("no tensor \"{}\" is set before this", q.mesh_));
+    q.tensor_ = ctx.string_of(node, "tensor");
+    if (!ctx.has_tensor(q.tensor_))
+      ctx.fail(node, fmt::format("no tensor \"{}\" is set before this", q.tensor_));
     return q;
   }
   // Either "mesh" or { mesh = "...", dim = ..., shape = [...], placements = [...] }.
@@ -66,8 +66,7 @@ Query Query::parse(std::string_view key, const toml::node& node, LoadContext& ct
     mesh_node = &ctx.require(*table, "mesh", fmt::format("{} query", key));
   }
   q.mesh_ = ctx.string_of(*mesh_node, fmt::format("the mesh of {}", key));
-  const LoadContext::MeshInfo* info = ctx.mesh(q.mesh_);
-  if (info == nullptr) ctx.fail(*mesh_node, fmt::format("unknown mesh \"{}\"", q.mesh_));
+  const LoadContext::MeshInfo* info = &ctx.require_mesh(*mesh_node, q.mesh_);
   const bool needs_dim = key == "groups";
   const bool takes_dim = needs_dim || key == "group_name" || key == "local_rank";
   const bool takes_shard = key == "local_shard" || key == "owned_indices";
@@ -78,17 +77,7 @@ Query Query::parse(std::string_view key, const toml::node& node, LoadContext& ct
   }
   if (const toml::node* dim = table->get("dim")) {
     if (!takes_dim) ctx.fail(*dim, fmt::format("{} takes no dim", key));
-    if (const auto* index = dim->as_integer()) {
-      q.dim_ = std::to_string(index->get());
-    } else {
-      q.dim_ = ctx.string_of(*dim, "dim");
-      std::vector<std::string> known = info->dims;
-      for (const std::string& f : ctx.flattened_of(info->root)) known.push_back(f);
-      if (std::find(known.begin(), known.end(), q.dim_) == known.end()) {
-        ctx.fail(*dim, fmt::format("mesh \"{}\" has no dim \"{}\" (its dims: {})", q.mesh_, q.dim_,
-                                   fmt::join(info->dims, ", ")));
-      }
-    }
+    q.dim_ = ctx.dim_name(*dim, q.mesh_, *info);
   } else if (needs_dim && info->ndim != 1) {
     ctx.fail(node, fmt::format("{} needs a dim", key));
   }
@@ -125,7 +114,7 @@ std::string Query::describe() const {
 Json Query::observe(const RankState& rank) const {
   if (expression_) return expression_->evaluate(rank);
   if (key_ == "tensor") {
-    const Tensor& t = rank.tensor(mesh_);
+    const Tensor& t = rank.tensor(tensor_);
     if (t.is_meta()) return Json{{"meta", t.describe()}};
     Json values = Json::array();
     for (int64_t i = 0; i < t.numel(); ++i) {

@@ -29,7 +29,8 @@ class Query {
  private:
   std::string key_;
   std::string mesh_;
-  std::string dim_;  // "" = unspecified
+  std::string dim_;     // "" = unspecified
+  std::string tensor_;  // the `tensor` query's tensor
   std::vector<int64_t> global_shape_;
   std::vector<Placement> placements_;
   std::optional<Expression> expression_;

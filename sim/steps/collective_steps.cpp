@@ -46,16 +46,9 @@ GroupOperand group_operand(const toml::table& args, const LoadContext& ctx) {
   if (const toml::table* t = node->as_table()) {
     ctx.only_keys(*t, {"mesh", "dim"}, "group");
     GroupOperand g{ctx.string_of(ctx.require(*t, "mesh", "group"), "mesh"), ""};
-    const LoadContext::MeshInfo* info = ctx.mesh(g.mesh);
-    if (info == nullptr) ctx.fail(*t->get("mesh"), fmt::format("unknown mesh \"{}\"", g.mesh));
+    const LoadContext::MeshInfo* info = &ctx.require_mesh(*t->get("mesh"), g.mesh);
     if (const toml::node* d = t->get("dim")) {
-      g.dim =
-          d->is_integer() ? std::to_string(ctx.integer_of(*d, "dim")) : ctx.string_of(*d, "dim");
-      std::vector<std::string> known = info->dims;
-      for (const std::string& f : ctx.flattened_of(info->root)) known.push_back(f);
-      if (!d->is_integer() && std::find(known.begin(), known.end(), g.dim) == known.end()) {
-        ctx.fail(*d, fmt::format("mesh \"{}\" has no dim \"{}\"", g.mesh, g.dim));
-      }
+      g.dim = ctx.dim_name(*d, g.mesh, *info);
     } else if (info->ndim != 1) {
       ctx.fail(*node,
                fmt::format("mesh \"{}\" has {} dims: name one with dim", g.mesh, info->ndim));

@@ -33,15 +33,13 @@ std::unique_ptr<Step> parse_dump(const toml::node& value, const toml::table&, Lo
   const toml::table* table = value.as_table();
   if (table == nullptr) {
     step->mesh_ = ctx.string_of(value, "dump (a mesh name or a table)");
-    if (ctx.mesh(step->mesh_) == nullptr)
-      ctx.fail(value, fmt::format("unknown mesh \"{}\"", step->mesh_));
+    ctx.require_mesh(value, step->mesh_);
     return step;
   }
   ctx.only_keys(*table, {"mesh", "shape", "placements"}, "dump");
   const toml::node& mesh = ctx.require(*table, "mesh", "dump");
   step->mesh_ = ctx.string_of(mesh, "mesh");
-  if (ctx.mesh(step->mesh_) == nullptr)
-    ctx.fail(mesh, fmt::format("unknown mesh \"{}\"", step->mesh_));
+  ctx.require_mesh(mesh, step->mesh_);
   if (table->contains("shape") || table->contains("placements")) {
     step->shard_ = Query::parse("local_shard", value, ctx);
     step->indices_ = Query::parse("owned_indices", value, ctx);

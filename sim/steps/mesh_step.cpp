@@ -131,8 +131,7 @@ std::unique_ptr<Step> parse_mesh_definition(const toml::table& table, LoadContex
   } else {
     const toml::node& from = *table.get("from");
     step->from_ = ctx.string_of(from, "from");
-    const LoadContext::MeshInfo* parent = ctx.mesh(step->from_);
-    if (parent == nullptr) ctx.fail(from, fmt::format("unknown mesh \"{}\"", step->from_));
+    const LoadContext::MeshInfo* parent = &ctx.require_mesh(from, step->from_);
     info = *parent;
     if (const toml::node* slice = table.get("slice")) {
       step->slice_ = ctx.strings_of(*slice, "slice");

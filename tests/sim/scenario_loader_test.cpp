@@ -90,6 +90,18 @@ TEST_CASE("scenario_loader: mistakes are refused with file:line:col", "[sim][loa
   CHECK_THAT(load_error("[other]\n"), Catch::StartsWith("t.toml:4:2: unknown key \"other\""));
 }
 
+TEST_CASE("scenario_loader: collective groups name declared meshes and dims",
+          "[sim][loader][errors]") {
+  const std::string mesh = "[[mesh]]\nname = \"m\"\nshape = [2, 2]\ndims = [\"dp\", \"tp\"]\n";
+  CHECK(load_error(mesh + "[[step]]\nbarrier = { group = { mesh = \"m\", dim = \"pp\" } }\n") ==
+        "t.toml:9:41: mesh \"m\" has no dim \"pp\" (its dims: dp, tp)");
+  CHECK(load_error("[[step]]\nbarrier = { group = { mesh = \"nope\" } }\n") ==
+        "t.toml:5:30: unknown mesh \"nope\"");
+  CHECK(load_error(mesh + "[[step]]\nbarrier = { group = { mesh = \"m\" } }\n") ==
+        "t.toml:9:21: mesh \"m\" has 2 dims: name one with dim");
+  CHECK(load_error("[[step]]\ndump = \"nope\"\n") == "t.toml:5:8: unknown mesh \"nope\"");
+}
+
 TEST_CASE("scenario_loader: [[fault]] tables are checked", "[sim][loader][errors]") {
   CHECK(load_error("[[fault]]\nexplode = { rank = 1, step = 1 }\n") ==
         "t.toml:5:1: unknown fault \"explode\" (expected crash, stall or backend_error)");
