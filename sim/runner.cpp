@@ -104,13 +104,12 @@ ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options)
   collectives.set_faults(&faults);
   Trace trace;
   if (options.trace) collectives.set_trace(&trace);
-  std::optional<HangReport> first_hang;
-  auto keep_hang = [&] {
-    if (first_hang) return;
-    first_hang = analyze_hang(activity, collectives);
-    result.hang_text = first_hang->text();
-    result.hang = first_hang->json();
-    result.hang_dot = first_hang->dot();
+  // The first stall or timeout is the one reported; later stalls (after aborts) only abort.
+  auto keep_hang = [&](const HangReport& report) {
+    if (result.hang) return;
+    result.hang_text = report.text();
+    result.hang = report.json();
+    result.hang_dot = (*result.hang)["dot"].get<std::string>();
   };
 
   world.run(
@@ -157,10 +156,11 @@ ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options)
         }
       },
       [&] {
-        keep_hang();
-        return abort_reasons(analyze_hang(activity, collectives), activity);
+        const HangReport report = analyze_hang(activity, collectives);
+        keep_hang(report);
+        return abort_reasons(report, activity);
       });
-  if (collectives.timeout()) keep_hang();
+  if (collectives.timeout()) keep_hang(analyze_hang(activity, collectives));
   result.warnings = collectives.warnings();
   for (const auto& outcome : scenario.outcomes)
     result.expectations.push_back(outcome->check(result));
