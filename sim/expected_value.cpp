@@ -1,5 +1,7 @@
 #include "sim/expected_value.hpp"
 
+#include <fmt/format.h>
+
 namespace meshsim::sim {
 
 namespace {
@@ -13,15 +15,18 @@ bool looks_like_expression(const std::string& s) {
 }  // namespace
 
 ExpectedValue ExpectedValue::parse(const toml::node& node, const LoadContext& ctx,
-                                   Strings strings) {
+                                   Strings strings, size_t depth) {
   ExpectedValue v;
+  if ((node.is_array() || node.is_table()) && depth >= kMaxDepth) {
+    ctx.fail(node, fmt::format("expected values nest at most {} levels deep", kMaxDepth));
+  }
   if (const toml::array* array = node.as_array()) {
     v.list_.emplace();
-    for (const toml::node& item : *array) v.list_->push_back(parse(item, ctx, strings));
+    for (const toml::node& item : *array) v.list_->push_back(parse(item, ctx, strings, depth + 1));
   } else if (const toml::table* table = node.as_table()) {
     v.table_.emplace();
     for (const auto& [key, item] : *table) {
-      v.table_->emplace(std::string(key.str()), parse(item, ctx, strings));
+      v.table_->emplace(std::string(key.str()), parse(item, ctx, strings, depth + 1));
     }
   } else if (const auto* s = node.as_string()) {
     if (s->get() == "none") {

@@ -17,7 +17,10 @@ class ExpectedValue {
   enum class Strings { kExpressions, kLiterals };
   // With kExpressions, strings become per-rank expressions, except "none" (a missing value) and
   // text with characters no expression uses ("[", "]", ".", quotes), which stays text.
-  static ExpectedValue parse(const toml::node& node, const LoadContext& ctx, Strings strings);
+  // Lists and tables nest at most kMaxDepth levels, so resolve() (on a rank's fiber) stays shallow.
+  static ExpectedValue parse(const toml::node& node, const LoadContext& ctx, Strings strings,
+                             size_t depth = 0);
+  static constexpr size_t kMaxDepth = 32;
   // The value on one rank, with every expression evaluated.
   Json resolve(const ExpressionEnv& env) const;
 

@@ -1,27 +1,16 @@
 #include "sim/expression.hpp"
 
+#include <algorithm>
 #include <cctype>
-#include <functional>
 
 #include <fmt/format.h>
 
+#include "sim/expression_program.hpp"
 #include "src/error.hpp"
 
 namespace meshsim::sim {
 
-// One node of the syntax tree. Calls keep their identifier arguments as names (mesh and dim).
-struct ExprNode {
-  enum class Kind { kNumber, kName, kUnary, kBinary, kTernary, kCall };
-  Kind kind;
-  size_t offset;
-  int64_t number = 0;
-  std::string name;  // identifier, operator or function
-  std::vector<std::shared_ptr<const ExprNode>> args;
-};
-
 namespace {
-
-using NodePtr = std::shared_ptr<const ExprNode>;
 
 struct Token {
   enum class Kind { kNumber, kIdent, kOp, kEnd };
@@ -43,11 +32,15 @@ std::vector<Token> tokenize(std::string_view s) {
       const size_t start = i;
       int64_t v = 0;
       while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) {
-        if (v > (INT64_MAX - 9) / 10) throw ExpressionError(start, "integer literal is too large");
-        v = v * 10 + (s[i++] - '0');
+        const int digit = s[i++] - '0';
+        if (v > (INT64_MAX - digit) / 10) {
+          throw ExpressionError(start, "integer literal is too large (the largest is "
+                                       "9223372036854775807)");
+        }
+        v = v * 10 + digit;
       }
       if (i < s.size() && (std::isalpha(static_cast<unsigned char>(s[i])) || s[i] == '_')) {
-        throw ExpressionError(i, fmt::format("unexpected '{}' after a number", s[i]));
+        throw ExpressionError(i, "a number must not run into a name");
       }
       out.push_back({Token::Kind::kNumber, std::string(s.substr(start, i - start)), start, v});
     } else if (std::isalpha(c) || c == '_') {
@@ -68,7 +61,8 @@ std::vector<Token> tokenize(std::string_view s) {
       }
       if (op.size() == 1 &&
           std::string_view("+-*/%()<>!?:,").find(op[0]) == std::string_view::npos) {
-        throw ExpressionError(i, fmt::format("unexpected character '{}'", s[i]));
+        throw ExpressionError(i, std::isprint(c) ? fmt::format("unexpected character '{}'", s[i])
+                                                 : fmt::format("unexpected byte 0x{:02x}", c));
       }
       out.push_back({Token::Kind::kOp, op, i});
       i += op.size();
@@ -96,21 +90,43 @@ const Function* find_function(std::string_view name) {
   return nullptr;
 }
 
-// Recursive descent, lowest precedence first:
+// Recursive descent emitting postfix code, lowest precedence first:
 // ternary > or > and > not > comparison > additive > multiplicative > unary > primary.
-class Parser {
+// Operations on constants are folded here, so `4294967296 * 4294967296` or `1 // 0` is an error at
+// load time with its column.
+class Compiler {
  public:
-  explicit Parser(std::string_view text) : tokens_(tokenize(text)) {}
+  explicit Compiler(std::string_view text) : tokens_(tokenize(text)) {}
 
-  NodePtr parse_all() {
-    NodePtr e = ternary();
+  ExprProgram compile() {
+    ternary();
     if (peek().kind != Token::Kind::kEnd) {
       throw ExpressionError(peek().offset, fmt::format("unexpected '{}'", peek().text));
     }
-    return e;
+    program_.max_stack = stack_bound();
+    return std::move(program_);
   }
 
  private:
+  // Counts recursion through nesting constructs; the limit keeps the parser's stack bounded.
+  class Nest {
+   public:
+    Nest(Compiler& c, size_t offset) : c_(c) {
+      if (++c_.depth_ > Expression::kMaxNesting) {
+        throw ExpressionError(
+            offset, fmt::format("expression nests deeper than {} levels (parentheses, unary "
+                                "operators, ternaries and calls)",
+                                Expression::kMaxNesting));
+      }
+    }
+    ~Nest() { --c_.depth_; }
+    Nest(const Nest&) = delete;
+    Nest& operator=(const Nest&) = delete;
+
+   private:
+    Compiler& c_;
+  };
+
   const Token& peek() const { return tokens_[pos_]; }
   bool accept(std::string_view op) {
     const Token& t = peek();
@@ -129,108 +145,193 @@ class Parser {
                                                            : peek().text));
     }
   }
-  static NodePtr node(ExprNode::Kind kind, size_t offset, std::string name,
-                      std::vector<NodePtr> args) {
-    auto n = std::make_shared<ExprNode>();
-    n->kind = kind;
-    n->offset = offset;
-    n->name = std::move(name);
-    n->args = std::move(args);
-    return n;
+
+  std::vector<ExprInstruction>& code() { return program_.code; }
+  size_t here() const { return program_.code.size(); }
+  void emit(ExprOp op, size_t offset, int64_t value = 0) { code().push_back({op, value, offset}); }
+  // Emits a jump whose target is patched later; returns its index.
+  size_t emit_jump(ExprOp op, size_t offset) {
+    emit(op, offset);
+    return here() - 1;
+  }
+  void patch(size_t jump) { code()[jump].value = static_cast<int64_t>(here()); }
+  // Whether the code from `start` to the end is one constant.
+  bool is_constant_from(size_t start) const {
+    return program_.code.size() == start + 1 && program_.code[start].op == ExprOp::kPush;
+  }
+  // Replaces the code from `start` with one constant, or reports why it has no value.
+  void fold_to(size_t start, ExprOutcome r, ExprOp op, size_t offset) {
+    if (r.fault == ExprFault::kZeroDivision) throw ExpressionError(offset, "division by zero");
+    if (r.fault == ExprFault::kOverflow) {
+      throw ExpressionError(offset, fmt::format("integer overflow in '{}': the result does not "
+                                                "fit in int64",
+                                                expr_op_symbol(op)));
+    }
+    code().resize(start);
+    emit(ExprOp::kPush, offset, r.value);
+  }
+  void unary_op(ExprOp op, size_t start, size_t offset) {
+    if (is_constant_from(start)) return fold_to(start, apply_unary(op, code()[start].value), op, offset);
+    emit(op, offset);
+  }
+  void binary_op(ExprOp op, size_t left, size_t right, size_t offset) {
+    if (right == left + 1 && is_constant_from(right) && code()[left].op == ExprOp::kPush) {
+      return fold_to(left, apply_binary(op, code()[left].value, code()[right].value), op, offset);
+    }
+    emit(op, offset);
   }
 
-  NodePtr ternary() {
-    NodePtr cond = logical_or();
+  void ternary() {
+    Nest nest(*this, peek().offset);
+    const size_t start = here();
+    logical_or();
     const size_t at = peek().offset;
-    if (!accept("?")) return cond;
-    NodePtr yes = ternary();
+    if (!accept("?")) return;
+    const size_t to_else = emit_jump(ExprOp::kJumpIfZero, at);
+    ternary();
     expect(":");
-    NodePtr no = ternary();
-    return node(ExprNode::Kind::kTernary, at, "?", {cond, yes, no});
+    const size_t to_end = emit_jump(ExprOp::kJump, at);
+    patch(to_else);
+    ternary();
+    patch(to_end);
+    // A constant condition picks its branch at load time.
+    if (program_.code[start].op == ExprOp::kPush && start + 1 == to_else) {
+      const bool yes = program_.code[start].value != 0;
+      std::vector<ExprInstruction> kept(
+          program_.code.begin() + static_cast<ptrdiff_t>(yes ? to_else + 1 : to_end + 1),
+          program_.code.begin() + static_cast<ptrdiff_t>(yes ? to_end : here()));
+      const bool relocatable = std::none_of(kept.begin(), kept.end(), [](const auto& in) {
+        return in.op == ExprOp::kJump || in.op == ExprOp::kJumpIfZero ||
+               in.op == ExprOp::kJumpIfNonZero;
+      });
+      if (relocatable) {
+        code().resize(start);
+        code().insert(code().end(), kept.begin(), kept.end());
+      }
+    }
   }
-  NodePtr logical_or() {
-    NodePtr left = logical_and();
+  // `a and b` / `a or b`: b runs only when a does not decide; the result is 0 or 1.
+  void short_circuit(ExprOp jump_when_decided, int64_t decided_value, size_t left, size_t at,
+                     void (Compiler::*operand)()) {
+    const size_t decided = emit_jump(jump_when_decided, at);
+    const size_t right = here();
+    (this->*operand)();
+    const bool constant = left + 1 == decided && code()[left].op == ExprOp::kPush &&
+                          is_constant_from(right);
+    if (constant) {
+      const int64_t a = code()[left].value;
+      const int64_t b = code()[right].value;
+      const bool a_decides = (a != 0) == (decided_value != 0);
+      code().resize(left);
+      emit(ExprOp::kPush, at, a_decides ? decided_value : (b != 0 ? 1 : 0));
+      return;
+    }
+    emit(ExprOp::kToBool, at);
+    const size_t to_end = emit_jump(ExprOp::kJump, at);
+    patch(decided);
+    emit(ExprOp::kPush, at, decided_value);
+    patch(to_end);
+  }
+  void logical_or() {
+    size_t left = here();
+    logical_and();
     for (size_t at = peek().offset; accept("or") || accept("||"); at = peek().offset) {
-      left = node(ExprNode::Kind::kBinary, at, "or", {left, logical_and()});
+      short_circuit(ExprOp::kJumpIfNonZero, 1, left, at, &Compiler::logical_and);
     }
-    return left;
   }
-  NodePtr logical_and() {
-    NodePtr left = logical_not();
+  void logical_and() {
+    size_t left = here();
+    logical_not();
     for (size_t at = peek().offset; accept("and") || accept("&&"); at = peek().offset) {
-      left = node(ExprNode::Kind::kBinary, at, "and", {left, logical_not()});
+      short_circuit(ExprOp::kJumpIfZero, 0, left, at, &Compiler::logical_not);
     }
-    return left;
   }
-  NodePtr logical_not() {
+  void logical_not() {
     const size_t at = peek().offset;
-    if (accept("not") || accept("!"))
-      return node(ExprNode::Kind::kUnary, at, "not", {logical_not()});
-    return comparison();
+    if (accept("not") || accept("!")) {
+      Nest nest(*this, at);
+      const size_t start = here();
+      logical_not();
+      return unary_op(ExprOp::kNot, start, at);
+    }
+    comparison();
   }
-  NodePtr comparison() {
-    NodePtr left = additive();
+  void comparison() {
+    const size_t left = here();
+    additive();
     for (;;) {
       const size_t at = peek().offset;
-      std::string op;
-      for (std::string_view candidate : {"==", "!=", "<=", ">=", "<", ">"}) {
-        if (accept(candidate)) {
-          op = candidate;
+      std::optional<ExprOp> op;
+      for (const auto& [text, code] :
+           {std::pair{"==", ExprOp::kEq}, std::pair{"!=", ExprOp::kNe}, std::pair{"<=", ExprOp::kLe},
+            std::pair{">=", ExprOp::kGe}, std::pair{"<", ExprOp::kLt}, std::pair{">", ExprOp::kGt}}) {
+        if (accept(text)) {
+          op = code;
           break;
         }
       }
-      if (op.empty()) return left;
-      left = node(ExprNode::Kind::kBinary, at, op, {left, additive()});
+      if (!op) return;
+      const size_t right = here();
+      additive();
+      binary_op(*op, left, right, at);
     }
   }
-  NodePtr additive() {
-    NodePtr left = multiplicative();
+  void additive() {
+    const size_t left = here();
+    multiplicative();
     for (;;) {
       const size_t at = peek().offset;
+      ExprOp op;
       if (accept("+")) {
-        left = node(ExprNode::Kind::kBinary, at, "+", {left, multiplicative()});
+        op = ExprOp::kAdd;
       } else if (accept("-")) {
-        left = node(ExprNode::Kind::kBinary, at, "-", {left, multiplicative()});
+        op = ExprOp::kSub;
       } else {
-        return left;
+        return;
       }
+      const size_t right = here();
+      multiplicative();
+      binary_op(op, left, right, at);
     }
   }
-  NodePtr multiplicative() {
-    NodePtr left = unary();
+  void multiplicative() {
+    const size_t left = here();
+    unary();
     for (;;) {
       const size_t at = peek().offset;
-      std::string op;
-      for (std::string_view candidate : {"*", "//", "/", "%"}) {
-        if (accept(candidate)) {
-          op = candidate == "//" ? "/" : std::string(candidate);
-          break;
-        }
+      ExprOp op;
+      if (accept("*")) {
+        op = ExprOp::kMul;
+      } else if (accept("//") || accept("/")) {
+        op = ExprOp::kDiv;
+      } else if (accept("%")) {
+        op = ExprOp::kMod;
+      } else {
+        return;
       }
-      if (op.empty()) return left;
-      left = node(ExprNode::Kind::kBinary, at, op, {left, unary()});
+      const size_t right = here();
+      unary();
+      binary_op(op, left, right, at);
     }
   }
-  NodePtr unary() {
+  void unary() {
     const size_t at = peek().offset;
-    if (accept("-")) return node(ExprNode::Kind::kUnary, at, "-", {unary()});
-    if (accept("+")) return unary();
-    return primary();
+    const bool minus = accept("-");
+    if (!minus && !accept("+")) return primary();
+    Nest nest(*this, at);
+    const size_t start = here();
+    unary();
+    if (minus) unary_op(ExprOp::kNeg, start, at);
   }
-  NodePtr primary() {
+  void primary() {
     const Token t = peek();
     if (t.kind == Token::Kind::kNumber) {
       ++pos_;
-      auto n = std::make_shared<ExprNode>();
-      n->kind = ExprNode::Kind::kNumber;
-      n->offset = t.offset;
-      n->number = t.number;
-      return n;
+      return emit(ExprOp::kPush, t.offset, t.number);
     }
     if (accept("(")) {
-      NodePtr inner = ternary();
-      expect(")");
-      return inner;
+      ternary();
+      return expect(")");
     }
     if (t.kind != Token::Kind::kIdent) {
       throw ExpressionError(t.offset, t.kind == Token::Kind::kEnd
@@ -240,19 +341,13 @@ class Parser {
     ++pos_;
     if (!accept("(")) {
       if (t.text == "true" || t.text == "false") {
-        auto n = std::make_shared<ExprNode>();
-        n->kind = ExprNode::Kind::kNumber;
-        n->offset = t.offset;
-        n->number = t.text == "true" ? 1 : 0;
-        return n;
+        return emit(ExprOp::kPush, t.offset, t.text == "true" ? 1 : 0);
       }
-      if (t.text != "rank" && t.text != "world_size") {
-        throw ExpressionError(t.offset,
-                              fmt::format("unknown name '{}' (expected rank, world_size, a number "
-                                          "or a function call)",
-                                          t.text));
-      }
-      return node(ExprNode::Kind::kName, t.offset, t.text, {});
+      if (t.text == "rank") return emit(ExprOp::kRank, t.offset);
+      if (t.text == "world_size") return emit(ExprOp::kWorldSize, t.offset);
+      throw ExpressionError(t.offset, fmt::format("unknown name '{}' (expected rank, world_size, a "
+                                                  "number or a function call)",
+                                                  t.text));
     }
     const Function* f = find_function(t.text);
     if (f == nullptr) {
@@ -260,171 +355,157 @@ class Parser {
                                                   "local_rank, size, min, max or abs)",
                                                   t.text));
     }
-    std::vector<NodePtr> args;
+    if (f->mesh_first) return mesh_call(*f, t);
+    size_t count = 0;
+    const size_t start = here();
+    bool all_constant = true;
     if (!accept(")")) {
       do {
-        const bool names_a_mesh_or_dim = f->mesh_first && args.size() < 2;
-        if (names_a_mesh_or_dim && peek().kind == Token::Kind::kIdent) {
-          const Token arg = peek();
-          ++pos_;
-          args.push_back(node(ExprNode::Kind::kName, arg.offset, arg.text, {}));
-        } else if (names_a_mesh_or_dim && args.empty()) {
-          throw ExpressionError(peek().offset,
-                                fmt::format("{}() takes a mesh name first", f->name));
-        } else {
-          args.push_back(ternary());
-        }
+        const size_t arg = here();
+        ternary();
+        all_constant = all_constant && is_constant_from(arg);
+        ++count;
       } while (accept(","));
       expect(")");
     }
-    if (args.size() < f->min_args || args.size() > f->max_args) {
-      throw ExpressionError(t.offset,
-                            fmt::format("{}() takes {} argument{}, got {}", f->name,
-                                        f->min_args == f->max_args
-                                            ? std::to_string(f->min_args)
-                                            : fmt::format("{} to {}", f->min_args, f->max_args),
-                                        f->max_args == 1 ? "" : "s", args.size()));
+    check_arity(*f, t, count);
+    const ExprOp op = f->name == "abs" ? ExprOp::kAbs
+                      : f->name == "min" ? ExprOp::kMin
+                                         : ExprOp::kMax;
+    if (op == ExprOp::kAbs) return unary_op(op, start, t.offset);
+    if (all_constant) {
+      int64_t out = code()[start].value;
+      for (size_t i = 1; i < count; ++i) out = apply_binary(op, out, code()[start + i].value).value;
+      code().resize(start);
+      return emit(ExprOp::kPush, t.offset, out);
     }
-    return node(ExprNode::Kind::kCall, t.offset, t.text, std::move(args));
+    emit(op, t.offset, static_cast<int64_t>(count));
+  }
+  // coord(mesh, dim), local_rank(mesh[, dim]), size(mesh[, dim]): names, not values.
+  void mesh_call(const Function& f, const Token& t) {
+    ExprCall call;
+    std::vector<Token> args;
+    if (!accept(")")) {
+      do {
+        const Token arg = peek();
+        const bool name = arg.kind == Token::Kind::kIdent;
+        const bool index = arg.kind == Token::Kind::kNumber && !args.empty();
+        if (!name && !index) {
+          throw ExpressionError(arg.offset,
+                                args.empty() ? fmt::format("{}() takes a mesh name first", f.name)
+                                             : fmt::format("{}() takes a dim name or index "
+                                                           "after the mesh",
+                                                           f.name));
+        }
+        ++pos_;
+        args.push_back(arg);
+      } while (accept(","));
+      expect(")");
+    }
+    check_arity(f, t, args.size());
+    call.mesh = args[0].text;
+    call.mesh_offset = args[0].offset;
+    if (args.size() > 1) {
+      call.dim_is_name = args[1].kind == Token::Kind::kIdent;
+      call.dim = call.dim_is_name ? args[1].text : std::to_string(args[1].number);
+      call.dim_offset = args[1].offset;
+    }
+    program_.calls.push_back(std::move(call));
+    const ExprOp op = f.name == "coord" ? ExprOp::kCoord
+                      : f.name == "size" ? ExprOp::kMeshSize
+                                         : ExprOp::kLocalRank;
+    emit(op, t.offset, static_cast<int64_t>(program_.calls.size() - 1));
+  }
+  static void check_arity(const Function& f, const Token& t, size_t count) {
+    if (count >= f.min_args && count <= f.max_args) return;
+    throw ExpressionError(t.offset,
+                          fmt::format("{}() takes {} argument{}, got {}", f.name,
+                                      f.min_args == f.max_args
+                                          ? std::to_string(f.min_args)
+                                          : fmt::format("{} to {}", f.min_args, f.max_args),
+                                      f.max_args == 1 ? "" : "s", count));
+  }
+  // An upper bound of the value stack's depth (both sides of a branch are counted).
+  size_t stack_bound() const {
+    int64_t depth = 0;
+    int64_t most = 0;
+    for (const ExprInstruction& in : program_.code) {
+      switch (in.op) {
+        case ExprOp::kPush:
+        case ExprOp::kRank:
+        case ExprOp::kWorldSize:
+        case ExprOp::kCoord:
+        case ExprOp::kLocalRank:
+        case ExprOp::kMeshSize:
+          ++depth;
+          break;
+        case ExprOp::kMin:
+        case ExprOp::kMax:
+          depth -= in.value - 1;
+          break;
+        case ExprOp::kNeg:
+        case ExprOp::kNot:
+        case ExprOp::kAbs:
+        case ExprOp::kToBool:
+        case ExprOp::kJump:
+          break;
+        default:
+          --depth;
+          break;
+      }
+      most = std::max(most, depth + 1);
+    }
+    return static_cast<size_t>(most);
   }
 
   std::vector<Token> tokens_;
   size_t pos_ = 0;
+  size_t depth_ = 0;
+  ExprProgram program_;
 };
-
-// A dim argument: a name, or an integer index spelled as a number.
-std::string dim_argument(const ExprNode& n) {
-  return n.kind == ExprNode::Kind::kNumber ? std::to_string(n.number) : n.name;
-}
-
-int64_t floor_div(int64_t a, int64_t b) {
-  const int64_t q = a / b;
-  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-
-class Evaluator {
- public:
-  Evaluator(const ExpressionEnv& env, const std::string& text) : env_(env), text_(text) {}
-
-  int64_t eval(const ExprNode& n) const {
-    switch (n.kind) {
-      case ExprNode::Kind::kNumber:
-        return n.number;
-      case ExprNode::Kind::kName:
-        return n.name == "rank" ? env_.rank() : env_.world_size();
-      case ExprNode::Kind::kUnary: {
-        const int64_t v = eval(*n.args[0]);
-        return n.name == "-" ? -v : (v == 0 ? 1 : 0);
-      }
-      case ExprNode::Kind::kTernary:
-        return eval(*n.args[0]) != 0 ? eval(*n.args[1]) : eval(*n.args[2]);
-      case ExprNode::Kind::kBinary:
-        return binary(n);
-      case ExprNode::Kind::kCall:
-        return call(n);
-    }
-    return 0;
-  }
-
- private:
-  int64_t binary(const ExprNode& n) const {
-    const int64_t a = eval(*n.args[0]);
-    if (n.name == "and") return a != 0 && eval(*n.args[1]) != 0 ? 1 : 0;
-    if (n.name == "or") return a != 0 || eval(*n.args[1]) != 0 ? 1 : 0;
-    const int64_t b = eval(*n.args[1]);
-    const std::string& op = n.name;
-    if (op == "+") return a + b;
-    if (op == "-") return a - b;
-    if (op == "*") return a * b;
-    if (op == "/" || op == "%") {
-      if (b == 0) {
-        throw runtime_error(
-            fmt::format("division by zero at column {} of \"{}\"", n.offset + 1, text_));
-      }
-      return op == "/" ? floor_div(a, b) : a - floor_div(a, b) * b;
-    }
-    if (op == "==") return a == b;
-    if (op == "!=") return a != b;
-    if (op == "<") return a < b;
-    if (op == "<=") return a <= b;
-    if (op == ">") return a > b;
-    return a >= b;
-  }
-
-  int64_t call(const ExprNode& n) const {
-    if (n.name == "coord") return env_.coord(n.args[0]->name, dim_argument(*n.args[1]));
-    if (n.name == "local_rank" || n.name == "size") {
-      const std::string dim = n.args.size() > 1 ? dim_argument(*n.args[1]) : "";
-      return n.name == "size" ? env_.mesh_size(n.args[0]->name, dim)
-                              : env_.local_rank(n.args[0]->name, dim);
-    }
-    int64_t out = eval(*n.args[0]);
-    if (n.name == "abs") return out < 0 ? -out : out;
-    for (size_t i = 1; i < n.args.size(); ++i) {
-      const int64_t v = eval(*n.args[i]);
-      out = n.name == "min" ? std::min(out, v) : std::max(out, v);
-    }
-    return out;
-  }
-
-  const ExpressionEnv& env_;
-  const std::string& text_;
-};
-
-void check_node(const ExprNode& n, const ExpressionSchema& schema) {
-  for (const auto& a : n.args) {
-    if (a->kind != ExprNode::Kind::kName || n.kind != ExprNode::Kind::kCall) check_node(*a, schema);
-  }
-  if (n.kind != ExprNode::Kind::kCall || !find_function(n.name)->mesh_first) return;
-  const ExprNode& mesh = *n.args[0];
-  const std::optional<std::vector<std::string>> dims = schema.mesh_dims(mesh.name);
-  if (!dims) throw ExpressionError(mesh.offset, fmt::format("unknown mesh '{}'", mesh.name));
-  if (n.args.size() < 2 || n.args[1]->kind != ExprNode::Kind::kName) return;
-  const ExprNode& dim = *n.args[1];
-  if (std::find(dims->begin(), dims->end(), dim.name) == dims->end()) {
-    throw ExpressionError(dim.offset, fmt::format("mesh '{}' has no dim '{}' (its dims: {})",
-                                                  mesh.name, dim.name, fmt::join(*dims, ", ")));
-  }
-}
-
-bool depends_on_rank(const ExprNode& n) {
-  if (n.kind == ExprNode::Kind::kName || n.kind == ExprNode::Kind::kCall) return true;
-  for (const auto& a : n.args) {
-    if (depends_on_rank(*a)) return true;
-  }
-  return false;
-}
 
 }  // namespace
 
 Expression Expression::parse(std::string_view text) {
   Expression e;
   e.text_ = std::string(text);
-  e.root_ = Parser(text).parse_all();
+  e.program_ = std::make_shared<const ExprProgram>(Compiler(text).compile());
   return e;
 }
 
 Expression Expression::constant(int64_t value) {
   Expression e;
   e.text_ = std::to_string(value);
-  auto n = std::make_shared<ExprNode>();
-  n->kind = ExprNode::Kind::kNumber;
-  n->offset = 0;
-  n->number = value;
-  e.root_ = n;
+  ExprProgram program;
+  program.code.push_back({ExprOp::kPush, value, 0});
+  program.max_stack = 1;
+  e.program_ = std::make_shared<const ExprProgram>(std::move(program));
   return e;
 }
 
 void Expression::check(const ExpressionSchema& schema) const {
-  check_node(*root_, schema);
+  for (const ExprCall& call : program_->calls) {
+    const std::optional<std::vector<std::string>> dims = schema.mesh_dims(call.mesh);
+    if (!dims) throw ExpressionError(call.mesh_offset, fmt::format("unknown mesh '{}'", call.mesh));
+    if (!call.dim_is_name) continue;
+    if (std::find(dims->begin(), dims->end(), call.dim) == dims->end()) {
+      throw ExpressionError(call.dim_offset, fmt::format("mesh '{}' has no dim '{}' (its dims: {})",
+                                                         call.mesh, call.dim, fmt::join(*dims, ", ")));
+    }
+  }
 }
 
 int64_t Expression::evaluate(const ExpressionEnv& env) const {
-  return Evaluator(env, text_).eval(*root_);
+  return run_program(*program_, text_, env);
 }
 
 bool Expression::is_constant() const {
-  return !depends_on_rank(*root_);
+  return program_->code.size() == 1 && program_->code[0].op == ExprOp::kPush;
+}
+
+std::optional<int64_t> Expression::constant_value() const {
+  if (!is_constant()) return std::nullopt;
+  return program_->code[0].value;
 }
 
 }  // namespace meshsim::sim

@@ -40,6 +40,9 @@ class LoadContext : public ExpressionSchema {
   // A dim of `mesh` given at `node`: an index (as decimal text, range-checked when run) or a
   // name among its dims or the flattened dims of its root; InputError otherwise.
   std::string dim_name(const toml::node& node, const std::string& mesh, const MeshInfo& info) const;
+  // How many ranks run the entry being read: the world, or (for an entry with `when`) at least one.
+  void set_entry_conditional(bool conditional) { entry_conditional_ = conditional; }
+  int64_t ranks_running_entry() const { return entry_conditional_ ? 1 : world_size_; }
   // Named tensors set so far.
   void declare_tensor(const std::string& name) { tensors_.insert(name); }
   bool has_tensor(const std::string& name) const { return tensors_.count(name) != 0; }
@@ -68,6 +71,7 @@ class LoadContext : public ExpressionSchema {
   std::map<std::string, MeshInfo> meshes_;
   std::map<std::string, std::vector<std::string>> flattened_;
   std::set<std::string> tensors_;
+  bool entry_conditional_ = false;
 };
 
 // "an integer", "a string", "a table", ... for messages.

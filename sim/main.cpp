@@ -1,17 +1,19 @@
 // The `meshsim` command: run, check and list scenario steps.
 #include <algorithm>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include "sim/cli_numbers.hpp"
+#include "sim/input_files.hpp"
+#include "sim/rank_error.hpp"
 #include "sim/report.hpp"
 #include "sim/runner.hpp"
 #include "sim/scenario_loader.hpp"
 #include "sim/step_registry.hpp"
+#include "src/tensor/memory_budget.hpp"
 
 namespace {
 
@@ -21,31 +23,8 @@ using namespace meshsim::sim;
 constexpr int kExitPass = 0;
 constexpr int kExitFailed = 1;
 constexpr int kExitUnusable = 2;
-
-// Files as given, directories expanded to their *.toml files in sorted order.
-std::vector<std::string> expand(const std::vector<std::string>& paths, RunReport& report) {
-  std::vector<std::string> files;
-  for (const std::string& p : paths) {
-    std::error_code ec;
-    if (fs::is_directory(p, ec)) {
-      std::vector<std::string> found;
-      for (const auto& entry : fs::recursive_directory_iterator(p, ec)) {
-        if (entry.is_regular_file() && entry.path().extension() == ".toml") {
-          found.push_back(entry.path().string());
-        }
-      }
-      std::sort(found.begin(), found.end());
-      if (found.empty())
-        report.unusable.push_back({{p, 0, 0}, "no .toml scenario files in this directory"});
-      files.insert(files.end(), found.begin(), found.end());
-    } else if (fs::exists(p, ec)) {
-      files.push_back(p);
-    } else {
-      report.unusable.push_back({{p, 0, 0}, "no such file or directory"});
-    }
-  }
-  return files;
-}
+constexpr uint64_t kMinStackKib = 16;
+constexpr uint64_t kMaxStackKib = 65536;
 
 void print_unusable(const UnusableInput& u) {
   std::cout << u.where.to_string() << ": error: " << u.message << "\n";
@@ -69,7 +48,19 @@ struct RunFlags {
   uint64_t seed = 0;
   size_t stack_kib = 64;
   std::optional<uint64_t> faults_seed;
+  uint64_t max_memory = 0;
+  std::string max_memory_text;  // as given, for the rerun line
 };
+
+// Every report is valid JSON even when a path holds bytes that are not UTF-8.
+std::string dump_json(const Json& j, int indent) {
+  return j.dump(indent, ' ', false, Json::error_handler_t::replace);
+}
+
+// Records a problem with a path the way unusable scenario files are recorded.
+void add_problems(const ExpandedPaths& expanded, RunReport& report) {
+  for (const PathProblem& p : expanded.problems) report.unusable.push_back({{p.path, 0, 0}, p.message});
+}
 
 // The command line that reproduces one scenario's run.
 std::string rerun_line(const std::string& file, const RunFlags& flags) {
@@ -78,7 +69,16 @@ std::string rerun_line(const std::string& file, const RunFlags& flags) {
     line += fmt::format(" --schedule {} --seed {}", flags.schedule, flags.seed);
   if (flags.stack_kib != 64) line += fmt::format(" --stack-kib {}", flags.stack_kib);
   if (flags.faults_seed) line += fmt::format(" --faults-seed {}", *flags.faults_seed);
+  if (!flags.max_memory_text.empty()) line += " --max-memory " + flags.max_memory_text;
   return line;
+}
+
+// Writes one output file; false (after saying why) when it cannot be written completely.
+bool write_output(const std::string& path, const std::string& content) {
+  const std::string error = write_output_file(path, content);
+  if (error.empty()) return true;
+  std::cerr << "meshsim: cannot write " << path << ": " << error << "\n";
+  return false;
 }
 
 int run_command(const std::vector<std::string>& paths, const RunFlags& flags) {
@@ -93,7 +93,9 @@ int run_command(const std::vector<std::string>& paths, const RunFlags& flags) {
   nlohmann::json trace_events = nlohmann::json::array();
   std::string dot;
   RunReport report;
-  const std::vector<std::string> files = expand(paths, report);
+  const ExpandedPaths expanded = expand_scenario_paths(paths);
+  add_problems(expanded, report);
+  const std::vector<std::string>& files = expanded.files;
   for (const UnusableInput& u : report.unusable) print_unusable(u);
   for (size_t i = 0; i < files.size(); ++i) {
     std::cout << fmt::format("[{}/{}] {} ... ", i + 1, files.size(), files[i]) << std::flush;
@@ -127,50 +129,51 @@ int run_command(const std::vector<std::string>& paths, const RunFlags& flags) {
       std::cout << "unusable\n";
       report.unusable.push_back({e.where(), e.what()});
       std::cout << "  " << e.what() << "\n";
+    } catch (...) {
+      // Ranks keep their own errors; this is the runner itself failing. The other scenarios'
+      // results and the reports still come out.
+      const RankError e = classify_current_exception();
+      const std::string message = fmt::format("{}: meshsim could not run this scenario: {}: {}",
+                                              files[i], py_error_type_name(e.type), e.message);
+      std::cout << "error\n  " << message << "\n";
+      report.unusable.push_back({{files[i], 0, 0}, message});
     }
   }
   if (!report.results.empty()) std::cout << "\n" << format_table(report, flags.with_time);
   std::cout << format_totals(report);
+  bool written = true;
   if (!flags.json_path.empty()) {
-    std::ofstream out(flags.json_path);
-    out << report_json(report, MESHSIM_VERSION).dump(2) << "\n";
-    if (!out) {
-      std::cerr << "meshsim: cannot write " << flags.json_path << "\n";
-      return kExitUnusable;
-    }
+    written &= write_output(flags.json_path, dump_json(report_json(report, MESHSIM_VERSION), 2) + "\n");
   }
   if (options.trace) {
-    std::ofstream out(flags.trace_path);
-    out << nlohmann::json{{"traceEvents", trace_events}, {"displayTimeUnit", "ms"}}.dump() << "\n";
-    if (!out) {
-      std::cerr << "meshsim: cannot write " << flags.trace_path << "\n";
-      return kExitUnusable;
-    }
+    written &= write_output(
+        flags.trace_path,
+        dump_json(Json{{"traceEvents", trace_events}, {"displayTimeUnit", "ms"}}, -1) + "\n");
   }
   if (!flags.graph_path.empty()) {
-    std::ofstream out(flags.graph_path);
-    out << (dot.empty() ? "// no hang: no wait-for graph\ndigraph wait_for {}\n" : dot);
-    if (!out) {
-      std::cerr << "meshsim: cannot write " << flags.graph_path << "\n";
-      return kExitUnusable;
-    }
+    written &= write_output(flags.graph_path,
+                            dot.empty() ? "// no hang: no wait-for graph\ndigraph wait_for {}\n" : dot);
   }
+  if (!written) return kExitUnusable;
   return exit_code(report);
 }
 
 int check_command(const std::vector<std::string>& paths) {
   RunReport report;
-  const std::vector<std::string> files = expand(paths, report);
+  const ExpandedPaths expanded = expand_scenario_paths(paths);
+  add_problems(expanded, report);
   for (const UnusableInput& u : report.unusable) print_unusable(u);
-  int ok = 0;
-  for (const std::string& f : files) {
+  for (const std::string& f : expanded.files) {
     try {
       const Scenario s = load_scenario_file(f);
       std::cout << fmt::format("{}: ok ({} ranks, {} steps)\n", f, s.world_size, s.steps.size());
-      ++ok;
     } catch (const InputError& e) {
       std::cout << e.what() << "\n";
       report.unusable.push_back({e.where(), e.what()});
+    } catch (...) {
+      const RankError e = classify_current_exception();
+      std::cout << fmt::format("{}: error: {}: {}\n", f, py_error_type_name(e.type), e.message);
+      report.unusable.push_back({{f, 0, 0}, e.message});
     }
   }
   return report.unusable.empty() ? kExitPass : kExitUnusable;
@@ -199,15 +202,22 @@ int main(int argc, char** argv) {
   run->add_option("--schedule", flags.schedule,
                   "fifo (default) or random: a seeded permutation of the ready ranks")
       ->check(CLI::IsMember({"fifo", "random"}));
-  run->add_option("--seed", flags.seed, "seed of the random schedule");
-  run->add_option("--faults-seed", flags.faults_seed,
+  // Numbers are read as text and parsed strictly (CLI11 would wrap "-1" into 2^64-1).
+  std::string seed_text, faults_seed_text, stack_text, memory_text;
+  run->add_option("--seed", seed_text, "seed of the random schedule (0 to 2^64-1)");
+  run->add_option("--faults-seed", faults_seed_text,
                   "inject one fault (crash, stall or backend error) drawn from this seed");
-  run->add_option("--stack-kib", flags.stack_kib, "fiber stack size per rank in KiB (default 64)")
-      ->check(CLI::Range(16, 65536));
-
+  run->add_option("--stack-kib", stack_text,
+                  fmt::format("fiber stack size per rank in KiB, {} to {} (default 64)",
+                              kMinStackKib, kMaxStackKib));
+  run->add_option("--max-memory", memory_text,
+                  "budget for tensor data of all ranks together: 8G, 512M, a byte count, or a "
+                  "share of this machine's memory such as 50% (the default)");
   std::vector<std::string> check_paths;
   CLI::App* check = app.add_subcommand("check", "validate scenario files without running them");
   check->add_option("paths", check_paths, "scenario files (.toml) or directories")->required();
+  check->add_option("--max-memory", memory_text,
+                    "the tensor data budget the load-time size checks use (as for run)");
 
   CLI::App* steps = app.add_subcommand("steps", "list the step kinds scenario files can use");
 
@@ -218,6 +228,33 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : kExitUnusable;
   }
   flags.with_time = !no_time;
+  auto bad_flag = [](std::string_view flag, const std::string& error) {
+    std::cerr << "meshsim: " << flag << ": " << error << "\n";
+    return kExitUnusable;
+  };
+  std::string error;
+  if (!seed_text.empty() && !(error = parse_unsigned(seed_text, 0, UINT64_MAX, flags.seed)).empty())
+    return bad_flag("--seed", error);
+  if (!faults_seed_text.empty()) {
+    uint64_t v = 0;
+    if (!(error = parse_unsigned(faults_seed_text, 0, UINT64_MAX, v)).empty())
+      return bad_flag("--faults-seed", error);
+    flags.faults_seed = v;
+  }
+  if (!stack_text.empty()) {
+    uint64_t v = 0;
+    if (!(error = parse_unsigned(stack_text, kMinStackKib, kMaxStackKib, v)).empty())
+      return bad_flag("--stack-kib", error);
+    flags.stack_kib = static_cast<size_t>(v);
+  }
+  flags.max_memory_text = memory_text;
+  if (!(error = parse_byte_size(memory_text.empty() ? "50%" : memory_text,
+                                meshsim::physical_memory_bytes(), flags.max_memory))
+           .empty()) {
+    if (!memory_text.empty()) return bad_flag("--max-memory", error);
+    flags.max_memory = uint64_t{8} << 30;  // the machine's size is unknown: 8 GiB
+  }
+  meshsim::MemoryBudget::set_limit(flags.max_memory);
   if (run->parsed()) return run_command(run_paths, flags);
   if (check->parsed()) return check_command(check_paths);
   if (steps->parsed()) {

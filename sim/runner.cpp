@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/rank_error.hpp"
 #include "sim/rank_state.hpp"
 #include "sim/runtime/fiber_stack.hpp"
 #include "sim/runtime/hang_report.hpp"
@@ -14,37 +15,47 @@ namespace meshsim::sim {
 
 namespace {
 
-// Runs one step on one rank; returns the failure that stops the rank, if any.
+// Runs one step on one rank; returns the failure that stops the rank, if any. Every exception
+// but the runtime's own (abort, injected crash) becomes a failure of this rank at this step.
 std::optional<RankFailure> run_step(const Step& step, RankState& rank) {
-  auto failure = [&](std::string type, std::string message) {
-    return RankFailure{step.where, step.kind, std::move(type), std::move(message)};
+  auto failure = [&](const RankError& e, std::string suffix = {}) {
+    return RankFailure{step.where, step.kind, std::string(py_error_type_name(e.type)),
+                       e.message + suffix};
   };
+  bool must_raise = false;
   try {
     if (step.when && step.when->evaluate(rank) == 0) return std::nullopt;
-    const bool must_raise =
-        step.raises && (!step.raises->on || step.raises->on->evaluate(rank) != 0);
-    try {
-      step.run(rank);
-    } catch (const Error& e) {
-      forget_unwound_frames();
-      if (must_raise && e.type() == step.raises->type &&
-          std::string_view(e.what()).find(step.raises->contains) != std::string_view::npos) {
-        return std::nullopt;
-      }
-      if (!must_raise) return failure(std::string(py_error_type_name(e.type())), e.what());
-      return failure(std::string(py_error_type_name(e.type())),
-                     fmt::format("{} (expected {} containing \"{}\")", e.what(),
-                                 py_error_type_name(step.raises->type), step.raises->contains));
-    }
-    if (must_raise) {
-      return failure("meshsim",
-                     fmt::format("expected {} containing \"{}\", but the step succeeded",
-                                 py_error_type_name(step.raises->type), step.raises->contains));
-    }
-  } catch (const Error& e) {
+    must_raise = step.raises && (!step.raises->on || step.raises->on->evaluate(rank) != 0);
+  } catch (const RankAborted&) {
+    throw;
+  } catch (const InjectedCrash&) {
+    throw;
+  } catch (...) {
     forget_unwound_frames();
     // From `when` or `on`: the expression itself failed on this rank.
-    return failure(std::string(py_error_type_name(e.type())), e.what());
+    return failure(classify_current_exception());
+  }
+  try {
+    step.run(rank);
+  } catch (const RankAborted&) {
+    throw;
+  } catch (const InjectedCrash&) {
+    throw;
+  } catch (...) {
+    forget_unwound_frames();
+    const RankError e = classify_current_exception();
+    if (!must_raise) return failure(e);
+    if (e.type == step.raises->type &&
+        std::string_view(e.message).find(step.raises->contains) != std::string_view::npos) {
+      return std::nullopt;
+    }
+    return failure(e, fmt::format(" (expected {} containing \"{}\")",
+                                  py_error_type_name(step.raises->type), step.raises->contains));
+  }
+  if (must_raise) {
+    return RankFailure{step.where, step.kind, "meshsim",
+                       fmt::format("expected {} containing \"{}\", but the step succeeded",
+                                   py_error_type_name(step.raises->type), step.raises->contains)};
   }
   return std::nullopt;
 }
@@ -153,6 +164,15 @@ ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options)
           me.error = a.reason;
           result.failures[static_cast<size_t>(r)] =
               RankFailure{me.where, me.step, "aborted", a.reason};
+        } catch (...) {
+          // Outside any step (a fault, a trace record): still this rank's failure, never the
+          // process's.
+          forget_unwound_frames();
+          const RankError e = classify_current_exception();
+          me.state = RankActivity::State::kFailed;
+          me.error = fmt::format("{}: {}", py_error_type_name(e.type), e.message);
+          result.failures[static_cast<size_t>(r)] =
+              RankFailure{me.where, me.step, std::string(py_error_type_name(e.type)), e.message};
         }
       },
       [&] {

@@ -1,13 +1,13 @@
 #include "sim/scenario_loader.hpp"
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 
+#include "sim/input_files.hpp"
 #include "sim/outcome_expectation.hpp"
 #include "sim/step_registry.hpp"
+#include "sim/toml_guard.hpp"
 
 namespace meshsim::sim {
 
@@ -57,6 +57,7 @@ std::unique_ptr<Step> parse_entry(const Entry& e, LoadContext& ctx) {
   const toml::table& table = *e.table;
   std::optional<Expression> when;
   if (const toml::node* w = table.get("when")) when = ctx.expression_of(*w, "when");
+  ctx.set_entry_conditional(when.has_value());
   std::optional<RaisesSpec> raises = parse_raises(table, ctx);
   std::unique_ptr<Step> step;
   std::string kind(e.array);
@@ -171,6 +172,7 @@ std::unique_ptr<OutcomeExpectation> parse_outcome_entry(const Entry& e, LoadCont
 }  // namespace
 
 Scenario load_scenario_text(std::string_view text, const std::string& file) {
+  check_toml_text(text, file);
   toml::table doc;
   try {
     doc = toml::parse(text, file);
@@ -246,11 +248,7 @@ Scenario load_scenario_text(std::string_view text, const std::string& file) {
 }
 
 Scenario load_scenario_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError({path, 0, 0}, "cannot open the file");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return load_scenario_text(text.str(), path);
+  return load_scenario_text(read_scenario_file(path), path);
 }
 
 }  // namespace meshsim::sim

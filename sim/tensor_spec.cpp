@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include "src/checked_math.hpp"
+#include "src/tensor/memory_budget.hpp"
+
 namespace meshsim::sim {
 
 namespace {
@@ -89,14 +92,40 @@ void TensorSpec::check(const ExpressionSchema& schema) const {
   if (fill_) fill_->check(schema);
 }
 
+void TensorSpec::check_size(int64_t ranks) const {
+  std::vector<int64_t> shape;
+  for (const Expression& e : sizes_) {
+    const std::optional<int64_t> size = e.constant_value();
+    if (!size) return;  // depends on the rank: checked when the tensor is made
+    if (*size < 0) throw ExpressionError(0, fmt::format("tensor sizes must be non-negative, got {}", *size));
+    shape.push_back(*size);
+  }
+  const std::optional<int64_t> numel = checked_product(shape);
+  const std::optional<int64_t> bytes =
+      numel ? checked_mul(*numel, static_cast<int64_t>(dtype_size(dtype_))) : std::nullopt;
+  if (!bytes) {
+    throw ExpressionError(0, fmt::format("{}: a tensor of shape [{}] has more bytes than int64 "
+                                         "can count",
+                                         text_, fmt::join(shape, ", ")));
+  }
+  if (kind_ == "meta") return;
+  const std::optional<int64_t> total = checked_mul(*bytes, ranks);
+  if (!total || static_cast<uint64_t>(*total) > MemoryBudget::limit()) {
+    throw ExpressionError(
+        0, fmt::format("{} takes {} per rank, {} on the {} rank(s) that run this step: more than "
+                       "the {} memory budget (--max-memory)",
+                       text_, format_bytes(static_cast<uint64_t>(*bytes)),
+                       total ? format_bytes(static_cast<uint64_t>(*total)) : "more than 8 EiB",
+                       ranks, format_bytes(MemoryBudget::limit())));
+  }
+}
+
 Tensor TensorSpec::make(const ExpressionEnv& env) const {
   std::vector<int64_t> shape;
   for (const Expression& e : sizes_) shape.push_back(e.evaluate(env));
   if (kind_ == "meta") return Tensor(shape, dtype_, Tensor::Storage::kMeta);
   if (kind_ == "arange") return Tensor::arange(shape.at(0), dtype_);
-  const double value = kind_ == "ones"   ? 1.0
-                       : kind_ == "full" ? static_cast<double>(fill_->evaluate(env))
-                                         : 0.0;
+  const int64_t value = kind_ == "ones" ? 1 : kind_ == "full" ? fill_->evaluate(env) : 0;
   return Tensor::full(shape, value, dtype_);
 }
 

@@ -18,6 +18,9 @@ class TensorSpec {
   // Throws ExpressionError (offset into `text`) on an unknown constructor or bad arguments.
   static TensorSpec parse(std::string_view text);
   void check(const ExpressionSchema& schema) const;
+  // When every size is a constant, refuses at load time (ExpressionError) a shape whose byte size
+  // overflows int64, or whose data on `ranks` ranks would not fit the MemoryBudget.
+  void check_size(int64_t ranks) const;
   // Throws meshsim::Error (ValueError) on a negative size.
   Tensor make(const ExpressionEnv& env) const;
   const std::string& text() const { return text_; }

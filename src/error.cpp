@@ -21,6 +21,12 @@ std::string_view py_error_type_name(PyErrorType type) {
       return "AttributeError";
     case PyErrorType::kNotImplementedError:
       return "NotImplementedError";
+    case PyErrorType::kMemoryError:
+      return "MemoryError";
+    case PyErrorType::kOverflowError:
+      return "OverflowError";
+    case PyErrorType::kZeroDivisionError:
+      return "ZeroDivisionError";
   }
   return "Error";
 }
@@ -28,7 +34,9 @@ std::string_view py_error_type_name(PyErrorType type) {
 std::optional<PyErrorType> parse_py_error_type(std::string_view name) {
   for (PyErrorType t : {PyErrorType::kRuntimeError, PyErrorType::kValueError,
                         PyErrorType::kKeyError, PyErrorType::kTypeError, PyErrorType::kIndexError,
-                        PyErrorType::kAttributeError, PyErrorType::kNotImplementedError}) {
+                        PyErrorType::kAttributeError, PyErrorType::kNotImplementedError,
+                        PyErrorType::kMemoryError, PyErrorType::kOverflowError,
+                        PyErrorType::kZeroDivisionError}) {
     if (py_error_type_name(t) == name) return t;
   }
   return std::nullopt;

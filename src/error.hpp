@@ -18,6 +18,11 @@ enum class PyErrorType {
   kIndexError,
   kAttributeError,
   kNotImplementedError,
+  // Raised by meshsim where Python itself would: allocations over the budget or refused by the
+  // system, integers that do not fit in int64, division by zero.
+  kMemoryError,
+  kOverflowError,
+  kZeroDivisionError,
 };
 
 std::string_view py_error_type_name(PyErrorType type);
@@ -44,6 +49,12 @@ inline Error value_error(std::string message) {
 }
 inline Error key_error(std::string message) {
   return Error(PyErrorType::kKeyError, std::move(message));
+}
+inline Error overflow_error(std::string message) {
+  return Error(PyErrorType::kOverflowError, std::move(message));
+}
+inline Error memory_error(std::string message) {
+  return Error(PyErrorType::kMemoryError, std::move(message));
 }
 
 // A broken internal invariant. Stays on in release builds; aborts with both values.

@@ -24,6 +24,11 @@ TensorOperand tensor_operand(const toml::node& node, const LoadContext& ctx,
   try {
     TensorSpec spec = TensorSpec::parse(text);
     spec.check(ctx);
+    try {
+      spec.check_size(ctx.ranks_running_entry());
+    } catch (const ExpressionError& e) {
+      ctx.fail(node, e.what());
+    }
     return {"", std::move(spec)};
   } catch (const ExpressionError& e) {
     SourceLocation where = ctx.at(node);
@@ -92,7 +97,7 @@ class CollectiveStep final : public Step {
                 ? b.broadcast_object_list(std::move(objects), peer_->evaluate(rank), group)
                 : b.all_gather_object(objects.at(0), group);
         Tensor t({static_cast<int64_t>(got.size())}, DType::kInt64);
-        for (size_t i = 0; i < got.size(); ++i) t.set(static_cast<int64_t>(i), std::stod(got[i]));
+        for (size_t i = 0; i < got.size(); ++i) t.set_int(static_cast<int64_t>(i), std::stoll(got[i]));
         rank.set_tensor(out_, std::move(t));
         return;
       }

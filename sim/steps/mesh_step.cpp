@@ -3,10 +3,15 @@
 
 #include "sim/rank_state.hpp"
 #include "sim/step_registry.hpp"
+#include "src/checked_math.hpp"
 
 namespace meshsim::sim {
 
 namespace {
+
+// PyTorch sets no limit; meshes in practice have up to 5 dims. A bound keeps every per-dim
+// structure (and the recursion that prints nested rank lists) small.
+constexpr size_t kMaxMeshDims = 16;
 
 // A nested array of rank expressions: its shape and the entries in row-major order.
 struct RankTable {
@@ -16,6 +21,9 @@ struct RankTable {
 
 void read_rank_table(const toml::node& node, LoadContext& ctx, size_t depth, RankTable& out) {
   if (const toml::array* array = node.as_array()) {
+    if (depth >= kMaxMeshDims) {
+      ctx.fail(node, fmt::format("a mesh has at most {} dims", kMaxMeshDims));
+    }
     if (array->empty()) ctx.fail(node, "ranks may not contain an empty array");
     if (out.shape.size() == depth) out.shape.push_back(static_cast<int64_t>(array->size()));
     if (out.shape[depth] != static_cast<int64_t>(array->size())) {
@@ -103,15 +111,18 @@ std::unique_ptr<Step> parse_mesh_definition(const toml::table& table, LoadContex
   if (const toml::node* shape = table.get("shape")) {
     step->shape_ = ctx.integers_of(*shape, "shape");
     info.ndim = step->shape_.size();
-    int64_t numel = 1;
+    if (info.ndim > kMaxMeshDims) {
+      ctx.fail(*shape, fmt::format("a mesh has at most {} dims", kMaxMeshDims));
+    }
     for (int64_t s : step->shape_) {
       if (s < 1) ctx.fail(*shape, "mesh sizes must be >= 1");
-      numel *= s;
     }
+    const std::optional<int64_t> numel = checked_product(step->shape_);
+    if (!numel) ctx.fail(*shape, "the mesh shape's product does not fit in int64");
     if (!expects_error) {
-      if (numel > ctx.world_size()) {
+      if (*numel > ctx.world_size()) {
         ctx.fail(*shape, fmt::format("mesh \"{}\" has {} ranks, more than the world size {}",
-                                     step->name_, numel, ctx.world_size()));
+                                     step->name_, *numel, ctx.world_size()));
       }
       if (step->dims_ && step->dims_->size() != step->shape_.size()) {
         ctx.fail(*table.get("dims"), fmt::format("{} dims named for a {}-d shape",
@@ -182,6 +193,9 @@ std::unique_ptr<Step> parse_mesh_definition(const toml::table& table, LoadContex
         info.dims.insert(info.dims.begin() + at, spec.names.begin(), spec.names.end());
       }
       info.ndim += spec.sizes.size() - 1;
+      if (spec.sizes.empty() || info.ndim > kMaxMeshDims) {
+        ctx.fail(*unflatten, fmt::format("unflatten needs 1 to {} sizes in all", kMaxMeshDims));
+      }
       step->unflatten_ = std::move(spec);
     }
   }

@@ -96,6 +96,35 @@ Tensor reduce_tensors(const std::vector<const Tensor*>& inputs, ReduceOp op) {
   for (const Tensor* t : inputs) require_same_layout(first, *t);
   if (first.is_meta()) return first;
   Tensor out(first.shape(), first.dtype());
+  if (!is_floating(first.dtype())) {
+    // Integers reduce exactly, wrapping at the dtype's width as NCCL's integer kernels do.
+    for (int64_t i = 0; i < first.numel(); ++i) {
+      uint64_t acc = static_cast<uint64_t>(first.get_int(i));
+      for (size_t k = 1; k < inputs.size(); ++k) {
+        const int64_t x = inputs[k]->get_int(i);
+        const auto a = static_cast<int64_t>(acc);
+        switch (op) {
+          case ReduceOp::kSum:
+          case ReduceOp::kAvg:
+            acc += static_cast<uint64_t>(x);
+            break;
+          case ReduceOp::kProduct:
+            acc *= static_cast<uint64_t>(x);
+            break;
+          case ReduceOp::kMin:
+            acc = static_cast<uint64_t>(std::min(a, x));
+            break;
+          case ReduceOp::kMax:
+            acc = static_cast<uint64_t>(std::max(a, x));
+            break;
+        }
+      }
+      auto value = static_cast<int64_t>(acc);
+      if (op == ReduceOp::kAvg) value /= static_cast<int64_t>(inputs.size());
+      out.set_int(i, value);
+    }
+    return out;
+  }
   // Accumulate in double in the given (group-rank) order, so results are reproducible.
   for (int64_t i = 0; i < first.numel(); ++i) {
     double acc = first.get(i);

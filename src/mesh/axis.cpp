@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "src/checked_math.hpp"
 #include "src/error.hpp"
 
 namespace meshsim {
@@ -103,14 +104,12 @@ Axis Axis::complement(int64_t world) const {
 }
 
 std::vector<Axis> Axis::split(std::span<const int64_t> sizes) const {
-  int64_t product = 1;
   for (int64_t s : sizes) {
     if (s < 1) throw value_error(fmt::format("unflatten sizes must be >= 1, got {}", s));
-    product *= s;
   }
-  if (product != numel()) {
-    throw value_error(fmt::format("the product of sizes is {}, but the axis {} has size {}",
-                                  product, to_string(), numel()));
+  if (checked_product(sizes) != numel()) {
+    throw value_error(fmt::format("the product of sizes [{}] is not the size {} of the axis {}",
+                                  fmt::join(sizes, ", "), numel(), to_string()));
   }
   // Row-major: the new dim k steps over `inner` positions of this axis' domain.
   std::vector<Axis> out(sizes.size());

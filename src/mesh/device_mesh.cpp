@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "src/checked_math.hpp"
 #include "src/error.hpp"
 
 namespace meshsim {
@@ -133,6 +134,17 @@ DeviceMesh DeviceMesh::init(GroupCreator& groups, const std::string& device_type
                       dim_names->size(), shape.size()));
     }
   }
+  for (int64_t s : shape) {
+    if (s < 1) throw runtime_error(fmt::format("mesh sizes must be positive, got {}", s));
+  }
+  // Check the size before building anything of that size (the product may not even fit).
+  const std::optional<int64_t> numel = checked_product(shape);
+  if (!numel || *numel > groups.world_size()) {
+    throw runtime_error(
+        fmt::format("Mesh should not be bigger than default world size {}, but found {} ranks!",
+                    groups.world_size(),
+                    numel ? std::to_string(*numel) : std::string("more than 2^63")));
+  }
   MeshLayout layout = MeshLayout::from_sizes_strides(shape);
   std::vector<int64_t> rank_map(static_cast<size_t>(layout.numel()));
   for (size_t i = 0; i < rank_map.size(); ++i) rank_map[i] = static_cast<int64_t>(i);
@@ -141,11 +153,10 @@ DeviceMesh DeviceMesh::init(GroupCreator& groups, const std::string& device_type
 
 DeviceMesh DeviceMesh::from_rank_table(GroupCreator& groups, const std::string& device_type,
                                        const RankTensor& table, const DimNames& dim_names) {
-  int64_t numel = 1;
-  for (int64_t s : table.shape) numel *= s;
-  MESHSIM_ASSERT(
-      numel == static_cast<int64_t>(table.values.size()),
-      fmt::format("rank table shape holds {} entries, values {}", numel, table.values.size()));
+  const std::optional<int64_t> numel = checked_product(table.shape);
+  MESHSIM_ASSERT(numel == static_cast<int64_t>(table.values.size()),
+                 fmt::format("rank table shape [{}] does not hold its {} values",
+                             fmt::join(table.shape, ", "), table.values.size()));
   std::set<int64_t> seen;
   for (int64_t r : table.values) {
     if (r < 0 || r >= groups.world_size()) {
@@ -372,17 +383,13 @@ DeviceMesh DeviceMesh::unflatten(GroupCreator& groups, const MeshDim& dim,
     throw runtime_error("mesh_dim_names must have same length as mesh_sizes in _unflatten!");
   }
   const size_t d = dim_index(dim);
-  int64_t product = 1;
-  std::string sizes_text;
-  for (int64_t s : sizes) {
-    product *= s;
-    sizes_text += (sizes_text.empty() ? "" : ", ") + std::to_string(s);
-  }
+  const std::optional<int64_t> product = checked_product(sizes);
   if (product != size(d)) {
     throw value_error(fmt::format(
         "The product of mesh_sizes=({}{}) is {}, but the original dimension at dim={} has size "
         "{}. These must be equal for unflatten to work correctly.",
-        sizes_text, sizes.size() == 1 ? "," : "", product, d, size(d)));
+        fmt::join(sizes, ", "), sizes.size() == 1 ? "," : "",
+        product ? std::to_string(*product) : std::string("more than 2^63"), d, size(d)));
   }
   const std::vector<Axis> parts = state_.layout[d].split(sizes);
   std::vector<std::string> new_names = own;

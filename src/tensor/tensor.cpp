@@ -1,33 +1,103 @@
 #include "src/tensor/tensor.hpp"
 
+#include <cmath>
 #include <cstring>
 
 #include <fmt/format.h>
 
+#include "src/checked_math.hpp"
 #include "src/error.hpp"
+#include "src/tensor/memory_budget.hpp"
 
 namespace meshsim {
 
-Tensor::Tensor(std::vector<int64_t> shape, DType dtype, Storage storage)
-    : shape_(std::move(shape)), dtype_(dtype), storage_(storage), numel_(1) {
-  for (int64_t s : shape_) {
-    if (s < 0) throw value_error(fmt::format("tensor sizes must be non-negative, got {}", s));
-    numel_ *= s;
-  }
-  if (storage_ == Storage::kMaterialized) {
-    data_ = std::make_shared<std::vector<std::byte>>(nbytes(), std::byte{0});
+Tensor::Buffer::Buffer(size_t size) {
+  MemoryBudget::reserve(size, "a tensor");
+  try {
+    bytes.resize(size);
+  } catch (...) {
+    MemoryBudget::release(size);
+    throw;
   }
 }
 
-Tensor Tensor::full(std::vector<int64_t> shape, double value, DType dtype) {
+Tensor::Buffer::Buffer(const Buffer& other) {
+  MemoryBudget::reserve(other.bytes.size(), "a copy of a tensor");
+  try {
+    bytes = other.bytes;
+  } catch (...) {
+    MemoryBudget::release(other.bytes.size());
+    throw;
+  }
+}
+
+Tensor::Buffer::~Buffer() {
+  MemoryBudget::release(bytes.size());
+}
+
+Tensor::Tensor(std::vector<int64_t> shape, DType dtype, Storage storage)
+    : shape_(std::move(shape)), dtype_(dtype), storage_(storage), numel_(1) {
+  if (shape_.size() > kMaxDims) {
+    throw value_error(
+        fmt::format("a tensor has at most {} dims, got {}", kMaxDims, shape_.size()));
+  }
+  for (int64_t s : shape_) {
+    if (s < 0) throw value_error(fmt::format("tensor sizes must be non-negative, got {}", s));
+  }
+  // PyTorch refuses shapes whose byte size does not fit in int64, meta tensors included.
+  const std::optional<int64_t> numel = checked_product(shape_);
+  if (!numel || !checked_mul(*numel, static_cast<int64_t>(dtype_size(dtype_)))) {
+    throw runtime_error(fmt::format("Storage size calculation overflowed with sizes=[{}]",
+                                    fmt::join(shape_, ", ")));
+  }
+  numel_ = *numel;
+  if (storage_ == Storage::kMaterialized) data_ = std::make_shared<Buffer>(nbytes());
+}
+
+namespace {
+
+// torch.full's check: the value must be representable in the dtype (floats: within its range).
+bool representable(int64_t value, DType dtype) {
+  switch (dtype) {
+    case DType::kInt32:
+      return value >= INT32_MIN && value <= INT32_MAX;
+    case DType::kUInt8:
+      return value >= 0 && value <= UINT8_MAX;
+    case DType::kFloat16:
+      return value >= -65504 && value <= 65504;
+    default:
+      return true;
+  }
+}
+
+std::string_view c_type_name(DType dtype) {
+  switch (dtype) {
+    case DType::kInt32:
+      return "int";
+    case DType::kUInt8:
+      return "uint8_t";
+    case DType::kFloat16:
+      return "c10::Half";
+    default:
+      return dtype_name(dtype);
+  }
+}
+
+}  // namespace
+
+Tensor Tensor::full(std::vector<int64_t> shape, int64_t value, DType dtype) {
+  if (!representable(value, dtype)) {
+    throw runtime_error(fmt::format("value cannot be converted to type {} without overflow",
+                                    c_type_name(dtype)));
+  }
   Tensor t(std::move(shape), dtype);
-  for (int64_t i = 0; i < t.numel(); ++i) t.set(i, value);
+  for (int64_t i = 0; i < t.numel(); ++i) t.set_int(i, value);
   return t;
 }
 
 Tensor Tensor::arange(int64_t n, DType dtype) {
   Tensor t({n}, dtype);
-  for (int64_t i = 0; i < n; ++i) t.set(i, static_cast<double>(i));
+  for (int64_t i = 0; i < n; ++i) t.set_int(i, i);
   return t;
 }
 
@@ -43,17 +113,17 @@ std::vector<int64_t> Tensor::strides() const {
 
 std::span<const std::byte> Tensor::bytes() const {
   if (is_meta()) throw runtime_error("a meta tensor has no data");
-  return *data_;
+  return data_->bytes;
 }
 
 std::span<std::byte> Tensor::mutable_bytes() {
   if (is_meta()) throw runtime_error("a meta tensor has no data");
   detach();
-  return *data_;
+  return data_->bytes;
 }
 
 void Tensor::detach() {
-  if (data_ && data_.use_count() > 1) data_ = std::make_shared<std::vector<std::byte>>(*data_);
+  if (data_ && data_.use_count() > 1) data_ = std::make_shared<Buffer>(*data_);
 }
 
 void Tensor::check_index(int64_t index) const {
@@ -80,7 +150,7 @@ void store(std::byte* p, T v) {
 
 double Tensor::get(int64_t index) const {
   check_index(index);
-  const std::byte* p = data_->data() + static_cast<size_t>(index) * dtype_size(dtype_);
+  const std::byte* p = data_->bytes.data() + static_cast<size_t>(index) * dtype_size(dtype_);
   switch (dtype_) {
     case DType::kFloat32:
       return load<float>(p);
@@ -104,8 +174,18 @@ double Tensor::get(int64_t index) const {
 
 void Tensor::set(int64_t index, double value) {
   check_index(index);
+  if (!is_floating(dtype_) && dtype_ != DType::kBool) {
+    // Converting a double outside the integer range is undefined in C++; refuse it instead.
+    const bool fits = std::isfinite(value) && value >= -9223372036854775808.0 &&
+                      value < 9223372036854775808.0;
+    if (!fits || !representable(static_cast<int64_t>(value), dtype_)) {
+      throw overflow_error(fmt::format("value {} cannot be converted to type {} without overflow",
+                                       value, c_type_name(dtype_)));
+    }
+    return set_int(index, static_cast<int64_t>(value));
+  }
   detach();
-  std::byte* p = data_->data() + static_cast<size_t>(index) * dtype_size(dtype_);
+  std::byte* p = data_->bytes.data() + static_cast<size_t>(index) * dtype_size(dtype_);
   switch (dtype_) {
     case DType::kFloat32:
       store(p, static_cast<float>(value));
@@ -119,24 +199,57 @@ void Tensor::set(int64_t index, double value) {
     case DType::kBFloat16:
       store(p, float_to_bfloat16_bits(static_cast<float>(value)));
       break;
+    default:
+      store(p, static_cast<uint8_t>(value != 0.0));
+      break;
+  }
+}
+
+int64_t Tensor::get_int(int64_t index) const {
+  check_index(index);
+  const std::byte* p = data_->bytes.data() + static_cast<size_t>(index) * dtype_size(dtype_);
+  switch (dtype_) {
     case DType::kInt64:
-      store(p, static_cast<int64_t>(value));
+      return load<int64_t>(p);
+    case DType::kInt32:
+      return load<int32_t>(p);
+    case DType::kUInt8:
+    case DType::kBool:
+      return load<uint8_t>(p);
+    default: {
+      const double v = get(index);
+      if (!std::isfinite(v) || v < -9223372036854775808.0 || v >= 9223372036854775808.0) {
+        throw overflow_error(fmt::format("value {} does not fit in int64", v));
+      }
+      return static_cast<int64_t>(v);
+    }
+  }
+}
+
+void Tensor::set_int(int64_t index, int64_t value) {
+  check_index(index);
+  if (is_floating(dtype_)) return set(index, static_cast<double>(value));
+  detach();
+  std::byte* p = data_->bytes.data() + static_cast<size_t>(index) * dtype_size(dtype_);
+  switch (dtype_) {
+    case DType::kInt64:
+      store(p, value);
       break;
     case DType::kInt32:
-      store(p, static_cast<int32_t>(value));
+      store(p, static_cast<int32_t>(static_cast<uint32_t>(value)));  // wraps, never UB
       break;
     case DType::kUInt8:
-      store(p, static_cast<uint8_t>(static_cast<int64_t>(value)));
+      store(p, static_cast<uint8_t>(value));
       break;
-    case DType::kBool:
-      store(p, static_cast<uint8_t>(value != 0.0));
+    default:
+      store(p, static_cast<uint8_t>(value != 0));
       break;
   }
 }
 
 bool Tensor::same_as(const Tensor& other) const {
   return dtype_ == other.dtype_ && shape_ == other.shape_ && storage_ == other.storage_ &&
-         (data_ == other.data_ || (data_ && other.data_ && *data_ == *other.data_));
+         (data_ == other.data_ || (data_ && other.data_ && data_->bytes == other.data_->bytes));
 }
 
 std::string Tensor::describe() const {

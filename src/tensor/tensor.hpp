@@ -19,11 +19,17 @@ class Tensor {
   // Meta tensors carry shape and dtype only, so huge worlds can run without data.
   enum class Storage { kMaterialized, kMeta };
 
+  // PyTorch's CUDA kernels handle at most 25 dims; so does meshsim.
+  static constexpr size_t kMaxDims = 25;
+
   Tensor() : Tensor({0}, DType::kFloat32, Storage::kMeta) {}
-  // Zero-filled (or meta). Throws meshsim::Error (ValueError) on a negative size.
+  // Zero-filled (or meta). Throws meshsim::Error: ValueError on a negative size or more than
+  // kMaxDims dims, RuntimeError when the byte size overflows int64 (as PyTorch), MemoryError when
+  // the storage does not fit the MemoryBudget or the system refuses it.
   Tensor(std::vector<int64_t> shape, DType dtype, Storage storage = Storage::kMaterialized);
 
-  static Tensor full(std::vector<int64_t> shape, double value, DType dtype);
+  // Every element `value`. Throws RuntimeError, as torch.full does, when the dtype cannot hold it.
+  static Tensor full(std::vector<int64_t> shape, int64_t value, DType dtype);
   // 0, 1, ..., n-1.
   static Tensor arange(int64_t n, DType dtype);
 
@@ -40,9 +46,14 @@ class Tensor {
   std::span<std::byte> mutable_bytes();
 
   // Element access by flat index, converting through double (exact for every dtype but int64
-  // beyond 2^53). Throws RuntimeError on a meta tensor, IndexError out of range.
+  // beyond 2^53). Throws RuntimeError on a meta tensor, IndexError out of range; set() throws
+  // OverflowError when an integer dtype cannot hold the value (NaN included).
   double get(int64_t index) const;
   void set(int64_t index, double value);
+  // Exact access for integer dtypes: set_int wraps to the dtype's width as two's-complement
+  // hardware does (NCCL's integer sums), and converts for floating dtypes.
+  int64_t get_int(int64_t index) const;
+  void set_int(int64_t index, int64_t value);
 
   // Same dtype, shape and bits (meta tensors: same dtype and shape, and both meta).
   bool same_as(const Tensor& other) const;
@@ -54,11 +65,21 @@ class Tensor {
   // Makes the storage this tensor's own before a write.
   void detach();
 
+  // Bytes counted against the MemoryBudget for as long as they live.
+  class Buffer {
+   public:
+    explicit Buffer(size_t bytes);
+    Buffer(const Buffer& other);
+    Buffer& operator=(const Buffer&) = delete;
+    ~Buffer();
+    std::vector<std::byte> bytes;
+  };
+
   std::vector<int64_t> shape_;
   DType dtype_;
   Storage storage_;
   int64_t numel_;
-  std::shared_ptr<std::vector<std::byte>> data_;  // null for meta tensors
+  std::shared_ptr<Buffer> data_;  // null for meta tensors
 };
 
 }  // namespace meshsim

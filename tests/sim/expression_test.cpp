@@ -97,3 +97,94 @@ TEST_CASE("expression: errors point at the offending character", "[sim][expressi
   CHECK(error_offset("99999999999999999999") == 0);
   CHECK_THROWS_WITH(eval("rank / (rank - 5)"), Catch::Contains("division by zero at column 6"));
 }
+
+namespace {
+
+// The error an evaluation raises, as "Type: message".
+std::string eval_error(const std::string& text) {
+  try {
+    Expression::parse(text).evaluate(FakeEnv{});
+  } catch (const meshsim::Error& e) {
+    return std::string(meshsim::py_error_type_name(e.type())) + ": " + e.what();
+  }
+  return "no error";
+}
+
+std::string parse_error(const std::string& text) {
+  try {
+    Expression::parse(text);
+  } catch (const ExpressionError& e) {
+    return std::to_string(e.offset()) + ": " + e.what();
+  }
+  return "no error";
+}
+
+}  // namespace
+
+TEST_CASE("expression: int64 limits are errors, never wrapped values", "[sim][expression]") {
+  CHECK(eval("9223372036854775807") == INT64_MAX);
+  CHECK(eval("-9223372036854775807 - 1") == INT64_MIN);
+  CHECK(parse_error("9223372036854775808") == "0: integer literal is too large (the largest is "
+                                              "9223372036854775807)");
+  // Constant parts fold at load time, so their overflow is a load-time error with its column.
+  CHECK(parse_error("4294967296*4294967296") ==
+        "10: integer overflow in '*': the result does not fit in int64");
+  CHECK(parse_error("abs(-9223372036854775807 - 1)") ==
+        "0: integer overflow in 'abs': the result does not fit in int64");
+  CHECK(parse_error("(-9223372036854775807 - 1) // -1").find("overflow in '//'") !=
+        std::string::npos);
+  CHECK(parse_error("1 // 0") == "2: division by zero");
+  CHECK(parse_error("1 % 0") == "2: division by zero");
+  // Python's answer: x % -1 is 0 for every x, INT64_MIN included.
+  CHECK(eval("(-9223372036854775807 - 1) % -1") == 0);
+  // Rank-dependent parts fail on the rank, with a Python error type and the column.
+  CHECK(eval_error("rank * 4611686018427387904") ==
+        "OverflowError: integer overflow in '*' at column 6 of \"rank * 4611686018427387904\": "
+        "the result does not fit in int64");
+  CHECK(eval_error("-(rank - 9223372036854775807 - 1 - 5)").rfind("OverflowError", 0) == 0);
+  CHECK(eval_error("(rank - 5 - 9223372036854775807 - 1) // -1").rfind("OverflowError", 0) == 0);
+  CHECK(eval_error("abs(rank - 5 - 9223372036854775807 - 1)").rfind("OverflowError", 0) == 0);
+  CHECK(eval_error("(rank + 9223372036854775807)").rfind("OverflowError", 0) == 0);
+  CHECK(eval_error("rank % (rank - 5)") ==
+        "ZeroDivisionError: division by zero at column 6 of \"rank % (rank - 5)\"");
+}
+
+TEST_CASE("expression: nesting is bounded and long chains evaluate without recursion",
+          "[sim][expression]") {
+  const size_t limit = Expression::kMaxNesting;
+  // Parentheses, unary operators and ternaries up to the limit work...
+  CHECK(eval((std::string(limit - 1, '(') + "rank" + std::string(limit - 1, ')')).c_str()) == 5);
+  // ...and one level more is a load-time error at the offending character.
+  const std::string deep = std::string(10000, '(') + "1" + std::string(10000, ')');
+  CHECK(parse_error(deep) == std::to_string(limit) + ": expression nests deeper than 64 "
+                                                        "levels (parentheses, unary operators, "
+                                                        "ternaries and calls)");
+  std::string minuses;
+  for (int i = 0; i < 500; ++i) minuses += "-";
+  CHECK(parse_error(minuses + "rank").find("nests deeper than 64 levels") != std::string::npos);
+  std::string nots;
+  for (int i = 0; i < 500; ++i) nots += "not ";
+  CHECK(parse_error(nots + "rank").find("nests deeper than 64 levels") != std::string::npos);
+  // A flat chain is not nesting: 100,000 terms evaluate on an explicit stack.
+  std::string chain = "rank";
+  for (int i = 0; i < 100000; ++i) chain += " + 1";
+  CHECK(eval(chain.c_str()) == 100005);
+  std::string ors = "rank == 0";
+  for (int i = 1; i < 20000; ++i) ors += " or rank == " + std::to_string(i);
+  CHECK(eval(ors.c_str()) == 1);
+}
+
+TEST_CASE("expression: constants fold, rank-dependent parts stay", "[sim][expression]") {
+  CHECK(Expression::parse("2 * (3 + 4) - 1").constant_value() == 13);
+  CHECK(Expression::parse("1 ? 2 : 3").constant_value() == 2);
+  CHECK(Expression::parse("0 and rank").constant_value() == std::nullopt);
+  CHECK(Expression::parse("min(4, 2, 9)").constant_value() == 2);
+  CHECK(Expression::parse("rank + 1").constant_value() == std::nullopt);
+  // Short-circuit: the right side is not evaluated when the left decides.
+  CHECK(eval("rank == 5 or rank // 0") == 1);
+  CHECK(eval("rank != 5 and rank // 0") == 0);
+  CHECK(eval("rank == 5 ? 7 : rank // 0") == 7);
+  CHECK(eval("min(rank, 3) + max(rank, 3, 4)") == 8);
+  CHECK(parse_error("coord(world, (1))") ==
+        "13: coord() takes a dim name or index after the mesh");
+}

@@ -2,11 +2,13 @@
 
 #include <bit>
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include <catch2/catch.hpp>
 
 #include "src/error.hpp"
+#include "src/tensor/memory_budget.hpp"
 
 using namespace meshsim;
 
@@ -45,9 +47,11 @@ TEST_CASE("tensor: storage, element access and meta tensors", "[tensor]") {
   CHECK(t.numel() == 5);
   CHECK(t.get(4) == 4.0);
   CHECK(t.nbytes() == 20);
-  Tensor f = Tensor::full({2, 3}, 1.5, DType::kBFloat16);
+  Tensor f = Tensor::full({2, 3}, 1, DType::kBFloat16);
   CHECK(f.strides() == std::vector<int64_t>{3, 1});
+  f.set(5, 1.5);
   CHECK(f.get(5) == 1.5);
+  CHECK(f.get(4) == 1.0);
   CHECK(f.describe() == "bfloat16[2, 3]");
   Tensor m({1 << 20, 1 << 20}, DType::kFloat32, Tensor::Storage::kMeta);
   CHECK(m.numel() == (int64_t{1} << 40));
@@ -71,4 +75,76 @@ TEST_CASE("tensor: copies share storage until written (copy on write)", "[tensor
   c.mutable_bytes()[0] = std::byte{1};
   CHECK(a.get(0) == 0.0);
   CHECK(a.same_as(Tensor::arange(4, DType::kFloat32)));
+}
+
+namespace {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return std::string(meshsim::py_error_type_name(e.type())) + ": " + e.what();
+  }
+  return "no error";
+}
+
+}  // namespace
+
+TEST_CASE("tensor: sizes that overflow int64 are errors, as in PyTorch", "[tensor][limits]") {
+  // torch.empty(2**62, 4, device="meta") raises this RuntimeError; so do byte sizes past int64.
+  CHECK(error_of([] { Tensor({int64_t{1} << 62, 4}, DType::kFloat32, Tensor::Storage::kMeta); }) ==
+        "RuntimeError: Storage size calculation overflowed with sizes=[4611686018427387904, 4]");
+  CHECK(error_of([] { Tensor({int64_t{1} << 61, 2}, DType::kFloat64, Tensor::Storage::kMeta); })
+            .rfind("RuntimeError: Storage size calculation overflowed", 0) == 0);
+  // A zero anywhere makes the tensor empty, whatever the other sizes.
+  CHECK(Tensor({0, int64_t{1} << 62, 1 << 30}, DType::kFloat32, Tensor::Storage::kMeta).numel() == 0);
+  CHECK(error_of([] { Tensor(std::vector<int64_t>(26, 1), DType::kFloat32); }) ==
+        "ValueError: a tensor has at most 25 dims, got 26");
+}
+
+TEST_CASE("tensor: full() refuses values the dtype cannot hold, like torch.full",
+          "[tensor][limits]") {
+  CHECK(error_of([] { Tensor::full({2}, 300, DType::kUInt8); }) ==
+        "RuntimeError: value cannot be converted to type uint8_t without overflow");
+  CHECK(error_of([] { Tensor::full({2}, int64_t{1} << 40, DType::kInt32); }) ==
+        "RuntimeError: value cannot be converted to type int without overflow");
+  CHECK(error_of([] { Tensor::full({2}, 70000, DType::kFloat16); }) ==
+        "RuntimeError: value cannot be converted to type c10::Half without overflow");
+  // int64 values are stored exactly, not through double.
+  const int64_t big = (int64_t{1} << 62) + 1;
+  CHECK(Tensor::full({2}, big, DType::kInt64).get_int(1) == big);
+  CHECK(Tensor::full({1}, -1, DType::kBool).get_int(0) == 1);
+  // A double that no integer dtype can hold is an error, never undefined behaviour.
+  Tensor t({1}, DType::kInt64);
+  CHECK(error_of([&] { t.set(0, std::nan("")); }).rfind("OverflowError: value nan", 0) == 0);
+  CHECK(error_of([&] { t.set(0, 1e19); }).rfind("OverflowError", 0) == 0);
+  Tensor i32({1}, DType::kInt32);
+  i32.set_int(0, (int64_t{1} << 32) + 7);  // wraps at the width, like a 32-bit register
+  CHECK(i32.get_int(0) == 7);
+}
+
+TEST_CASE("tensor: storage counts against the memory budget", "[tensor][limits]") {
+  struct Restore {
+    ~Restore() { meshsim::MemoryBudget::set_limit(meshsim::MemoryBudget::kUnlimited); }
+  } restore;
+  const uint64_t before = meshsim::MemoryBudget::in_use();
+  meshsim::MemoryBudget::set_limit(before + 4096);
+  {
+    Tensor a({256}, DType::kFloat64);  // 2 KiB
+    CHECK(meshsim::MemoryBudget::in_use() == before + 2048);
+    Tensor shared = a;  // copy on write: no new bytes yet
+    CHECK(meshsim::MemoryBudget::in_use() == before + 2048);
+    shared.set(0, 1.0);  // now it has its own
+    CHECK(meshsim::MemoryBudget::in_use() == before + 4096);
+    CHECK(error_of([] { Tensor({1}, DType::kUInt8); }) ==
+          "MemoryError: a tensor needs 1 B, but tensors already hold 4.0 KiB of the 4.0 KiB "
+          "memory budget (--max-memory)");
+    // Meta tensors hold no bytes.
+    Tensor m({int64_t{1} << 40}, DType::kFloat32, Tensor::Storage::kMeta);
+  }
+  CHECK(meshsim::MemoryBudget::in_use() == before);
+  // Past what the budget allows: refused before any allocation is attempted.
+  meshsim::MemoryBudget::set_limit(uint64_t{1} << 30);
+  CHECK(error_of([] { Tensor({int64_t{1} << 40}, DType::kFloat32); })
+            .rfind("MemoryError: a tensor needs 4.0 TiB", 0) == 0);
 }

@@ -1,0 +1,18 @@
+// Numbers on the command line, read strictly: "-1", "1e23" or "2^64" is an error naming the
+// flag, never a wrapped or rounded value.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace meshsim::sim {
+
+// Decimal digits only, within [min, max]. Returns "" or the error for the message.
+std::string parse_unsigned(std::string_view text, uint64_t min, uint64_t max, uint64_t& out);
+
+// A byte count: "12884901888", "512M", "16G", "16GiB", "1.5T" (units are binary: K = 1024), or a
+// share of the machine's memory, "50%". Returns "" or the error for the message.
+std::string parse_byte_size(std::string_view text, uint64_t physical_bytes, uint64_t& out);
+
+}  // namespace meshsim::sim
