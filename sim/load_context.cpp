@@ -1,6 +1,7 @@
 #include "sim/load_context.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -111,6 +112,24 @@ int64_t LoadContext::integer_of(const toml::node& node, std::string_view what) c
 bool LoadContext::boolean_of(const toml::node& node, std::string_view what) const {
   if (const auto* b = node.as_boolean()) return b->get();
   fail(node, fmt::format("{} must be true or false, not {}", what, describe_type(node)));
+}
+
+double LoadContext::seconds_of(const toml::node& node, std::string_view what, Zero zero) const {
+  double v = 0;
+  if (const auto* f = node.as_floating_point()) {
+    v = f->get();
+  } else if (const auto* i = node.as_integer()) {
+    v = static_cast<double>(i->get());
+  } else {
+    fail(node, fmt::format("{} must be a number, not {}", what, describe_type(node)));
+  }
+  if (!std::isfinite(v)) fail(node, fmt::format("{} must be a finite number, not {}", what, v));
+  if (v < 0 || (zero == Zero::kRefused && v < kMinPositive)) {
+    fail(node, fmt::format("{} must be {}, got {:g}", what,
+                           zero == Zero::kRefused ? "at least 1e-9" : "zero or positive", v));
+  }
+  if (v > kMaxSeconds) fail(node, fmt::format("{} must be at most {:g}, got {:g}", what, kMaxSeconds, v));
+  return v;
 }
 
 std::vector<int64_t> LoadContext::integers_of(const toml::node& node, std::string_view what) const {

@@ -59,6 +59,12 @@ class LoadContext : public ExpressionSchema {
   std::string string_of(const toml::node& node, std::string_view what) const;
   int64_t integer_of(const toml::node& node, std::string_view what) const;
   bool boolean_of(const toml::node& node, std::string_view what) const;
+  // A duration or cost-model value: an integer or a float, finite, not negative, at most
+  // kMaxSeconds (so virtual clocks stay finite); when zero is refused, at least kMinPositive.
+  enum class Zero { kAllowed, kRefused };
+  static constexpr double kMaxSeconds = 1e9;
+  static constexpr double kMinPositive = 1e-9;
+  double seconds_of(const toml::node& node, std::string_view what, Zero zero) const;
   std::vector<int64_t> integers_of(const toml::node& node, std::string_view what) const;
   std::vector<std::string> strings_of(const toml::node& node, std::string_view what) const;
   // An integer, or a string holding an expression; checked against the declared meshes.

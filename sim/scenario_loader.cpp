@@ -126,11 +126,8 @@ std::vector<Fault> parse_faults(const toml::node& node, const LoadContext& ctx) 
       if (args == nullptr) ctx.fail(value, fmt::format("{} must be a table", key.str()));
       if (f.kind == Fault::Kind::kStall) {
         ctx.only_keys(*args, {"rank", "seconds", "step", "collective"}, "stall");
-        const toml::node& seconds = ctx.require(*args, "seconds", "stall");
-        f.seconds = seconds.is_floating_point()
-                        ? seconds.as_floating_point()->get()
-                        : static_cast<double>(ctx.integer_of(seconds, "seconds"));
-        if (!(f.seconds > 0)) ctx.fail(seconds, "seconds must be positive");
+        f.seconds = ctx.seconds_of(ctx.require(*args, "seconds", "stall"), "seconds",
+                                   LoadContext::Zero::kRefused);
       } else if (f.kind == Fault::Kind::kCrash) {
         ctx.only_keys(*args, {"rank", "step", "collective"}, "crash");
       } else {
@@ -207,10 +204,7 @@ Scenario load_scenario_text(std::string_view text, const std::string& file) {
   auto positive = [&](std::string_view key, double scale, double& field) {
     const toml::node* node = head.get(key);
     if (node == nullptr) return;
-    const double v = node->is_floating_point() ? node->as_floating_point()->get()
-                                               : static_cast<double>(header.integer_of(*node, key));
-    if (!(v > 0)) header.fail(*node, fmt::format("{} must be a positive number", key));
-    field = v * scale;
+    field = header.seconds_of(*node, key, LoadContext::Zero::kRefused) * scale;
   };
   positive("timeout_s", 1.0, s.cost.timeout_s);
   positive("latency_us", 1e-6, s.cost.latency_s);

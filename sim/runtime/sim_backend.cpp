@@ -1,5 +1,7 @@
 #include "sim/runtime/sim_backend.hpp"
 
+#include <fmt/format.h>
+
 #include "src/error.hpp"
 
 namespace meshsim::sim {
@@ -61,11 +63,26 @@ void SimBackend::barrier(const Group& group) {
   c_.collective(rank_, group, signature_of(CollectiveOp::kBarrier, {}), Payload{});
 }
 
+namespace {
+
+// c10d refuses point-to-point with oneself before anything is sent (it would never complete).
+void check_not_self(int64_t rank, int64_t peer, std::string_view kind) {
+  if (rank == peer) {
+    throw value_error(fmt::format(
+        "Invalid {0} rank: {0} rank should not be the same as the rank of the current process.",
+        kind));
+  }
+}
+
+}  // namespace
+
 void SimBackend::send(const Tensor& tensor, int64_t dst, const Group& group) {
+  check_not_self(rank_, dst, "destination");
   c_.send(rank_, dst, group, tensor);
 }
 
 Tensor SimBackend::recv(const Tensor& like, int64_t src, const Group& group) {
+  check_not_self(rank_, src, "source");
   return c_.recv(rank_, src, group, like);
 }
 

@@ -269,12 +269,7 @@ void register_collective_steps(StepRegistry& r) {
   r.add("sleep", "advance this rank's virtual clock by a number of seconds",
         [](const toml::node& value, const toml::table&, LoadContext& ctx) -> std::unique_ptr<Step> {
           auto step = std::make_unique<SleepStep>();
-          if (const auto* f = value.as_floating_point()) {
-            step->seconds_ = f->get();
-          } else {
-            step->seconds_ = static_cast<double>(ctx.integer_of(value, "sleep (seconds)"));
-          }
-          if (step->seconds_ < 0) ctx.fail(value, "sleep takes a non-negative number of seconds");
+          step->seconds_ = ctx.seconds_of(value, "sleep (seconds)", LoadContext::Zero::kAllowed);
           return step;
         });
 }

@@ -79,6 +79,8 @@ class Backend {
   // inputs[i] goes to group rank i; returns what each group rank sent here.
   virtual std::vector<Tensor> all_to_all(const std::vector<Tensor>& inputs, const Group& group) = 0;
   virtual void barrier(const Group& group) = 0;
+  // Blocking point-to-point with global ranks; ValueError (c10d's text) when the peer is the
+  // calling rank itself.
   virtual void send(const Tensor& tensor, int64_t dst, const Group& group) = 0;
   virtual Tensor recv(const Tensor& like, int64_t src, const Group& group) = 0;
   // Control-plane object collectives; objects travel as serialized strings.
