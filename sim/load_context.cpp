@@ -126,7 +126,7 @@ double LoadContext::seconds_of(const toml::node& node, std::string_view what, Ze
   if (!std::isfinite(v)) fail(node, fmt::format("{} must be a finite number, not {}", what, v));
   if (v < 0 || (zero == Zero::kRefused && v < kMinPositive)) {
     fail(node, fmt::format("{} must be {}, got {:g}", what,
-                           zero == Zero::kRefused ? "at least 1e-9" : "zero or positive", v));
+                           zero == Zero::kRefused ? "positive (at least 1e-9)" : "zero or positive", v));
   }
   if (v > kMaxSeconds) fail(node, fmt::format("{} must be at most {:g}, got {:g}", what, kMaxSeconds, v));
   return v;

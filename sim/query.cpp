@@ -22,6 +22,24 @@ Json ranks_json(const RankTensor& t) {
   return build(0, next);
 }
 
+// Owned indices of one dim as half-open runs: [[0, 2], [5, 6]] holds 0, 1 and 5.
+Json runs_json(const IndexRuns& held) {
+  Json out = Json::array();
+  for (const IndexRuns::Run& r : held.runs()) out.push_back(Json::array({r.start, r.stop}));
+  return out;
+}
+
+// An expected dim given as plain indices ([0, 1, 5]) becomes runs; runs stay as they are.
+Json indices_as_runs(const Json& dim) {
+  if (!dim.is_array() || dim.empty() || !dim[0].is_number_integer()) return dim;
+  std::vector<int64_t> indices;
+  for (const Json& i : dim) {
+    if (!i.is_number_integer()) return dim;  // a malformed expectation fails as written
+    indices.push_back(i.get<int64_t>());
+  }
+  return runs_json(IndexRuns::from_indices(indices));
+}
+
 std::vector<Placement> placements_of(const toml::node& node, LoadContext& ctx) {
   std::vector<Placement> out;
   const toml::array* array = node.as_array();
@@ -95,6 +113,12 @@ Query Query::parse(std::string_view key, const toml::node& node, LoadContext& ct
   return q;
 }
 
+Json Query::canonical_expected(Json expected) const {
+  if (key_ != "owned_indices" || !expected.is_array()) return expected;
+  for (Json& dim : expected) dim = indices_as_runs(dim);
+  return expected;
+}
+
 bool Query::yields_integers() const {
   return key_ != "group_name" && key_ != "has_group_names";
 }
@@ -138,7 +162,10 @@ Json Query::observe(const RankState& rank) const {
   if (key_ == "has_group_names") return m.has_group_names();
   if (key_ == "owned_indices") {
     if (!m.coordinate()) return Json::array();
-    return owned_indices(global_shape_, m.shape(), *m.coordinate(), placements_);
+    Json dims = Json::array();
+    for (const IndexRuns& held : owned_indices(global_shape_, m.shape(), *m.coordinate(), placements_))
+      dims.push_back(runs_json(held));
+    return dims;
   }
   const LocalShard s =
       compute_local_shape_and_global_offset(global_shape_, m.shape(), m.coordinate(), placements_);

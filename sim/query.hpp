@@ -21,6 +21,9 @@ class Query {
   static Query parse(std::string_view key, const toml::node& node, LoadContext& ctx);
 
   Json observe(const RankState& rank) const;
+  // The expected value in the form observe() reports: owned indices written as plain index lists
+  // per dim become half-open runs [[start, stop], ...].
+  Json canonical_expected(Json expected) const;
   // "coordinate(world)", "groups(world, tp)", ...
   std::string describe() const;
   // Whether the observed value is made of integers, so expected strings are expressions.

@@ -14,7 +14,7 @@ class ExpectStep final : public Step {
   void run(RankState& rank) const override {
     const Json observed = query_->observe(rank);
     const ExpectedValue& e = equals_ ? *equals_ : by_rank_[static_cast<size_t>(rank.rank())];
-    Json expected = e.resolve(rank);
+    Json expected = query_->canonical_expected(e.resolve(rank));
     const bool passed = observed == expected;
     rank.record_expectation(*this, query_->describe(), passed, observed, std::move(expected));
   }

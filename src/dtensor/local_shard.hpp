@@ -7,6 +7,7 @@
 #include <span>
 #include <vector>
 
+#include "src/dtensor/index_runs.hpp"
 #include "src/dtensor/placement.hpp"
 
 namespace meshsim {
@@ -19,21 +20,27 @@ struct LocalShard {
   friend bool operator==(const LocalShard&, const LocalShard&) = default;
 };
 
-// For each tensor dim, the global indices the rank at `coordinate` holds, in local order. Mesh dims
-// apply left to right; a Shard splits the indices held so far with torch.chunk rules; a
-// StridedShard cuts them into k*split_factor chunks and keeps chunks c, c+k, .... Throws
-// meshsim::Error (ValueError) when the placements do not fit the mesh or the tensor.
-std::vector<std::vector<int64_t>> owned_indices(std::span<const int64_t> global_shape,
-                                                std::span<const int64_t> mesh_shape,
-                                                std::span<const int64_t> coordinate,
-                                                std::span<const Placement> placements);
+// For each tensor dim, the global indices the rank at `coordinate` holds, in local order, as runs.
+// Mesh dims apply left to right, as PyTorch's distribute_tensor does; a Shard cuts the indices held
+// so far with torch.chunk rules and keeps piece c; a StridedShard first cuts them into
+// split_factor pieces (torch.chunk), cuts each piece into k (torch.chunk), and keeps piece c of
+// every one. Negative dims count from the end. Throws meshsim::Error: ValueError when the
+// placements do not match the mesh, IndexError (PyTorch's "tuple index out of range") for a dim
+// outside the tensor, ValueError when a strided shard would fragment a dim into more than
+// kMaxRuns runs.
+inline constexpr int64_t kMaxRuns = int64_t{1} << 20;
+std::vector<IndexRuns> owned_indices(std::span<const int64_t> global_shape,
+                                     std::span<const int64_t> mesh_shape,
+                                     std::span<const int64_t> coordinate,
+                                     std::span<const Placement> placements);
 
 // Shape and offset of the local shard; a rank outside the mesh (no coordinate) gets ((0,), ()).
 LocalShard compute_local_shape_and_global_offset(
     std::span<const int64_t> global_shape, std::span<const int64_t> mesh_shape,
     const std::optional<std::vector<int64_t>>& coordinate, std::span<const Placement> placements);
 
-// torch.chunk's piece `index` of `n` items cut into `pieces`: (start, size).
+// torch.chunk's piece `index` of `n` items cut into `pieces`: (start, size). Pieces past the
+// last non-empty one are empty, as torch.chunk returns fewer chunks than asked.
 std::pair<int64_t, int64_t> chunk_range(int64_t n, int64_t pieces, int64_t index);
 
 }  // namespace meshsim

@@ -9,9 +9,9 @@ using Ints = std::vector<int64_t>;
 
 namespace {
 
-std::vector<Placement> parse_all(std::initializer_list<const char*> texts) {
+std::vector<Placement> parse_all(const std::vector<std::string>& texts) {
   std::vector<Placement> out;
-  for (const char* t : texts) out.push_back(parse_placement(t));
+  for (const std::string& t : texts) out.push_back(parse_placement(t));
   return out;
 }
 
@@ -91,14 +91,76 @@ TEST_CASE("local_shard: strided shard then shard, FSDP over TP (mesh.md 3)",
   for (int64_t r = 0; r < 4; ++r) {
     INFO("rank " << r);
     const auto owned = owned_indices(Ints{8}, Ints{2, 2}, coordinate_of(r, {2, 2}), p);
-    CHECK(owned[0] == rows[static_cast<size_t>(r)]);
+    CHECK(owned[0].expand() == rows[static_cast<size_t>(r)]);
     CHECK(compute_local_shape_and_global_offset(Ints{8}, Ints{2, 2}, coordinate_of(r, {2, 2}), p) ==
           LocalShard{{2}, {rows[static_cast<size_t>(r)][0]}});
   }
   // The strided step alone keeps piece a of every group.
   const auto alone = parse_all({"_StridedShard(0, split_factor=2)", "Replicate()"});
-  CHECK(owned_indices(Ints{8}, Ints{2, 2}, Ints{0, 0}, alone)[0] == Ints{0, 1, 4, 5});
-  CHECK(owned_indices(Ints{8}, Ints{2, 2}, Ints{1, 0}, alone)[0] == Ints{2, 3, 6, 7});
+  CHECK(owned_indices(Ints{8}, Ints{2, 2}, Ints{0, 0}, alone)[0].expand() == Ints{0, 1, 4, 5});
+  CHECK(owned_indices(Ints{8}, Ints{2, 2}, Ints{1, 0}, alone)[0].expand() == Ints{2, 3, 6, 7});
+}
+
+namespace {
+
+// The rows each rank of a mesh holds, in rank order.
+std::vector<Ints> rows_by_rank(int64_t rows, const Ints& mesh, const std::vector<std::string>& p) {
+  std::vector<Ints> out;
+  int64_t ranks = 1;
+  for (int64_t m : mesh) ranks *= m;
+  for (int64_t r = 0; r < ranks; ++r) {
+    out.push_back(owned_indices(Ints{rows}, mesh, coordinate_of(r, mesh), parse_all(p))[0].expand());
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("local_shard: uneven strided shards split in two torch.chunk steps (mesh.md 3)",
+          "[dtensor][local_shard]") {
+  // The spec's example: groups {0..4}, {5..8}, each cut into 4.
+  CHECK(rows_by_rank(9, {4}, {"_StridedShard(0, split_factor=2)"}) ==
+        std::vector<Ints>{{0, 1, 5}, {2, 3, 6}, {4, 7}, {8}});
+  CHECK(compute_local_shape_and_global_offset(Ints{9}, Ints{4}, Ints{3},
+                                              parse_all({"_StridedShard(0, split_factor=2)"})) ==
+        LocalShard{{1}, {8}});
+  // What PyTorch 2.15 gives for these (checked with its fake process group).
+  const std::vector<std::string> fsdp_tp2{"_StridedShard(0, split_factor=2)", "Shard(0)"};
+  CHECK(rows_by_rank(7, {2, 2}, fsdp_tp2) == std::vector<Ints>{{0, 1}, {4, 5}, {2, 3}, {6}});
+  CHECK(rows_by_rank(3, {2, 2}, fsdp_tp2) == std::vector<Ints>{{0}, {2}, {1}, {}});
+  const std::vector<std::string> fsdp_tp3{"_StridedShard(0, split_factor=3)", "Shard(0)"};
+  CHECK(rows_by_rank(10, {2, 2}, fsdp_tp3) ==
+        std::vector<Ints>{{0, 1, 4}, {5, 8}, {2, 3, 6}, {7, 9}});
+  CHECK(rows_by_rank(13, {2, 3}, fsdp_tp3) ==
+        std::vector<Ints>{{0, 1, 2}, {5, 6, 7}, {10, 11}, {3, 4}, {8, 9}, {12}});
+  CHECK(rows_by_rank(5, {2, 2}, {"Shard(0)", "_StridedShard(0, split_factor=2)"}) ==
+        std::vector<Ints>{{0, 2}, {1}, {3, 4}, {}});
+  // A split factor far beyond the rows: one row per piece, all kept by coordinate 0.
+  CHECK(rows_by_rank(5, {4}, {"_StridedShard(0, split_factor=1000)"}) ==
+        std::vector<Ints>{{0, 1, 2, 3, 4}, {}, {}, {}});
+  CHECK(compute_local_shape_and_global_offset(
+            Ints{5}, Ints{4}, Ints{2}, parse_all({"_StridedShard(0, split_factor=1000)"})) ==
+        LocalShard{{0}, {5}});
+}
+
+TEST_CASE("local_shard: huge dims cost runs, not indices", "[dtensor][local_shard][limits]") {
+  const int64_t rows = 100'000'000'000;  // 1e11
+  const auto owned = owned_indices(Ints{rows, 7}, Ints{2, 4}, Ints{1, 3},
+                                   parse_all({"Shard(0)", "_StridedShard(0, split_factor=2)"}));
+  // Rank (1, 3) holds the last quarter of each half of the second half of the rows.
+  CHECK(owned[0].runs() == std::vector<IndexRuns::Run>{{68'750'000'000, 75'000'000'000},
+                                                       {93'750'000'000, 100'000'000'000}});
+  CHECK(owned[1].runs() == std::vector<IndexRuns::Run>{{0, 7}});
+  // A split factor of 2^63-1 finishes at once: every row is a piece of its own.
+  const std::vector<Placement> huge{StridedShard{0, INT64_MAX}};
+  CHECK(owned_indices(Ints{rows}, Ints{4}, Ints{0}, huge)[0].runs() ==
+        std::vector<IndexRuns::Run>{{0, rows}});
+  CHECK(owned_indices(Ints{rows}, Ints{4}, Ints{1}, huge)[0].empty());
+  // Fragmenting a dim into millions of runs is refused, not attempted.
+  CHECK_THROWS_WITH(owned_indices(Ints{rows}, Ints{3}, Ints{1},
+                                  std::vector<Placement>{StridedShard{0, 50'000'000}}),
+                    Catch::StartsWith("_StridedShard(0, sf=50000000) cuts a dim of 100000000000 "
+                                      "into 50000000 separate runs"));
 }
 
 TEST_CASE("local_shard: Partial and Replicate keep the whole tensor; non-members get ((0,), ())",
@@ -116,7 +178,8 @@ TEST_CASE("local_shard: placements that do not fit are errors", "[dtensor][local
   CHECK_THROWS_WITH(compute_local_shape_and_global_offset(Ints{8}, Ints{2, 2}, Ints{0, 0},
                                                           parse_all({"Shard(0)"})),
                     "1 placements given for a 2-d mesh");
+  // PyTorch's compute_local_shape_and_global_offset fails indexing the shape.
   CHECK_THROWS_WITH(
       compute_local_shape_and_global_offset(Ints{8}, Ints{4}, Ints{0}, parse_all({"Shard(1)"})),
-      "Shard(1) on mesh dim 0 is out of range for a 1-d tensor");
+      "tuple index out of range (Shard(1) on mesh dim 0 of a 1-d tensor)");
 }
