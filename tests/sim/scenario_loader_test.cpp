@@ -110,7 +110,7 @@ TEST_CASE("scenario_loader: [[fault]] tables are checked", "[sim][loader][errors
   CHECK(load_error("[[fault]]\ncrash = { rank = 1 }\n") ==
         "t.toml:5:9: crash needs exactly one of step or collective");
   CHECK(load_error("[[fault]]\nstall = { rank = 1, seconds = -2, step = 1 }\n") ==
-        "t.toml:5:31: seconds must be positive");
+        "t.toml:5:31: seconds must be positive (at least 1e-9), got -2");
   CHECK(load_error("[[fault]]\nbackend_error = { rank = 1, step = 1 }\n") ==
         "t.toml:5:29: unknown key \"step\" in backend_error (expected one of: rank, collective)");
   const Scenario s = load_scenario_text(
