@@ -33,8 +33,9 @@ std::optional<RaisesSpec> parse_raises(const toml::table& entry, LoadContext& ct
   const std::optional<PyErrorType> parsed = parse_py_error_type(type_name);
   if (!parsed) {
     ctx.fail(type, fmt::format("unknown error type \"{}\" (expected RuntimeError, ValueError, "
-                               "KeyError, TypeError, IndexError, AttributeError or "
-                               "NotImplementedError)",
+                               "KeyError, TypeError, IndexError, AttributeError, "
+                               "NotImplementedError, MemoryError, OverflowError, "
+                               "ZeroDivisionError or AssertionError)",
                                type_name));
   }
   spec.type = *parsed;

@@ -27,6 +27,8 @@ std::string_view py_error_type_name(PyErrorType type) {
       return "OverflowError";
     case PyErrorType::kZeroDivisionError:
       return "ZeroDivisionError";
+    case PyErrorType::kAssertionError:
+      return "AssertionError";
   }
   return "Error";
 }
@@ -36,7 +38,7 @@ std::optional<PyErrorType> parse_py_error_type(std::string_view name) {
                         PyErrorType::kKeyError, PyErrorType::kTypeError, PyErrorType::kIndexError,
                         PyErrorType::kAttributeError, PyErrorType::kNotImplementedError,
                         PyErrorType::kMemoryError, PyErrorType::kOverflowError,
-                        PyErrorType::kZeroDivisionError}) {
+                        PyErrorType::kZeroDivisionError, PyErrorType::kAssertionError}) {
     if (py_error_type_name(t) == name) return t;
   }
   return std::nullopt;

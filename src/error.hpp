@@ -23,6 +23,8 @@ enum class PyErrorType {
   kMemoryError,
   kOverflowError,
   kZeroDivisionError,
+  // PyTorch's own internal checks (`raise AssertionError(...)`) that a user's input can reach.
+  kAssertionError,
 };
 
 std::string_view py_error_type_name(PyErrorType type);

@@ -19,10 +19,12 @@ class SimGroupCreator final : public GroupCreator {
   std::optional<std::string> new_group(std::span<const int64_t> ranks) override {
     // c10d's store barrier is keyed by the group's name, not its ranks: ranks that disagree on the
     // members still meet here (the backend reports the disagreement as a warning).
+    // c10d validates the ranks before it reaches the store.
+    const std::vector<int64_t> members = check_group_ranks(ranks, world_size());
     Signature sig{CollectiveOp::kNewGroup, DType::kInt64, {}, std::nullopt, std::nullopt, {}};
     collectives_.collective(rank(), store(), sig,
-                            Payload{{}, {}, collectives_.rank_lists()->intern(ranks)});
-    return local_.new_group(ranks);
+                            Payload{{}, {}, collectives_.rank_lists()->intern(members)});
+    return local_.new_group(members);
   }
   RankList group_ranks(const std::string& name) const override { return local_.group_ranks(name); }
   std::optional<std::string> find_group(std::span<const int64_t> ranks) const override {

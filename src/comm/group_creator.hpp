@@ -24,16 +24,22 @@ class GroupCreator {
 
   // Collective over WORLD: every rank must call it with the same `ranks`, in the same order
   // relative to its other calls. Names come from a per-process counter in creation order, so
-  // the counter advances on every rank, member or not. Returns the name when the caller is in
-  // `ranks`, otherwise nullopt.
+  // the counter advances on every rank, member or not. As c10d does by default, the members are
+  // sorted: a rank's position in the group (its group rank) follows ascending global rank. Returns
+  // the name when the caller is in `ranks`, otherwise nullopt. Throws ValueError, before any
+  // communication, for repeated ranks or ranks outside the world (check_group_ranks).
   virtual std::optional<std::string> new_group(std::span<const int64_t> ranks) = 0;
 
   // Ranks of a group this rank created or joined, by name; null if unknown.
   virtual RankList group_ranks(const std::string& name) const = 0;
 
-  // The most recently created group with exactly `ranks`, in that order; nullopt if none.
+  // The most recently created group with exactly these members (in any order); nullopt if none.
   virtual std::optional<std::string> find_group(std::span<const int64_t> ranks) const = 0;
 };
+
+// c10d's checks of a new group's ranks, in its order: sorted, no repeats, no more than the world,
+// each within it. Returns the sorted members; throws ValueError with c10d's messages.
+std::vector<int64_t> check_group_ranks(std::span<const int64_t> ranks, int64_t world_size);
 
 // A rank's own counter and group table, with no communication: what one rank sees when every
 // rank creates the same groups in the same order. Ranks that share `pool` share member lists.

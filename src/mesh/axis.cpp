@@ -73,9 +73,9 @@ bool Axis::is_orthogonal() const {
   return true;
 }
 
-bool Axis::is_sorted() const {
+bool Axis::is_non_increasing() const {
   for (size_t i = 0; i + 1 < modes_.size(); ++i) {
-    if (modes_[i].stride <= modes_[i + 1].stride) return false;
+    if (modes_[i].stride < modes_[i + 1].stride) return false;
   }
   return true;
 }

@@ -39,8 +39,8 @@ class Axis {
 
   // Sorted by descending stride, each stride is a multiple of the next mode's span.
   bool is_orthogonal() const;
-  // Strides strictly descending (required to slice).
-  bool is_sorted() const;
+  // Strides never ascending (PyTorch's check_sorted, which slicing requires of the merged dims).
+  bool is_non_increasing() const;
 
   // The axis that, combined with this one, tiles [0, world); modes ordered by descending stride
   // so that its codomain is ascending.

@@ -25,22 +25,41 @@ std::string py_list(const std::vector<std::string>& names) {
   return out + "]";
 }
 
+constexpr const char* kNotInMeshTensor =
+    "In order to get the mesh Tensor of a DeviceMesh it needs to either have all its original "
+    "dimensions (e.g., no slicing) or it needs to contain the local rank";
+
 // Coordinate of `rank` inside the replica that holds it, and that replica's index.
 struct Located {
   size_t replica;
   std::vector<int64_t> coordinate;
 };
 
+// PyTorch's view of a rank in a mesh: the replica holding it (the only one when there is one),
+// and its position there. Throws RuntimeError when the rank is in no replica of several, and
+// AssertionError when it appears more than once in its replica.
 std::optional<Located> locate(const RankTensor& full, int64_t rank) {
+  const size_t per_replica = full.values.size() / static_cast<size_t>(full.shape[0]);
   const auto it = std::find(full.values.begin(), full.values.end(), rank);
-  if (it == full.values.end()) return std::nullopt;
-  auto flat = static_cast<int64_t>(it - full.values.begin());
+  if (it == full.values.end()) {
+    if (full.shape[0] != 1) throw runtime_error(kNotInMeshTensor);
+    return std::nullopt;
+  }
+  const auto first = static_cast<size_t>(it - full.values.begin());
+  const size_t replica = first / per_replica;
+  const auto begin = full.values.begin() + static_cast<ptrdiff_t>(replica * per_replica);
+  const auto count = std::count(begin, begin + static_cast<ptrdiff_t>(per_replica), rank);
+  if (count != 1) {
+    throw Error(PyErrorType::kAssertionError,
+                fmt::format("rank_coords.size(0) must be 0 or 1, got {}", count));
+  }
+  auto flat = static_cast<int64_t>(first);
   std::vector<int64_t> coordinate(full.shape.size() - 1);
   for (size_t d = full.shape.size(); d-- > 1;) {
     coordinate[d - 1] = flat % full.shape[d];
     flat /= full.shape[d];
   }
-  return Located{static_cast<size_t>(flat), std::move(coordinate)};
+  return Located{replica, std::move(coordinate)};
 }
 
 uint64_t fnv1a(uint64_t h, std::string_view bytes) {
@@ -112,8 +131,11 @@ DeviceMesh DeviceMesh::make_root(GroupCreator& groups, const std::string& device
   DeviceMesh mesh(family, State{}, true);
   mesh.state_.device_type = device_type;
   mesh.state_.rank = groups.rank();
+  // As PyTorch: every group first (collective), then the calling rank's coordinate.
+  std::optional<std::vector<std::string>> names =
+      create_all_groups(groups, layout, family->rank_map);
   mesh.state_ = mesh.derived_state(std::move(layout), dim_names);
-  mesh.state_.group_names = create_all_groups(groups, mesh.state_.layout, family->rank_map);
+  mesh.state_.group_names = std::move(names);
   family->root = mesh.state_;
   return mesh;
 }
@@ -157,16 +179,8 @@ DeviceMesh DeviceMesh::from_rank_table(GroupCreator& groups, const std::string& 
   MESHSIM_ASSERT(numel == static_cast<int64_t>(table.values.size()),
                  fmt::format("rank table shape [{}] does not hold its {} values",
                              fmt::join(table.shape, ", "), table.values.size()));
-  std::set<int64_t> seen;
-  for (int64_t r : table.values) {
-    if (r < 0 || r >= groups.world_size()) {
-      throw runtime_error(fmt::format("rank {} in the mesh is outside the world of size {}", r,
-                                      groups.world_size()));
-    }
-    if (!seen.insert(r).second) {
-      throw runtime_error(fmt::format("rank {} appears more than once in the mesh", r));
-    }
-  }
+  // Ranks outside the world or repeated within a group fail in new_group, with c10d's errors; a
+  // rank repeated across groups fails when its coordinate is computed.
   if (dim_names && dim_names->size() != table.shape.size()) {
     throw runtime_error(fmt::format("mesh has {} dims but {} mesh_dim_names", table.shape.size(),
                                     dim_names->size()));
@@ -209,11 +223,6 @@ RankTensor DeviceMesh::full_mesh() const {
 RankTensor DeviceMesh::mesh() const {
   RankTensor full = full_mesh();
   std::optional<Located> where = locate(full, state_.rank);
-  if (full.shape[0] != 1 && !where) {
-    throw runtime_error(
-        "In order to get the mesh Tensor of a DeviceMesh it needs to either have all its original "
-        "dimensions (e.g., no slicing) or it needs to contain the local rank");
-  }
   const size_t replica = where ? where->replica : 0;
   const size_t per_replica = full.values.size() / static_cast<size_t>(full.shape[0]);
   RankTensor out;
@@ -285,47 +294,45 @@ DeviceMesh DeviceMesh::slice(const std::vector<std::string>& names) const {
     }
   }
   std::vector<Axis> axes;
-  std::vector<std::string> group_names;
   for (const std::string& n : names) {
     const auto it = std::find(own.begin(), own.end(), n);
-    if (it != own.end()) {
-      const auto dim = static_cast<size_t>(it - own.begin());
-      axes.push_back(state_.layout[dim]);
-      if (state_.group_names) group_names.push_back(group_name_at(dim));
-    } else {
-      const State& flat = family_->flattened.at(n);
-      axes.push_back(flat.layout[0]);
-      if (state_.group_names) {
-        if (!flat.group_names || flat.group_names->empty()) {
-          throw Error(PyErrorType::kIndexError, "list index out of range");
-        }
-        group_names.push_back(flat.group_names->front());
-      }
-    }
+    axes.push_back(it != own.end() ? state_.layout[static_cast<size_t>(it - own.begin())]
+                                   : family_->flattened.at(n).layout[0]);
   }
-  // Dims must keep the mesh's order: strides may not grow from left to right.
-  int64_t inner_stride = -1;
-  for (size_t i = axes.size(); i-- > 0;) {
-    const auto& modes = axes[i].modes();
-    if (modes.size() > 1) {
-      throw Error(PyErrorType::kNotImplementedError,
-                  "Currently, this only allows slicing out a contiguous flattened dim.");
-    }
-    if (modes.empty()) continue;
-    if (modes[0].stride < inner_stride) {
-      throw key_error(fmt::format(
-          "Invalid mesh_dim_names {} specified. Mesh dim indices should be in ascending order.",
-          py_tuple(names)));
-    }
-    inner_stride = modes[0].stride;
-  }
+  // Both checks look at all the selected dims merged into one coalesced layout: its strides may
+  // not grow (ties allowed, size-1 dims vanish), and its dims may not overlap. They run on every
+  // rank, in or out of the mesh.
   MeshLayout layout(std::move(axes));
-  if (!layout.collapse().is_orthogonal()) {
+  const Axis merged = layout.collapse();
+  if (!merged.is_non_increasing()) {
+    throw key_error(fmt::format(
+        "Invalid mesh_dim_names {} specified. Mesh dim indices should be in ascending order.",
+        py_tuple(names)));
+  }
+  if (!merged.is_orthogonal()) {
     throw runtime_error(
         fmt::format("Slicing overlapping dim_names {} is not allowed.", py_tuple(names)));
   }
-  State s = derived_state(std::move(layout), names);
-  if (state_.group_names) s.group_names = std::move(group_names);
+  // A rank in the mesh copies its groups' names; a rank outside it has none to copy.
+  std::optional<std::vector<std::string>> group_names;
+  if (state_.group_names) {
+    group_names.emplace();
+    for (const std::string& n : names) {
+      if (state_.group_names->empty()) break;
+      const auto it = std::find(own.begin(), own.end(), n);
+      if (it != own.end()) {
+        group_names->push_back(group_name_at(static_cast<size_t>(it - own.begin())));
+      } else {
+        const State& flat = family_->flattened.at(n);
+        if (!flat.group_names || flat.group_names->empty()) {
+          throw Error(PyErrorType::kIndexError, "list index out of range");
+        }
+        group_names->push_back(flat.group_names->front());
+      }
+    }
+  }
+  State s = derived_state(std::move(layout), names);  // RuntimeError outside several replicas
+  s.group_names = std::move(group_names);
   return DeviceMesh(family_, std::move(s), false);
 }
 
@@ -443,6 +450,12 @@ void DeviceMesh::rebind_groups(const GroupCreator& groups) {
     names.push_back(*found);
   }
   state_.group_names = std::move(names);
+}
+
+DeviceMesh DeviceMesh::without_group_names() const {
+  DeviceMesh out = *this;
+  out.state_.group_names.reset();
+  return out;
 }
 
 bool operator==(const DeviceMesh& a, const DeviceMesh& b) {

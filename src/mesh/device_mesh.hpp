@@ -83,6 +83,9 @@ class DeviceMesh {
   // Re-attaches live group names to a mesh that has none, by layout: collective-free lookup of
   // the groups `groups` already created with exactly these ranks. Throws RuntimeError if absent.
   void rebind_groups(const GroupCreator& groups);
+  // The same mesh with no group names attached, as a save without them (decoupled from the
+  // backend) loads: every group lookup fails until rebind_groups().
+  DeviceMesh without_group_names() const;
 
   // Equality and hash by (rank table, layout, device type, dim names); group names are ignored,
   // so equal meshes on different ranks compare equal.

@@ -166,11 +166,31 @@ TEST_CASE("device_mesh: explicit rank table [[0,2],[1,3]] (mesh.md 2)", "[mesh][
     CHECK(m.groups(0) == Groups{{0, 1}, {2, 3}});
     if (r == 2) CHECK(m.coordinate() == Ints{0, 1});
   });
+  // Bad tables fail where PyTorch fails: in new_group (every rank alike), with c10d's messages...
   LocalGroupCreator g(0, 4);
-  CHECK_THROWS_WITH(DeviceMesh::from_rank_table(g, "cuda", {{2}, {0, 0}}),
-                    Catch::Contains("more than once"));
-  CHECK_THROWS_WITH(DeviceMesh::from_rank_table(g, "cuda", {{1}, {4}}),
-                    Catch::Contains("outside the world"));
+  CHECK_THROWS_WITH(DeviceMesh::from_rank_table(g, "cuda", {{3}, {2, 0, 0}}),
+                    "ranks list must not contain duplicate entries, got [0, 0, 2]");
+  CHECK_THROWS_WITH(DeviceMesh::from_rank_table(g, "cuda", {{2, 2}, {0, 9, 1, 2}}),
+                    "Rank 9 is out of range. Valid ranks are 0 to 3 (world_size=4)");
+  // ...or, for a rank in two groups of one dim, when that rank computes its coordinate.
+  LocalGroupCreator g1(1, 4);
+  CHECK_THROWS_WITH(DeviceMesh::from_rank_table(g1, "cuda", {{2, 2}, {0, 1, 1, 2}}),
+                    "rank_coords.size(0) must be 0 or 1, got 2");
+}
+
+TEST_CASE("device_mesh: local ranks are positions in sorted groups (explicit tables)",
+          "[mesh][device_mesh]") {
+  // DeviceMesh([[3, 1], [0, 2]], ("a", "b")): c10d sorts each group's ranks, so the local rank is
+  // not the coordinate. Values from PyTorch 2.15 with the fake process group.
+  const meshsim::RankTensor table{{2, 2}, {3, 1, 0, 2}};
+  const std::vector<Ints> coordinates{{1, 0}, {0, 1}, {1, 1}, {0, 0}};
+  const std::vector<Ints> local_ranks{{0, 0}, {0, 0}, {1, 1}, {1, 1}};
+  on_each_rank(4, [&](int64_t r, LocalGroupCreator& g) {
+    const DeviceMesh m = DeviceMesh::from_rank_table(g, "cuda", table, Names{"a", "b"});
+    CHECK(m.coordinate() == coordinates[static_cast<size_t>(r)]);
+    CHECK(Ints{m.local_rank(g, std::string("a")), m.local_rank(g, std::string("b"))} ==
+          local_ranks[static_cast<size_t>(r)]);
+  });
 }
 
 TEST_CASE("device_mesh: non-member ranks of a (5,) mesh in a world of 8", "[mesh][device_mesh]") {
@@ -187,6 +207,46 @@ TEST_CASE("device_mesh: non-member ranks of a (5,) mesh in a world of 8", "[mesh
       CHECK_THROWS_AS(m.group_name(), meshsim::Error);
     }
   });
+}
+
+TEST_CASE("device_mesh: slicing on ranks outside the root mesh (PyTorch 2.15)",
+          "[mesh][device_mesh][slice]") {
+  const Ints two_by_two{2, 2}, one_by_four{1, 4};
+  for (int64_t r = 4; r < 8; ++r) {
+    INFO("rank " << r);
+    LocalGroupCreator g(r, 8);
+    const DeviceMesh m = DeviceMesh::init(g, "cuda", two_by_two, Names{"a", "b"});
+    // The name, order and overlap checks run first, with the errors members get...
+    CHECK_THROWS_WITH(m.slice({"b", "x"}), "Invalid mesh_dim_names ('b', 'x') specified. Valid "
+                                           "mesh_dim_names are ['a', 'b'].");
+    CHECK_THROWS_WITH(m.slice({"b", "a"}), "Invalid mesh_dim_names ('b', 'a') specified. Mesh dim "
+                                           "indices should be in ascending order.");
+    CHECK_THROWS_WITH(m.slice({"a", "a"}),
+                      "Slicing overlapping dim_names ('a', 'a') is not allowed.");
+    // ...then a slice with several replicas needs the rank in one of them.
+    CHECK_THROWS_WITH(m.slice({"b"}), Catch::StartsWith("In order to get the mesh Tensor of a "
+                                                        "DeviceMesh it needs to either have all"));
+    CHECK(m.slice({"a", "b"}) == m);
+    // One replica: the slice exists, with no coordinate and no groups.
+    const DeviceMesh wide = DeviceMesh::init(g, "cuda", one_by_four, Names{"a", "b"});
+    const DeviceMesh b = wide.slice({"b"});
+    CHECK_FALSE(b.coordinate().has_value());
+    CHECK(b.mesh().values == Ints{0, 1, 2, 3});
+    CHECK_THROWS_WITH(b.group_name(), "list index out of range");
+    CHECK_THROWS_WITH(wide.slice({"a"}), Catch::StartsWith("In order to get the mesh Tensor"));
+  }
+}
+
+TEST_CASE("device_mesh: slice order allows ties and ignores size-1 dims (PyTorch 2.15)",
+          "[mesh][device_mesh][slice]") {
+  LocalGroupCreator g(1, 8);
+  const Ints one_by_four{1, 4}, two_two_two{2, 2, 2};
+  const DeviceMesh wide = DeviceMesh::init(g, "cuda", one_by_four, Names{"a", "b"});
+  CHECK(wide.slice({"b", "a"}).coordinate() == Ints{1, 0});  // the size-1 dim leaves no stride
+  const DeviceMesh m = DeviceMesh::init(g, "cuda", two_two_two, Names{"pp", "ep", "tp"});
+  // Equal strides pass the order check, then fail as overlapping.
+  CHECK_THROWS_WITH(m.slice({"tp", "ep", "tp"}),
+                    "Slicing overlapping dim_names ('tp', 'ep', 'tp') is not allowed.");
 }
 
 TEST_CASE("device_mesh: init errors quote PyTorch", "[mesh][device_mesh][errors]") {
@@ -214,8 +274,16 @@ TEST_CASE("device_mesh: equality and hash are rank independent", "[mesh][device_
 
 TEST_CASE("device_mesh: rebind_groups re-attaches live groups by layout", "[mesh][device_mesh]") {
   LocalGroupCreator g(5, 8);
-  DeviceMesh m = world_mesh(g).slice({"dp", "tp"});
-  const std::string dp = m.group_name(std::string("dp"));
-  m.rebind_groups(g);
-  CHECK(m.group_name(std::string("dp")) == dp);
+  const DeviceMesh live = world_mesh(g).slice({"dp", "tp"});
+  DeviceMesh loaded = live.without_group_names();
+  CHECK_FALSE(loaded.has_group_names());
+  CHECK_THROWS_WITH(loaded.group_name(std::string("dp")),
+                    "DeviceMesh process groups not initialized!");
+  loaded.rebind_groups(g);
+  CHECK(loaded.group_name(std::string("dp")) == live.group_name(std::string("dp")));
+  CHECK(loaded.group_name(std::string("tp")) == live.group_name(std::string("tp")));
+  // Groups that were never created in this process cannot be found.
+  LocalGroupCreator fresh(5, 8);
+  DeviceMesh orphan = live.without_group_names();
+  CHECK_THROWS_WITH(orphan.rebind_groups(fresh), Catch::StartsWith("cannot rebind mesh dim 0"));
 }

@@ -84,7 +84,8 @@ TEST_CASE("scenario_loader: mistakes are refused with file:line:col", "[sim][loa
         "t.toml:6:16: bad expression in when: expression ends too early in \"rank ==\"");
   CHECK(load_error("[[mesh]]\nname = \"m\"\nshape = [4]\nraises = { type = \"Oops\" }\n") ==
         "t.toml:7:19: unknown error type \"Oops\" (expected RuntimeError, ValueError, KeyError, "
-        "TypeError, IndexError, AttributeError or NotImplementedError)");
+        "TypeError, IndexError, AttributeError, NotImplementedError, MemoryError, OverflowError, "
+        "ZeroDivisionError or AssertionError)");
   CHECK_THAT(load_error("[[step]]\n"),
              Catch::StartsWith("t.toml:4:1: a [[step]] needs a step key"));
   CHECK_THAT(load_error("[other]\n"), Catch::StartsWith("t.toml:4:2: unknown key \"other\""));
