@@ -50,6 +50,7 @@ struct RunFlags {
   std::optional<uint64_t> faults_seed;
   uint64_t max_memory = 0;
   std::string max_memory_text;  // as given, for the rerun line
+  std::string stack_guard = "auto";
 };
 
 // Every report is valid JSON even when a path holds bytes that are not UTF-8.
@@ -68,6 +69,7 @@ std::string rerun_line(const std::string& file, const RunFlags& flags) {
   if (flags.schedule != "fifo")
     line += fmt::format(" --schedule {} --seed {}", flags.schedule, flags.seed);
   if (flags.stack_kib != 64) line += fmt::format(" --stack-kib {}", flags.stack_kib);
+  if (flags.stack_guard != "auto") line += " --stack-guard " + flags.stack_guard;
   if (flags.faults_seed) line += fmt::format(" --faults-seed {}", *flags.faults_seed);
   if (!flags.max_memory_text.empty()) line += " --max-memory " + flags.max_memory_text;
   return line;
@@ -88,6 +90,9 @@ int run_command(const std::vector<std::string>& paths, const RunFlags& flags) {
       flags.schedule == "random" ? SchedulePolicy::kRandom : SchedulePolicy::kFifo;
   options.world.seed = flags.seed;
   options.world.stack_size = flags.stack_kib * 1024;
+  options.world.stack_guard = flags.stack_guard == "pages"    ? StackGuard::kGuardPages
+                              : flags.stack_guard == "canary" ? StackGuard::kCanary
+                                                              : StackGuard::kAuto;
   options.faults_seed = flags.faults_seed;
   options.trace = !flags.trace_path.empty();
   nlohmann::json trace_events = nlohmann::json::array();
@@ -210,6 +215,10 @@ int main(int argc, char** argv) {
   run->add_option("--stack-kib", stack_text,
                   fmt::format("fiber stack size per rank in KiB, {} to {} (default 64)",
                               kMinStackKib, kMaxStackKib));
+  run->add_option("--stack-guard", flags.stack_guard,
+                  "how a fiber stack overflow is caught: auto (default: guard pages while "
+                  "vm.max_map_count allows them, else canaries), pages or canary")
+      ->check(CLI::IsMember({"auto", "pages", "canary"}));
   run->add_option("--max-memory", memory_text,
                   "budget for tensor data of all ranks together: 8G, 512M, a byte count, or a "
                   "share of this machine's memory such as 50% (the default)");

@@ -7,6 +7,7 @@
 
 #include "sim/rank_error.hpp"
 #include "sim/rank_state.hpp"
+#include "sim/runtime/crash_handler.hpp"
 #include "sim/runtime/fiber_stack.hpp"
 #include "sim/runtime/hang_report.hpp"
 #include "sim/runtime/trace.hpp"
@@ -123,6 +124,11 @@ ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options)
     result.hang_dot = (*result.hang)["dot"].get<std::string>();
   };
 
+  // Crash messages name the rank and its scenario location while this world runs.
+  crash::watch(&world.stacks(), &activity);
+  struct Unwatch {
+    ~Unwatch() { crash::watch(nullptr, nullptr); }
+  } unwatch;
   world.run(
       [&](int64_t r) {
         RankActivity& me = activity[static_cast<size_t>(r)];

@@ -1,6 +1,5 @@
 #include "sim/runtime/fiber_stack.hpp"
 
-#include <cstdint>
 #include <map>
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -27,19 +26,25 @@ std::map<uintptr_t, size_t>& stacks() {
 }  // namespace
 #endif
 
-boost::context::stack_context TrackedStack::allocate() {
-  boost::context::stack_context sc = inner_.allocate();
+void register_fiber_stack([[maybe_unused]] uintptr_t bottom,
+                          [[maybe_unused]] size_t size) noexcept {
 #if defined(MESHSIM_ASAN)
-  stacks()[reinterpret_cast<uintptr_t>(sc.sp) - sc.size] = sc.size;
+  stacks()[bottom] = size;
 #endif
-  return sc;
 }
 
-void TrackedStack::deallocate(boost::context::stack_context& sc) noexcept {
+void unregister_fiber_stack([[maybe_unused]] uintptr_t bottom) noexcept {
 #if defined(MESHSIM_ASAN)
-  stacks().erase(reinterpret_cast<uintptr_t>(sc.sp) - sc.size);
+  stacks().erase(bottom);
 #endif
-  inner_.deallocate(sc);
+}
+
+bool built_with_asan() noexcept {
+#if defined(MESHSIM_ASAN)
+  return true;
+#else
+  return false;
+#endif
 }
 
 __attribute__((noinline)) void forget_unwound_frames() noexcept {

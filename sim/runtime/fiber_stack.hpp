@@ -1,30 +1,23 @@
-// Fiber stacks, and what AddressSanitizer needs to hear about them. Debian's Boost.Context does
-// not announce stack switches to ASan, so when an exception unwinds frames on a fiber stack their
-// redzones stay poisoned (ASan can only clean the thread's own stack) and later calls trip on
-// them. Stacks are registered here, and code that catches on a fiber calls
-// forget_unwound_frames(). Without ASan both are free.
+// What AddressSanitizer needs to hear about fiber stacks. Debian's Boost.Context does not announce
+// stack switches to ASan, so when an exception unwinds frames on a fiber stack their redzones stay
+// poisoned (ASan can only clean the thread's own stack) and later calls trip on them. Stacks are
+// registered here, and code that catches on a fiber calls forget_unwound_frames(). Without ASan
+// all three are free.
 #pragma once
 
 #include <cstddef>
-
-#include <boost/context/fixedsize_stack.hpp>
-#include <boost/context/stack_context.hpp>
+#include <cstdint>
 
 namespace meshsim::sim {
 
-// boost::fibers::fixedsize_stack that remembers where each stack lives (under ASan).
-class TrackedStack {
- public:
-  explicit TrackedStack(size_t size) : inner_(size) {}
-  boost::context::stack_context allocate();
-  void deallocate(boost::context::stack_context& sc) noexcept;
-
- private:
-  boost::context::fixedsize_stack inner_;
-};
+void register_fiber_stack(uintptr_t bottom, size_t size) noexcept;
+void unregister_fiber_stack(uintptr_t bottom) noexcept;
 
 // Call right after catching an exception on a fiber: clears the poison the unwound frames left
 // below the caller. No effect outside ASan builds or off fiber stacks.
 void forget_unwound_frames() noexcept;
+
+// Whether this build runs under AddressSanitizer (which brings its own SIGSEGV reports).
+bool built_with_asan() noexcept;
 
 }  // namespace meshsim::sim

@@ -1,5 +1,7 @@
 #include "sim/runtime/scheduler.hpp"
 
+#include "sim/runtime/crash_handler.hpp"
+
 namespace meshsim::sim {
 
 uint64_t mix64(uint64_t seed, uint64_t n) {
@@ -28,18 +30,23 @@ void DeterministicScheduler::awakened(boost::fibers::context* ctx, RankProps&) n
 }
 
 boost::fibers::context* DeterministicScheduler::pick_next() noexcept {
+  // The rank that ran until now has switched out: its stack is checked before anyone else runs.
+  if (running_ >= 0) crash::check_stack(running_);
+  boost::fibers::context* ctx = nullptr;
   if (!ranks_.empty()) {
     size_t index = 0;
     if (policy_ == SchedulePolicy::kRandom) index = mix64(seed_, log_->decisions) % ranks_.size();
-    boost::fibers::context* ctx = ranks_[index];
+    ctx = ranks_[index];
     ranks_.erase(ranks_.begin() + static_cast<ptrdiff_t>(index));
     log_->ready_ranks = ranks_.size();
-    log_->record(properties(ctx).rank);
-    return ctx;
+    running_ = properties(ctx).rank;
+    log_->record(running_);
+  } else if (!others_.empty()) {
+    ctx = others_.front();
+    others_.pop_front();
+    running_ = -1;
   }
-  if (others_.empty()) return nullptr;
-  boost::fibers::context* ctx = others_.front();
-  others_.pop_front();
+  crash::set_running_rank(running_);
   return ctx;
 }
 

@@ -2,7 +2,7 @@
 
 #include <boost/fiber/all.hpp>
 
-#include "sim/runtime/fiber_stack.hpp"
+#include "sim/runtime/crash_handler.hpp"
 
 #include "src/error.hpp"
 
@@ -16,7 +16,8 @@ struct World::Parker {
   std::optional<std::string> abort_reason;
 };
 
-World::World(int64_t size, WorldOptions options) : size_(size), options_(options) {
+World::World(int64_t size, WorldOptions options)
+    : size_(size), options_(options), stacks_(size, options.stack_size, options.stack_guard) {
   parkers_.reserve(static_cast<size_t>(size));
   for (int64_t r = 0; r < size; ++r) parkers_.push_back(std::make_unique<Parker>());
 }
@@ -47,13 +48,14 @@ bool World::is_parked(int64_t rank) const {
 void World::run(const std::function<void(int64_t)>& body,
                 const std::function<std::vector<std::optional<std::string>>()>& on_stall) {
   log_ = ScheduleLog{};
+  crash::install_handlers();
   boost::fibers::use_scheduling_algorithm<DeterministicScheduler>(options_.policy, options_.seed,
                                                                   &log_);
   int64_t live = size_;
   std::vector<boost::fibers::fiber> fibers;
   fibers.reserve(static_cast<size_t>(size_));
   for (int64_t r = 0; r < size_; ++r) {
-    fibers.emplace_back(std::allocator_arg, TrackedStack(options_.stack_size), [&, r] {
+    fibers.emplace_back(std::allocator_arg, stacks_.allocator(r), [&, r] {
       body(r);
       --live;
     });

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/runtime/rank_stacks.hpp"
 #include "sim/runtime/scheduler.hpp"
 
 namespace meshsim::sim {
@@ -16,8 +17,9 @@ namespace meshsim::sim {
 struct WorldOptions {
   SchedulePolicy policy = SchedulePolicy::kFifo;
   uint64_t seed = 0;
-  // Bytes per fiber stack (fixedsize_stack: no guard pages, so no per-fiber memory maps).
+  // Bytes per fiber stack, and how an overflow is caught (rank_stacks.hpp).
   size_t stack_size = 64 * 1024;
+  StackGuard stack_guard = StackGuard::kAuto;
 };
 
 // Thrown inside a parked rank when the world aborts it; the rank's body lets it propagate.
@@ -47,12 +49,14 @@ class World {
   bool is_parked(int64_t rank) const;
 
   const ScheduleLog& schedule() const { return log_; }
+  const RankStacks& stacks() const { return stacks_; }
 
  private:
   struct Parker;
   int64_t size_;
   WorldOptions options_;
   ScheduleLog log_;
+  RankStacks stacks_;
   std::vector<std::unique_ptr<Parker>> parkers_;
 };
 
