@@ -21,7 +21,7 @@ void set_running_rank(int64_t rank) noexcept;
 // overflow and ends the process with kExitStackOverflow.
 void check_stack(int64_t rank) noexcept;
 
-// Installs the handlers once per process. Not under ASan, whose own reports say more.
+// Installs the handlers (World::run calls it). Not under ASan, whose own reports say more.
 void install_handlers();
 
 // Exit status after a rank overflowed its stack (0-2 are the command's normal statuses).

@@ -92,11 +92,14 @@ TEST_CASE("device_mesh: slicing errors match PyTorch", "[mesh][device_mesh][slic
                     "Invalid mesh_dim_names ('tp', 'pp') specified. Mesh dim indices should be in "
                     "ascending order.");
   CHECK_THROWS_WITH(mesh.slice({"xx"}), Catch::StartsWith("Invalid mesh_dim_names ('xx',)"));
+  meshsim::PyErrorType raised = meshsim::PyErrorType::kRuntimeError;
   try {
     mesh.slice({"xx"});
+    FAIL("slicing an unknown dim succeeded");
   } catch (const meshsim::Error& e) {
-    CHECK(e.type() == meshsim::PyErrorType::kKeyError);
+    raised = e.type();
   }
+  CHECK(raised == meshsim::PyErrorType::kKeyError);
   const Ints four{4};
   CHECK_THROWS_WITH(DeviceMesh::init(g, "cuda", four).slice({"a"}),
                     "Cannot slice a DeviceMesh without mesh_dim_names!");

@@ -68,11 +68,6 @@ Signature sig_of(CollectiveOp op, const Tensor& t, std::optional<ReduceOp> reduc
   return Signature{op, t.dtype(), {t.shape()}, root, reduce, {}};
 }
 
-// Deterministic pseudo-random value for (rank, index).
-double value_of(int64_t rank, int64_t i) {
-  return static_cast<double>(mix64(rank, static_cast<uint64_t>(i)) % 1000) / 8.0 - 60.0;
-}
-
 }  // namespace
 
 TEST_CASE("runtime: FIFO runs ranks in order; a seed fixes a random permutation",
@@ -99,48 +94,78 @@ TEST_CASE("runtime: FIFO runs ranks in order; a seed fixes a random permutation"
   }
 }
 
-TEST_CASE("runtime: all_reduce matches a direct computation for every op and schedule",
+TEST_CASE("runtime: all_reduce gives known answers for every op and schedule",
           "[sim][runtime]") {
-  for (ReduceOp op :
-       {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
-    for (uint64_t seed : {0, 1, 2}) {
-      Harness h(5, {seed == 0 ? SchedulePolicy::kFifo : SchedulePolicy::kRandom, seed, 64 * 1024});
-      std::vector<Tensor> results(5);
-      const auto hang = h.run([&](int64_t r, SimCollectives& c) {
-        Tensor t({7}, DType::kFloat64);
-        for (int64_t i = 0; i < 7; ++i)
-          t.set(i, value_of(r, i) / (op == ReduceOp::kProduct ? 50 : 1));
-        results[static_cast<size_t>(r)] =
-            c.collective(r, h.world_group(), sig_of(CollectiveOp::kAllReduce, t, op),
-                         Payload{{t}, {}})
-                .tensors.at(0);
-      });
-      REQUIRE_FALSE(hang);
-      for (int64_t i = 0; i < 7; ++i) {
-        double expected = value_of(0, i) / (op == ReduceOp::kProduct ? 50 : 1);
-        for (int64_t r = 1; r < 5; ++r) {
-          const double v = value_of(r, i) / (op == ReduceOp::kProduct ? 50 : 1);
-          switch (op) {
-            case ReduceOp::kSum:
-            case ReduceOp::kAvg:
-              expected += v;
-              break;
-            case ReduceOp::kMin:
-              expected = std::min(expected, v);
-              break;
-            case ReduceOp::kMax:
-              expected = std::max(expected, v);
-              break;
-            case ReduceOp::kProduct:
-              expected *= v;
-              break;
+  // Rank r holds (r + 1) * (i + 1) at index i, so over 5 ranks the answers have closed forms:
+  // sum 15 (i+1), avg 3 (i+1), min (i+1), max 5 (i+1), product 120 (i+1)^5.
+  auto known = [](ReduceOp op, double x) {
+    switch (op) {
+      case ReduceOp::kSum:
+        return 15 * x;
+      case ReduceOp::kAvg:
+        return 3 * x;
+      case ReduceOp::kMin:
+        return x;
+      case ReduceOp::kMax:
+        return 5 * x;
+      case ReduceOp::kProduct:
+        return 120 * x * x * x * x * x;
+    }
+    return 0.0;
+  };
+  for (DType dtype : {DType::kFloat64, DType::kInt64}) {
+    for (ReduceOp op :
+         {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
+      for (uint64_t seed : {0, 1, 2}) {
+        Harness h(5, {seed == 0 ? SchedulePolicy::kFifo : SchedulePolicy::kRandom, seed, 64 * 1024});
+        std::vector<Tensor> results(5);
+        const auto hang = h.run([&](int64_t r, SimCollectives& c) {
+          Tensor t({7}, dtype);
+          for (int64_t i = 0; i < 7; ++i) t.set_int(i, (r + 1) * (i + 1));
+          results[static_cast<size_t>(r)] =
+              c.collective(r, h.world_group(), sig_of(CollectiveOp::kAllReduce, t, op),
+                           Payload{{t}, {}})
+                  .tensors.at(0);
+        });
+        REQUIRE_FALSE(hang);
+        for (const Tensor& t : results) {
+          for (int64_t i = 0; i < 7; ++i) {
+            INFO(dtype_name(dtype) << " " << reduce_op_name(op) << " seed " << seed << " i " << i);
+            REQUIRE(t.get(i) == known(op, static_cast<double>(i + 1)));
           }
         }
-        if (op == ReduceOp::kAvg) expected /= 5;
-        for (const Tensor& t : results) REQUIRE(t.get(i) == Approx(expected).epsilon(1e-12));
       }
     }
   }
+}
+
+TEST_CASE("runtime: reductions accumulate float32 in double, in group-rank order",
+          "[sim][runtime]") {
+  // 1e8 + 1 - 1e8 is 1 in double but 0 in float32 arithmetic: meshsim's sum is exact here.
+  Harness h(3);
+  std::vector<Tensor> results(3);
+  const double inputs[] = {1e8, 1, -1e8};
+  h.run([&](int64_t r, SimCollectives& c) {
+    Tensor t({1}, DType::kFloat32);
+    t.set(0, inputs[r]);
+    results[static_cast<size_t>(r)] =
+        c.collective(r, h.world_group(), sig_of(CollectiveOp::kAllReduce, t, ReduceOp::kSum),
+                     Payload{{t}, {}})
+            .tensors.at(0);
+  });
+  for (const Tensor& t : results) CHECK(t.get(0) == 1.0);
+  // Integers wrap at their width, as NCCL's integer sums do.
+  Harness w(2);
+  std::vector<Tensor> wrapped(2);
+  w.run([&](int64_t r, SimCollectives& c) {
+    Tensor t({1}, DType::kInt32);
+    t.set_int(0, INT32_MAX - 1 + r);
+    wrapped[static_cast<size_t>(r)] =
+        c.collective(r, w.world_group(), sig_of(CollectiveOp::kAllReduce, t, ReduceOp::kSum),
+                     Payload{{t}, {}})
+            .tensors.at(0);
+  });
+  CHECK(wrapped[0].get_int(0) == -3);  // (2^31 - 2) + (2^31 - 1) wraps to -3
 }
 
 TEST_CASE("runtime: through the Backend interface, every collective moves the right data",
@@ -153,7 +178,7 @@ TEST_CASE("runtime: through the Backend interface, every collective moves the ri
     SimBackend sim(r, c);
     Backend& b = sim;  // what steps and the NCCL backend share
     const Group g = h.world_group();
-    const Tensor mine = Tensor::full({2}, static_cast<double>(r), DType::kInt64);
+    const Tensor mine = Tensor::full({2}, r, DType::kInt64);
     reduced[static_cast<size_t>(r)] = mine;
     b.all_reduce(reduced[static_cast<size_t>(r)], ReduceOp::kMax, g);
     gathered[static_cast<size_t>(r)] = b.all_gather(mine, g);
@@ -164,10 +189,10 @@ TEST_CASE("runtime: through the Backend interface, every collective moves the ri
     b.broadcast(broadcast[static_cast<size_t>(r)], 3, g);
     std::vector<Tensor> parts;
     for (int64_t i = 0; i < 4; ++i)
-      parts.push_back(Tensor::full({1}, static_cast<double>(10 * r + i), DType::kInt64));
+      parts.push_back(Tensor::full({1}, 10 * r + i, DType::kInt64));
     exchanged[static_cast<size_t>(r)] = b.all_to_all(parts, g);
     b.barrier(g);
-    if (r == 0) b.send(Tensor::full({3}, 7.0, DType::kFloat32), 2, g);
+    if (r == 0) b.send(Tensor::full({3}, 7, DType::kFloat32), 2, g);
     if (r == 2) received[2] = b.recv(Tensor({3}, DType::kFloat32), 0, g);
     objects[static_cast<size_t>(r)] = b.broadcast_object_list({std::to_string(r), "x"}, 1, g);
     gathered_objects[static_cast<size_t>(r)] = b.all_gather_object(std::to_string(r * r), g);
