@@ -106,7 +106,8 @@ ExprOutcome apply_binary(ExprOp op, int64_t a, int64_t b) {
 namespace {
 
 [[noreturn]] void fail(ExprFault fault, const ExprInstruction& at, const std::string& text) {
-  const std::string where = fmt::format("at column {} of \"{}\"", at.offset + 1, text);
+  const std::string where =
+      fmt::format("at column {} of \"{}\"", at.offset + 1, quote_excerpt(text));
   if (fault == ExprFault::kZeroDivision) {
     throw Error(PyErrorType::kZeroDivisionError, "division by zero " + where);
   }

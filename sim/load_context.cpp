@@ -167,7 +167,8 @@ Expression LoadContext::expression_of(const toml::node& node, std::string_view w
     SourceLocation where = at(node);
     where.column += 1 + static_cast<int64_t>(e.offset());  // past the opening quote
     throw InputError(where,
-                     fmt::format("bad expression in {}: {} in \"{}\"", what, e.what(), text));
+                     fmt::format("bad expression in {}: {} in \"{}\"", what, e.what(),
+                                 quote_excerpt(text)));
   }
 }
 

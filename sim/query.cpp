@@ -140,6 +140,13 @@ Json Query::observe(const RankState& rank) const {
   if (key_ == "tensor") {
     const Tensor& t = rank.tensor(tensor_);
     if (t.is_meta()) return Json{{"meta", t.describe()}};
+    // Reports stay proportional to what a person can read and compare.
+    constexpr int64_t kMaxValues = int64_t{1} << 20;
+    if (t.numel() > kMaxValues) {
+      throw value_error(fmt::format("tensor \"{}\" ({}) has {} elements; a tensor query lists at "
+                                    "most {} values",
+                                    tensor_, t.describe(), t.numel(), kMaxValues));
+    }
     Json values = Json::array();
     for (int64_t i = 0; i < t.numel(); ++i) {
       const double v = t.get(i);

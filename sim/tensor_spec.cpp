@@ -21,7 +21,10 @@ std::vector<Arg> split_args(std::string_view s, size_t base) {
   size_t start = 0;
   for (size_t i = 0; i <= s.size(); ++i) {
     if (i == s.size() || (s[i] == ',' && depth == 0)) {
-      out.push_back({std::string(s.substr(start, i - start)), base + start});
+      // Leading spaces are dropped so errors quote the argument as written.
+      size_t first = start;
+      while (first < i && s[first] == ' ') ++first;
+      out.push_back({std::string(s.substr(first, i - first)), base + first});
       start = i + 1;
     } else if (s[i] == '(') {
       ++depth;
