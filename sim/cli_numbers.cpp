@@ -52,8 +52,9 @@ std::string parse_byte_size(std::string_view text, uint64_t physical_bytes, uint
     const std::string_view units = "KMGTP";
     if (unit.empty() || unit == "B") {
       scale = 1;
-    } else if (unit.size() == 1 && units.find(static_cast<char>(std::toupper(
-                                       static_cast<unsigned char>(unit[0])))) != std::string::npos) {
+    } else if (unit.size() == 1 &&
+               units.find(static_cast<char>(std::toupper(static_cast<unsigned char>(unit[0])))) !=
+                   std::string::npos) {
       const size_t power =
           units.find(static_cast<char>(std::toupper(static_cast<unsigned char>(unit[0])))) + 1;
       scale = std::ldexp(1.0, static_cast<int>(10 * power));

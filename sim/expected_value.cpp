@@ -14,8 +14,8 @@ bool looks_like_expression(const std::string& s) {
 
 }  // namespace
 
-ExpectedValue ExpectedValue::parse(const toml::node& node, const LoadContext& ctx,
-                                   Strings strings, size_t depth) {
+ExpectedValue ExpectedValue::parse(const toml::node& node, const LoadContext& ctx, Strings strings,
+                                   size_t depth) {
   ExpectedValue v;
   if ((node.is_array() || node.is_table()) && depth >= kMaxDepth) {
     ctx.fail(node, fmt::format("expected values nest at most {} levels deep", kMaxDepth));

@@ -34,8 +34,9 @@ std::vector<Token> tokenize(std::string_view s) {
       while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) {
         const int digit = s[i++] - '0';
         if (v > (INT64_MAX - digit) / 10) {
-          throw ExpressionError(start, "integer literal is too large (the largest is "
-                                       "9223372036854775807)");
+          throw ExpressionError(start,
+                                "integer literal is too large (the largest is "
+                                "9223372036854775807)");
         }
         v = v * 10 + digit;
       }
@@ -171,7 +172,8 @@ class Compiler {
     emit(ExprOp::kPush, offset, r.value);
   }
   void unary_op(ExprOp op, size_t start, size_t offset) {
-    if (is_constant_from(start)) return fold_to(start, apply_unary(op, code()[start].value), op, offset);
+    if (is_constant_from(start))
+      return fold_to(start, apply_unary(op, code()[start].value), op, offset);
     emit(op, offset);
   }
   void binary_op(ExprOp op, size_t left, size_t right, size_t offset) {
@@ -216,8 +218,8 @@ class Compiler {
     const size_t decided = emit_jump(jump_when_decided, at);
     const size_t right = here();
     (this->*operand)();
-    const bool constant = left + 1 == decided && code()[left].op == ExprOp::kPush &&
-                          is_constant_from(right);
+    const bool constant =
+        left + 1 == decided && code()[left].op == ExprOp::kPush && is_constant_from(right);
     if (constant) {
       const int64_t a = code()[left].value;
       const int64_t b = code()[right].value;
@@ -262,9 +264,9 @@ class Compiler {
     for (;;) {
       const size_t at = peek().offset;
       std::optional<ExprOp> op;
-      for (const auto& [text, code] :
-           {std::pair{"==", ExprOp::kEq}, std::pair{"!=", ExprOp::kNe}, std::pair{"<=", ExprOp::kLe},
-            std::pair{">=", ExprOp::kGe}, std::pair{"<", ExprOp::kLt}, std::pair{">", ExprOp::kGt}}) {
+      for (const auto& [text, code] : {std::pair{"==", ExprOp::kEq}, std::pair{"!=", ExprOp::kNe},
+                                       std::pair{"<=", ExprOp::kLe}, std::pair{">=", ExprOp::kGe},
+                                       std::pair{"<", ExprOp::kLt}, std::pair{">", ExprOp::kGt}}) {
         if (accept(text)) {
           op = code;
           break;
@@ -369,7 +371,7 @@ class Compiler {
       expect(")");
     }
     check_arity(*f, t, count);
-    const ExprOp op = f->name == "abs" ? ExprOp::kAbs
+    const ExprOp op = f->name == "abs"   ? ExprOp::kAbs
                       : f->name == "min" ? ExprOp::kMin
                                          : ExprOp::kMax;
     if (op == ExprOp::kAbs) return unary_op(op, start, t.offset);
@@ -411,19 +413,19 @@ class Compiler {
       call.dim_offset = args[1].offset;
     }
     program_.calls.push_back(std::move(call));
-    const ExprOp op = f.name == "coord" ? ExprOp::kCoord
+    const ExprOp op = f.name == "coord"  ? ExprOp::kCoord
                       : f.name == "size" ? ExprOp::kMeshSize
                                          : ExprOp::kLocalRank;
     emit(op, t.offset, static_cast<int64_t>(program_.calls.size() - 1));
   }
   static void check_arity(const Function& f, const Token& t, size_t count) {
     if (count >= f.min_args && count <= f.max_args) return;
-    throw ExpressionError(t.offset,
-                          fmt::format("{}() takes {} argument{}, got {}", f.name,
-                                      f.min_args == f.max_args
-                                          ? std::to_string(f.min_args)
-                                          : fmt::format("{} to {}", f.min_args, f.max_args),
-                                      f.max_args == 1 ? "" : "s", count));
+    throw ExpressionError(
+        t.offset,
+        fmt::format("{}() takes {} argument{}, got {}", f.name,
+                    f.min_args == f.max_args ? std::to_string(f.min_args)
+                                             : fmt::format("{} to {}", f.min_args, f.max_args),
+                    f.max_args == 1 ? "" : "s", count));
   }
   // An upper bound of the value stack's depth (both sides of a branch are counted).
   size_t stack_bound() const {
@@ -495,8 +497,9 @@ void Expression::check(const ExpressionSchema& schema) const {
     if (!dims) throw ExpressionError(call.mesh_offset, fmt::format("unknown mesh '{}'", call.mesh));
     if (!call.dim_is_name) continue;
     if (std::find(dims->begin(), dims->end(), call.dim) == dims->end()) {
-      throw ExpressionError(call.dim_offset, fmt::format("mesh '{}' has no dim '{}' (its dims: {})",
-                                                         call.mesh, call.dim, fmt::join(*dims, ", ")));
+      throw ExpressionError(call.dim_offset,
+                            fmt::format("mesh '{}' has no dim '{}' (its dims: {})", call.mesh,
+                                        call.dim, fmt::join(*dims, ", ")));
     }
   }
 }

@@ -111,9 +111,8 @@ namespace {
   if (fault == ExprFault::kZeroDivision) {
     throw Error(PyErrorType::kZeroDivisionError, "division by zero " + where);
   }
-  throw overflow_error(
-      fmt::format("integer overflow in '{}' {}: the result does not fit in int64",
-                  expr_op_symbol(at.op), where));
+  throw overflow_error(fmt::format("integer overflow in '{}' {}: the result does not fit in int64",
+                                   expr_op_symbol(at.op), where));
 }
 
 }  // namespace

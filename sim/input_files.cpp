@@ -102,9 +102,9 @@ ExpandedPaths expand_scenario_paths(const std::vector<std::string>& paths) {
     std::error_code ec;
     const fs::file_status status = fs::status(given, ec);
     if (ec || !fs::exists(status)) {
-      out.problems.push_back(
-          {given, ec && ec != std::errc::no_such_file_or_directory ? ec.message()
-                                                                   : "no such file or directory"});
+      out.problems.push_back({given, ec && ec != std::errc::no_such_file_or_directory
+                                         ? ec.message()
+                                         : "no such file or directory"});
       continue;
     }
     if (!fs::is_directory(status)) {

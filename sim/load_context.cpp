@@ -125,10 +125,12 @@ double LoadContext::seconds_of(const toml::node& node, std::string_view what, Ze
   }
   if (!std::isfinite(v)) fail(node, fmt::format("{} must be a finite number, not {}", what, v));
   if (v < 0 || (zero == Zero::kRefused && v < kMinPositive)) {
-    fail(node, fmt::format("{} must be {}, got {:g}", what,
-                           zero == Zero::kRefused ? "positive (at least 1e-9)" : "zero or positive", v));
+    fail(node,
+         fmt::format("{} must be {}, got {:g}", what,
+                     zero == Zero::kRefused ? "positive (at least 1e-9)" : "zero or positive", v));
   }
-  if (v > kMaxSeconds) fail(node, fmt::format("{} must be at most {:g}, got {:g}", what, kMaxSeconds, v));
+  if (v > kMaxSeconds)
+    fail(node, fmt::format("{} must be at most {:g}, got {:g}", what, kMaxSeconds, v));
   return v;
 }
 
@@ -166,9 +168,8 @@ Expression LoadContext::expression_of(const toml::node& node, std::string_view w
   } catch (const ExpressionError& e) {
     SourceLocation where = at(node);
     where.column += 1 + static_cast<int64_t>(e.offset());  // past the opening quote
-    throw InputError(where,
-                     fmt::format("bad expression in {}: {} in \"{}\"", what, e.what(),
-                                 quote_excerpt(text)));
+    throw InputError(where, fmt::format("bad expression in {}: {} in \"{}\"", what, e.what(),
+                                        quote_excerpt(text)));
   }
 }
 

@@ -60,7 +60,8 @@ std::string dump_json(const Json& j, int indent) {
 
 // Records a problem with a path the way unusable scenario files are recorded.
 void add_problems(const ExpandedPaths& expanded, RunReport& report) {
-  for (const PathProblem& p : expanded.problems) report.unusable.push_back({{p.path, 0, 0}, p.message});
+  for (const PathProblem& p : expanded.problems)
+    report.unusable.push_back({{p.path, 0, 0}, p.message});
 }
 
 // The command line that reproduces one scenario's run.
@@ -148,7 +149,8 @@ int run_command(const std::vector<std::string>& paths, const RunFlags& flags) {
   std::cout << format_totals(report);
   bool written = true;
   if (!flags.json_path.empty()) {
-    written &= write_output(flags.json_path, dump_json(report_json(report, MESHSIM_VERSION), 2) + "\n");
+    written &=
+        write_output(flags.json_path, dump_json(report_json(report, MESHSIM_VERSION), 2) + "\n");
   }
   if (options.trace) {
     written &= write_output(
@@ -156,8 +158,9 @@ int run_command(const std::vector<std::string>& paths, const RunFlags& flags) {
         dump_json(Json{{"traceEvents", trace_events}, {"displayTimeUnit", "ms"}}, -1) + "\n");
   }
   if (!flags.graph_path.empty()) {
-    written &= write_output(flags.graph_path,
-                            dot.empty() ? "// no hang: no wait-for graph\ndigraph wait_for {}\n" : dot);
+    written &=
+        write_output(flags.graph_path,
+                     dot.empty() ? "// no hang: no wait-for graph\ndigraph wait_for {}\n" : dot);
   }
   if (!written) return kExitUnusable;
   return exit_code(report);

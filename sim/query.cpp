@@ -143,9 +143,10 @@ Json Query::observe(const RankState& rank) const {
     // Reports stay proportional to what a person can read and compare.
     constexpr int64_t kMaxValues = int64_t{1} << 20;
     if (t.numel() > kMaxValues) {
-      throw value_error(fmt::format("tensor \"{}\" ({}) has {} elements; a tensor query lists at "
-                                    "most {} values",
-                                    tensor_, t.describe(), t.numel(), kMaxValues));
+      throw value_error(
+          fmt::format("tensor \"{}\" ({}) has {} elements; a tensor query lists at "
+                      "most {} values",
+                      tensor_, t.describe(), t.numel(), kMaxValues));
     }
     Json values = Json::array();
     for (int64_t i = 0; i < t.numel(); ++i) {
@@ -170,7 +171,8 @@ Json Query::observe(const RankState& rank) const {
   if (key_ == "owned_indices") {
     if (!m.coordinate()) return Json::array();
     Json dims = Json::array();
-    for (const IndexRuns& held : owned_indices(global_shape_, m.shape(), *m.coordinate(), placements_))
+    for (const IndexRuns& held :
+         owned_indices(global_shape_, m.shape(), *m.coordinate(), placements_))
       dims.push_back(runs_json(held));
     return dims;
   }

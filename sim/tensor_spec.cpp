@@ -100,7 +100,8 @@ void TensorSpec::check_size(int64_t ranks) const {
   for (const Expression& e : sizes_) {
     const std::optional<int64_t> size = e.constant_value();
     if (!size) return;  // depends on the rank: checked when the tensor is made
-    if (*size < 0) throw ExpressionError(0, fmt::format("tensor sizes must be non-negative, got {}", *size));
+    if (*size < 0)
+      throw ExpressionError(0, fmt::format("tensor sizes must be non-negative, got {}", *size));
     shape.push_back(*size);
   }
   const std::optional<int64_t> numel = checked_product(shape);

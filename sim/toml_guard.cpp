@@ -66,9 +66,9 @@ class Reader {
 };
 
 [[noreturn]] void refuse(const Reader& r, const std::string& file, char32_t c, const char* where) {
-  throw InputError({file, r.at().first, r.at().second},
-                   fmt::format("character U+{:04X} is not allowed {}", static_cast<uint32_t>(c),
-                               where));
+  throw InputError(
+      {file, r.at().first, r.at().second},
+      fmt::format("character U+{:04X} is not allowed {}", static_cast<uint32_t>(c), where));
 }
 
 // Skips a closing delimiter of three quotes plus the one or two extra quotes TOML lets a

@@ -34,11 +34,11 @@ std::string_view py_error_type_name(PyErrorType type) {
 }
 
 std::optional<PyErrorType> parse_py_error_type(std::string_view name) {
-  for (PyErrorType t : {PyErrorType::kRuntimeError, PyErrorType::kValueError,
-                        PyErrorType::kKeyError, PyErrorType::kTypeError, PyErrorType::kIndexError,
-                        PyErrorType::kAttributeError, PyErrorType::kNotImplementedError,
-                        PyErrorType::kMemoryError, PyErrorType::kOverflowError,
-                        PyErrorType::kZeroDivisionError, PyErrorType::kAssertionError}) {
+  for (PyErrorType t :
+       {PyErrorType::kRuntimeError, PyErrorType::kValueError, PyErrorType::kKeyError,
+        PyErrorType::kTypeError, PyErrorType::kIndexError, PyErrorType::kAttributeError,
+        PyErrorType::kNotImplementedError, PyErrorType::kMemoryError, PyErrorType::kOverflowError,
+        PyErrorType::kZeroDivisionError, PyErrorType::kAssertionError}) {
     if (py_error_type_name(t) == name) return t;
   }
   return std::nullopt;

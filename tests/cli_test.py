@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """End-to-end checks of the meshsim command: exit codes, locations in messages, determinism,
-and robustness against truncated and random files. Usage: cli_test.py MESHSIM SOURCE_ROOT"""
+hostile files and flags, and robustness against truncated and random files. Behaviour checks and
+fuzz cases are counted apart. Usage: cli_test.py MESHSIM SOURCE_ROOT"""
 import json
 import os
 import random
+import stat
 import subprocess
 import sys
 import tempfile
@@ -11,10 +13,13 @@ import tempfile
 MESHSIM, ROOT = sys.argv[1], sys.argv[2]
 failures = []
 checks = 0
+fuzz_cases = 0
+fuzz_failures = []
 
 
-def run(*args):
-    return subprocess.run([MESHSIM, *args], capture_output=True, text=True, timeout=60)
+def run(*args, timeout=60):
+    return subprocess.run([MESHSIM, *args], capture_output=True, text=True, timeout=timeout,
+                          errors="replace")
 
 
 def check(cond, what):
@@ -54,10 +59,28 @@ bad = {
     "mesh_too_big.toml": ':6:9: mesh "m" has 8 ranks, more than the world size 4',
     "bad_expression.toml": ":5:16: bad expression in value: unexpected '*'",
     "toml_syntax.toml": ":6:15: TOML syntax error",
+    # Issue 6 reproducers: each a load-time error at its place, never a crash or a wrong value.
+    "deep_parens.toml": ":5:74: bad expression in value: expression nests deeper than 64 levels",
+    "unary_chain.toml": ":5:73: bad expression in value: expression nests deeper than 64 levels",
+    "constant_overflow.toml": ":5:27: bad expression in value: integer overflow in '*': the "
+                              "result does not fit in int64",
+    "nan_sleep.toml": ":5:9: sleep (seconds) must be a finite number, not nan",
+    "inf_timeout.toml": ":4:13: timeout_s must be a finite number, not inf",
+    "negative_sleep.toml": ":5:9: sleep (seconds) must be zero or positive, got -0.5",
+    "mesh_shape_overflow.toml": ":6:9: the mesh shape's product does not fit in int64",
+    "meta_overflow.toml": ":5:32: meta(4294967296, 4294967296): a tensor of shape "
+                          "[4294967296, 4294967296] has more bytes than int64 can count",
+    "tensor_over_budget.toml": ":5:32: full(1000000000, 1) takes 3.7 GiB per rank, 14.9 GiB on "
+                               "the 4 rank(s) that run this step: more than the 8.0 GiB memory "
+                               "budget (--max-memory)",
+    "toml_bug_190.toml": ":5:1: character U+00A7 is not allowed after a backslash in a "
+                         "multi-line string (toml++ 3.3 bug)",
+    "non_ascii_outside_string.toml": ":6:11: character U+00A0 is not allowed outside a string "
+                                     "or a comment",
 }
 for name, message in bad.items():
     for command in ("run", "check"):
-        r = run(command, in_root("tests", "bad_inputs", name))
+        r = run(command, "--max-memory", "8G", in_root("tests", "bad_inputs", name))
         check(r.returncode == 2, f"{command} {name} exits 2, got {r.returncode}")
         check(name + message in r.stdout, f"{command} {name} says '{message}', got: {r.stdout}")
 
@@ -133,14 +156,109 @@ with tempfile.TemporaryDirectory() as tmp:
     check("rerun: meshsim run " + failing + " --schedule random --seed 9" in r.stdout,
           "rerun line carries the schedule and seed")
 
-    # Truncations and random mutations of every shipped scenario: exit 0, 1 or 2, never a crash.
+    # Files that are not scenario files: refused at once with the path, never read forever.
+    fifo = os.path.join(tmp, "pipe.toml")
+    os.mkfifo(fifo)
+    big = os.path.join(tmp, "big.toml")
+    with open(big, "wb") as f:
+        f.truncate(17 << 20)
+    for path, message in ((fifo, "cannot read a scenario from a FIFO"),
+                          ("/dev/zero", "cannot read a scenario from a character device"),
+                          ("/dev/urandom", "cannot read a scenario from a character device"),
+                          (big, "the file is 17825792 bytes; scenario files are limited to 16777216"),
+                          ("/proc/self/mem", "cannot read the file: Input/output error")):
+        r = run("run", "--no-time", path, timeout=20)
+        check(r.returncode == 2 and f"{path}: {message}" in r.stdout,
+              f"{path} is refused with '{message}': exit {r.returncode}, {r.stdout[-300:]}")
+
+    # A directory with a symlink loop, a dangling link and (when not root) an unreadable
+    # subdirectory: each is an error for its path; the good scenario still runs and is reported.
+    tree = os.path.join(tmp, "tree")
+    os.makedirs(os.path.join(tree, "locked"))
+    os.symlink("loop_b.toml", os.path.join(tree, "loop_a.toml"))
+    os.symlink("loop_a.toml", os.path.join(tree, "loop_b.toml"))
+    os.symlink(".", os.path.join(tree, "again"))  # a cycle back to the top: walked once
+    with open(os.path.join(tree, "good.toml"), "w") as f:
+        f.write(open(in_root("scenarios", "mesh_slicing.toml")).read())
+    os.chmod(os.path.join(tree, "locked"), 0)
+    report = os.path.join(tmp, "tree.json")
+    r = run("run", "--no-time", "--json", report, tree)
+    os.chmod(os.path.join(tree, "locked"), stat.S_IRWXU)
+    check(r.returncode == 2, f"a tree with bad entries exits 2, got {r.returncode}")
+    check("loop_a.toml: error: cannot tell what this is: Too many levels of symbolic links"
+          in r.stdout,
+          "a symlink loop is an error for that path: " + r.stdout[-500:])
+    check(r.stdout.count("mesh-slicing  pass") == 1, "the good scenario runs once, despite the cycle")
+    tree_report = json.load(open(report))
+    check([s["name"] for s in tree_report["scenarios"]] == ["mesh-slicing"],
+          "the JSON report keeps the good scenario")
+    if os.geteuid() != 0:  # root reads any directory
+        check("locked: error: cannot read the directory: Permission denied" in r.stdout,
+              "an unreadable directory is an error for that path: " + r.stdout[-500:])
+
+    # Outputs that cannot be written are errors (found after flushing), not exit 0.
+    one = in_root("scenarios", "mesh_slicing.toml")
+    for flag in ("--json", "--trace", "--graph"):
+        r = run("run", "--no-time", flag, "/dev/full", one)
+        check(r.returncode == 2 and "cannot write /dev/full: No space left on device" in r.stderr,
+              f"{flag} /dev/full exits 2 with the error: {r.returncode} {r.stderr}")
+    r = run("run", "--no-time", "--json", tmp, one)
+    check(r.returncode == 2 and f"cannot write {tmp}: Is a directory" in r.stderr,
+          "--json into a directory exits 2")
+
+    # Numbers on the command line are read strictly.
+    for flags, message in ((["--seed", "-1"], "--seed: expected an integer from 0 to "
+                                              "18446744073709551615, got \"-1\""),
+                           (["--seed", "18446744073709551616"], "--seed: expected an integer"),
+                           (["--seed", "1e23"], "--seed: expected an integer"),
+                           (["--faults-seed", "2^64"], "--faults-seed: expected an integer"),
+                           (["--stack-kib", "8"], "--stack-kib: expected an integer from 16 to "
+                                                  "65536, got 8"),
+                           (["--max-memory", "lots"], "--max-memory: expected a size such as 8G"),
+                           (["--max-memory", "0"], "--max-memory: expected a size")):
+        r = run("run", *flags, one)
+        check(r.returncode == 2 and message in r.stderr,
+              f"{' '.join(flags)} exits 2 saying '{message}': {r.returncode} {r.stderr}")
+    r = run("run", "--no-time", "--seed", "18446744073709551615", "--schedule", "random", one)
+    check(r.returncode == 0, "the largest seed is accepted")
+
+    # The memory budget at run time: ranks that ask for more fail with MemoryError, and the run
+    # goes on.
+    budget = os.path.join(tmp, "budget.toml")
+    with open(budget, "w") as f:
+        f.write('[scenario]\nname = "budget"\nworld_size = 4\n'
+                '[[step]]\ntensor = { name = "x", value = "full(100000 + rank, 1)" }\n'
+                '[[expect]]\nrank_failed = { rank = 0, type = "MemoryError", '
+                'contains = "a tensor needs 390.6 KiB, but tensors already hold 0 B of the '
+                '256.0 KiB memory budget" }\n')
+    r = run("run", "--no-time", "--max-memory", "256K", budget)
+    check(r.returncode == 0 and "1 passed, 0 failed" in r.stdout,
+          "a tensor over --max-memory fails its rank with MemoryError: " + r.stdout[-600:])
+
+    # Reports stay proportional: a dump of 10^7 rows holds runs, not indices.
+    shards = os.path.join(tmp, "shards.json")
+    r = run("run", "--no-time", "--json", shards,
+            in_root("tests", "regressions", "shards_large_and_strided.toml"))
+    check(r.returncode == 0 and os.path.getsize(shards) < 64 * 1024,
+          f"the report of huge shards is small: {os.path.getsize(shards)} bytes")
+
+    # Regression scenarios run the same way twice, under FIFO and a random schedule.
+    for schedule in (["--schedule", "fifo"], ["--schedule", "random", "--seed", "5"]):
+        outs = [run("run", "--no-time", *schedule, in_root("tests", "regressions")).stdout
+                for _ in range(2)]
+        check(outs[0] == outs[1] and " 0 failed" in outs[0],
+              f"regressions pass and repeat under {' '.join(schedule)}: {outs[0][-400:]}")
+
+    # Truncations and random mutations of every shipped scenario: exit 0, 1 or 2, never a crash;
+    # unusable input names the file. Counted apart from the behaviour checks above.
     rng = random.Random(20261130)
-    sources = sorted(os.listdir(in_root("scenarios")))
-    cases = 0
-    for name in sources:
-        if not name.endswith(".toml"):
+    sources = [in_root("scenarios", n) for n in sorted(os.listdir(in_root("scenarios")))]
+    sources += [in_root("tests", "regressions", n)
+                for n in sorted(os.listdir(in_root("tests", "regressions")))]
+    for source in sources:
+        if not source.endswith(".toml"):
             continue
-        text = open(in_root("scenarios", name), "rb").read()
+        text = open(source, "rb").read()
         variants = [text[: rng.randrange(len(text))] for _ in range(12)]
         for _ in range(12):
             b = bytearray(text)
@@ -152,11 +270,12 @@ with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "fuzz.toml")
             open(path, "wb").write(v)
             r = subprocess.run([MESHSIM, "run", "--no-time", path], capture_output=True, timeout=60)
-            cases += 1
-            check(r.returncode in (0, 1, 2), f"{name} variant exits {r.returncode}, not a crash")
-            if r.returncode == 2:
-                check(b"fuzz.toml:" in r.stdout, f"{name} variant: unusable input names the file")
-    print(f"fuzzed {cases} variants")
+            fuzz_cases += 1
+            ok = r.returncode in (0, 1) or (r.returncode == 2 and b"fuzz.toml:" in r.stdout)
+            if not ok:
+                fuzz_failures.append((os.path.basename(source), r.returncode, r.stdout[-300:]))
+                print(f"FUZZ FAIL: {os.path.basename(source)} variant exits {r.returncode}")
 
-print(f"cli: {checks - len(failures)} passed, {len(failures)} failed")
-sys.exit(1 if failures else 0)
+print(f"cli: {checks - len(failures)} behaviour checks passed, {len(failures)} failed; "
+      f"{fuzz_cases} fuzz cases, {len(fuzz_failures)} crashed or unnamed")
+sys.exit(1 if failures or fuzz_failures else 0)

@@ -67,8 +67,8 @@ void describe_location(Message& m, int64_t rank) {
   const RankStacks* stacks = g_stacks.load();
   const auto kib = static_cast<int64_t>(stacks ? stacks->stack_bytes() / 1024 : 0);
   Message m;
-  m << "meshsim: fatal: rank " << rank << " overflowed its " << kib << " KiB fiber stack ("
-    << how << ")";
+  m << "meshsim: fatal: rank " << rank << " overflowed its " << kib << " KiB fiber stack (" << how
+    << ")";
   describe_location(m, rank);
   m << ". Rerun with a larger stack, for example --stack-kib " << kib * 4 << ".\n";
   m.write_to_stderr();

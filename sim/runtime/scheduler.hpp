@@ -49,7 +49,7 @@ class DeterministicScheduler final
   ScheduleLog* log_;
   std::deque<boost::fibers::context*> ranks_;
   std::deque<boost::fibers::context*> others_;  // main and dispatcher contexts
-  int64_t running_ = -1;                         // the rank picked last, -1 for the driver
+  int64_t running_ = -1;                        // the rank picked last, -1 for the driver
 };
 
 // splitmix64 of (seed, n): the documented mix behind random schedules and fault draws.

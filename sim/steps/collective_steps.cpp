@@ -97,7 +97,8 @@ class CollectiveStep final : public Step {
                 ? b.broadcast_object_list(std::move(objects), peer_->evaluate(rank), group)
                 : b.all_gather_object(objects.at(0), group);
         Tensor t({static_cast<int64_t>(got.size())}, DType::kInt64);
-        for (size_t i = 0; i < got.size(); ++i) t.set_int(static_cast<int64_t>(i), std::stoll(got[i]));
+        for (size_t i = 0; i < got.size(); ++i)
+          t.set_int(static_cast<int64_t>(i), std::stoll(got[i]));
         rank.set_tensor(out_, std::move(t));
         return;
       }

@@ -32,8 +32,9 @@ std::vector<int64_t> check_group_ranks(std::span<const int64_t> ranks, int64_t w
   }
   for (int64_t r : sorted) {
     if (r < 0 || r >= world_size) {
-      throw value_error(fmt::format("Rank {} is out of range. Valid ranks are 0 to {} (world_size={})",
-                                    r, world_size - 1, world_size));
+      throw value_error(
+          fmt::format("Rank {} is out of range. Valid ranks are 0 to {} (world_size={})", r,
+                      world_size - 1, world_size));
     }
   }
   return sorted;

@@ -162,10 +162,9 @@ DeviceMesh DeviceMesh::init(GroupCreator& groups, const std::string& device_type
   // Check the size before building anything of that size (the product may not even fit).
   const std::optional<int64_t> numel = checked_product(shape);
   if (!numel || *numel > groups.world_size()) {
-    throw runtime_error(
-        fmt::format("Mesh should not be bigger than default world size {}, but found {} ranks!",
-                    groups.world_size(),
-                    numel ? std::to_string(*numel) : std::string("more than 2^63")));
+    throw runtime_error(fmt::format(
+        "Mesh should not be bigger than default world size {}, but found {} ranks!",
+        groups.world_size(), numel ? std::to_string(*numel) : std::string("more than 2^63")));
   }
   MeshLayout layout = MeshLayout::from_sizes_strides(shape);
   std::vector<int64_t> rank_map(static_cast<size_t>(layout.numel()));

@@ -1,6 +1,7 @@
 // The process-wide budget for tensor storage: every byte a materialized tensor holds is counted,
 // and an allocation that would pass the limit fails with MemoryError before it is attempted, so a
-// scenario asking for `full(1000000000, 1)` on every rank gets an error, not a machine out of memory.
+// scenario asking for `full(1000000000, 1)` on every rank gets an error, not a machine out of
+// memory.
 #pragma once
 
 #include <cstdint>

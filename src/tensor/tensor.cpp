@@ -38,8 +38,7 @@ Tensor::Buffer::~Buffer() {
 Tensor::Tensor(std::vector<int64_t> shape, DType dtype, Storage storage)
     : shape_(std::move(shape)), dtype_(dtype), storage_(storage), numel_(1) {
   if (shape_.size() > kMaxDims) {
-    throw value_error(
-        fmt::format("a tensor has at most {} dims, got {}", kMaxDims, shape_.size()));
+    throw value_error(fmt::format("a tensor has at most {} dims, got {}", kMaxDims, shape_.size()));
   }
   for (int64_t s : shape_) {
     if (s < 0) throw value_error(fmt::format("tensor sizes must be non-negative, got {}", s));
@@ -87,8 +86,8 @@ std::string_view c_type_name(DType dtype) {
 
 Tensor Tensor::full(std::vector<int64_t> shape, int64_t value, DType dtype) {
   if (!representable(value, dtype)) {
-    throw runtime_error(fmt::format("value cannot be converted to type {} without overflow",
-                                    c_type_name(dtype)));
+    throw runtime_error(
+        fmt::format("value cannot be converted to type {} without overflow", c_type_name(dtype)));
   }
   Tensor t(std::move(shape), dtype);
   for (int64_t i = 0; i < t.numel(); ++i) t.set_int(i, value);
@@ -176,8 +175,8 @@ void Tensor::set(int64_t index, double value) {
   check_index(index);
   if (!is_floating(dtype_) && dtype_ != DType::kBool) {
     // Converting a double outside the integer range is undefined in C++; refuse it instead.
-    const bool fits = std::isfinite(value) && value >= -9223372036854775808.0 &&
-                      value < 9223372036854775808.0;
+    const bool fits =
+        std::isfinite(value) && value >= -9223372036854775808.0 && value < 9223372036854775808.0;
     if (!fits || !representable(static_cast<int64_t>(value), dtype_)) {
       throw overflow_error(fmt::format("value {} cannot be converted to type {} without overflow",
                                        value, c_type_name(dtype_)));

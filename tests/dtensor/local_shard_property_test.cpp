@@ -28,7 +28,8 @@ int64_t product(const Ints& v) {
   return p;
 }
 
-// torch.chunk on a Python list, written out plainly: pieces of ceil(n / k), fewer when they run out.
+// torch.chunk on a Python list, written out plainly: pieces of ceil(n / k), fewer when they run
+// out.
 std::vector<Ints> torch_chunk(const Ints& items, int64_t k) {
   const auto n = static_cast<int64_t>(items.size());
   const int64_t q = (n + k - 1) / k;

@@ -109,7 +109,8 @@ std::vector<Ints> rows_by_rank(int64_t rows, const Ints& mesh, const std::vector
   int64_t ranks = 1;
   for (int64_t m : mesh) ranks *= m;
   for (int64_t r = 0; r < ranks; ++r) {
-    out.push_back(owned_indices(Ints{rows}, mesh, coordinate_of(r, mesh), parse_all(p))[0].expand());
+    out.push_back(
+        owned_indices(Ints{rows}, mesh, coordinate_of(r, mesh), parse_all(p))[0].expand());
   }
   return out;
 }
@@ -138,8 +139,8 @@ TEST_CASE("local_shard: uneven strided shards split in two torch.chunk steps (me
   // A split factor far beyond the rows: one row per piece, all kept by coordinate 0.
   CHECK(rows_by_rank(5, {4}, {"_StridedShard(0, split_factor=1000)"}) ==
         std::vector<Ints>{{0, 1, 2, 3, 4}, {}, {}, {}});
-  CHECK(compute_local_shape_and_global_offset(
-            Ints{5}, Ints{4}, Ints{2}, parse_all({"_StridedShard(0, split_factor=1000)"})) ==
+  CHECK(compute_local_shape_and_global_offset(Ints{5}, Ints{4}, Ints{2},
+                                              parse_all({"_StridedShard(0, split_factor=1000)"})) ==
         LocalShard{{0}, {5}});
 }
 

@@ -14,8 +14,8 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
-    (void)meshsim::sim::load_scenario_text(
-        std::string(reinterpret_cast<const char*>(data), size), "fuzz.toml");
+    (void)meshsim::sim::load_scenario_text(std::string(reinterpret_cast<const char*>(data), size),
+                                           "fuzz.toml");
   } catch (const meshsim::sim::InputError&) {
   }
   return 0;

@@ -24,8 +24,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace meshsim::sim;
   Scenario scenario;
   try {
-    scenario = load_scenario_text(std::string(reinterpret_cast<const char*>(data), size),
-                                  "fuzz.toml");
+    scenario =
+        load_scenario_text(std::string(reinterpret_cast<const char*>(data), size), "fuzz.toml");
   } catch (const InputError&) {
     return 0;
   }

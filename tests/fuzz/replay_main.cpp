@@ -42,7 +42,8 @@ std::string mutate(std::string s, uint64_t& state) {
       s.resize(at);
       break;
     default:
-      s.insert(at, std::string(1 + splitmix(state) % 30, static_cast<char>('0' + splitmix(state) % 10)));
+      s.insert(
+          at, std::string(1 + splitmix(state) % 30, static_cast<char>('0' + splitmix(state) % 10)));
       break;
   }
   return s;
@@ -81,7 +82,8 @@ int main(int argc, char** argv) {
     text << in.rdbuf();
     run(text.str(), executions);
     uint64_t state = 0xcbf29ce484222325ULL;  // FNV-1a of the file name seeds its mutations
-    for (unsigned char c : std::filesystem::path(f).filename().string()) state = (state ^ c) * 0x100000001b3ULL;
+    for (unsigned char c : std::filesystem::path(f).filename().string())
+      state = (state ^ c) * 0x100000001b3ULL;
     std::string current = text.str();
     for (int m = 0; m < mutations; ++m) {
       current = m % 4 == 0 ? text.str() : current;  // mostly chains, sometimes a fresh start

@@ -220,10 +220,12 @@ TEST_CASE("device_mesh: slicing on ranks outside the root mesh (PyTorch 2.15)",
     LocalGroupCreator g(r, 8);
     const DeviceMesh m = DeviceMesh::init(g, "cuda", two_by_two, Names{"a", "b"});
     // The name, order and overlap checks run first, with the errors members get...
-    CHECK_THROWS_WITH(m.slice({"b", "x"}), "Invalid mesh_dim_names ('b', 'x') specified. Valid "
-                                           "mesh_dim_names are ['a', 'b'].");
-    CHECK_THROWS_WITH(m.slice({"b", "a"}), "Invalid mesh_dim_names ('b', 'a') specified. Mesh dim "
-                                           "indices should be in ascending order.");
+    CHECK_THROWS_WITH(m.slice({"b", "x"}),
+                      "Invalid mesh_dim_names ('b', 'x') specified. Valid "
+                      "mesh_dim_names are ['a', 'b'].");
+    CHECK_THROWS_WITH(m.slice({"b", "a"}),
+                      "Invalid mesh_dim_names ('b', 'a') specified. Mesh dim "
+                      "indices should be in ascending order.");
     CHECK_THROWS_WITH(m.slice({"a", "a"}),
                       "Slicing overlapping dim_names ('a', 'a') is not allowed.");
     // ...then a slice with several replicas needs the rank in one of them.

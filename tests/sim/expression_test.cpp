@@ -124,8 +124,9 @@ std::string parse_error(const std::string& text) {
 TEST_CASE("expression: int64 limits are errors, never wrapped values", "[sim][expression]") {
   CHECK(eval("9223372036854775807") == INT64_MAX);
   CHECK(eval("-9223372036854775807 - 1") == INT64_MIN);
-  CHECK(parse_error("9223372036854775808") == "0: integer literal is too large (the largest is "
-                                              "9223372036854775807)");
+  CHECK(parse_error("9223372036854775808") ==
+        "0: integer literal is too large (the largest is "
+        "9223372036854775807)");
   // Constant parts fold at load time, so their overflow is a load-time error with its column.
   CHECK(parse_error("4294967296*4294967296") ==
         "10: integer overflow in '*': the result does not fit in int64");
@@ -156,9 +157,10 @@ TEST_CASE("expression: nesting is bounded and long chains evaluate without recur
   CHECK(eval((std::string(limit - 1, '(') + "rank" + std::string(limit - 1, ')')).c_str()) == 5);
   // ...and one level more is a load-time error at the offending character.
   const std::string deep = std::string(10000, '(') + "1" + std::string(10000, ')');
-  CHECK(parse_error(deep) == std::to_string(limit) + ": expression nests deeper than 64 "
-                                                        "levels (parentheses, unary operators, "
-                                                        "ternaries and calls)");
+  CHECK(parse_error(deep) == std::to_string(limit) +
+                                 ": expression nests deeper than 64 "
+                                 "levels (parentheses, unary operators, "
+                                 "ternaries and calls)");
   std::string minuses;
   for (int i = 0; i < 500; ++i) minuses += "-";
   CHECK(parse_error(minuses + "rank").find("nests deeper than 64 levels") != std::string::npos);
@@ -185,6 +187,5 @@ TEST_CASE("expression: constants fold, rank-dependent parts stay", "[sim][expres
   CHECK(eval("rank != 5 and rank // 0") == 0);
   CHECK(eval("rank == 5 ? 7 : rank // 0") == 7);
   CHECK(eval("min(rank, 3) + max(rank, 3, 4)") == 8);
-  CHECK(parse_error("coord(world, (1))") ==
-        "13: coord() takes a dim name or index after the mesh");
+  CHECK(parse_error("coord(world, (1))") == "13: coord() takes a dim name or index after the mesh");
 }

@@ -92,14 +92,15 @@ TEST_CASE("toml guard: reproducers are refused with their location", "[sim][toml
     check_toml_text("a = 1\nb = 2\u00e9\n", "y.toml");
     FAIL("a non-ASCII character outside strings was accepted");
   } catch (const InputError& e) {
-    CHECK(std::string(e.what()) == "y.toml:2:6: character U+00E9 is not allowed outside a string "
-                                   "or a comment");
+    CHECK(std::string(e.what()) ==
+          "y.toml:2:6: character U+00E9 is not allowed outside a string "
+          "or a comment");
   }
   // Non-ASCII text where TOML allows it stays allowed.
   CHECK(guard_accepts("# caf\u00e9\ndescription = \"caf\u00e9 \u00a7\"\nx = 'na\u00efve'\n"));
   CHECK(guard_accepts("s = \"\"\"\nline one \u00e9\nline \\\\ two \\\"\u00e9\\\" \"\"\"\n"));
   CHECK(guard_accepts("s = \"\"\"\\\n   \u20ac\"\"\"\n"));  // U+20AC: the lookup is defined
-  CHECK(guard_accepts("s = '''\\\n\u00a7'''\n"));            // literal strings have no escapes
+  CHECK(guard_accepts("s = '''\\\n\u00a7'''\n"));           // literal strings have no escapes
 }
 
 TEST_CASE("toml guard: every BMP code point in every context parses without undefined behaviour",

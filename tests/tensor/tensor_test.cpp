@@ -92,12 +92,16 @@ std::string error_of(const std::function<void()>& f) {
 
 TEST_CASE("tensor: sizes that overflow int64 are errors, as in PyTorch", "[tensor][limits]") {
   // torch.empty(2**62, 4, device="meta") raises this RuntimeError; so do byte sizes past int64.
-  CHECK(error_of([] { Tensor({int64_t{1} << 62, 4}, DType::kFloat32, Tensor::Storage::kMeta); }) ==
+  CHECK(error_of([] {
+          Tensor({int64_t{1} << 62, 4}, DType::kFloat32, Tensor::Storage::kMeta);
+        }) ==
         "RuntimeError: Storage size calculation overflowed with sizes=[4611686018427387904, 4]");
-  CHECK(error_of([] { Tensor({int64_t{1} << 61, 2}, DType::kFloat64, Tensor::Storage::kMeta); })
-            .rfind("RuntimeError: Storage size calculation overflowed", 0) == 0);
+  CHECK(error_of([] {
+          Tensor({int64_t{1} << 61, 2}, DType::kFloat64, Tensor::Storage::kMeta);
+        }).rfind("RuntimeError: Storage size calculation overflowed", 0) == 0);
   // A zero anywhere makes the tensor empty, whatever the other sizes.
-  CHECK(Tensor({0, int64_t{1} << 62, 1 << 30}, DType::kFloat32, Tensor::Storage::kMeta).numel() == 0);
+  CHECK(Tensor({0, int64_t{1} << 62, 1 << 30}, DType::kFloat32, Tensor::Storage::kMeta).numel() ==
+        0);
   CHECK(error_of([] { Tensor(std::vector<int64_t>(26, 1), DType::kFloat32); }) ==
         "ValueError: a tensor has at most 25 dims, got 26");
 }
@@ -145,6 +149,7 @@ TEST_CASE("tensor: storage counts against the memory budget", "[tensor][limits]"
   CHECK(meshsim::MemoryBudget::in_use() == before);
   // Past what the budget allows: refused before any allocation is attempted.
   meshsim::MemoryBudget::set_limit(uint64_t{1} << 30);
-  CHECK(error_of([] { Tensor({int64_t{1} << 40}, DType::kFloat32); })
-            .rfind("MemoryError: a tensor needs 4.0 TiB", 0) == 0);
+  CHECK(error_of([] {
+          Tensor({int64_t{1} << 40}, DType::kFloat32);
+        }).rfind("MemoryError: a tensor needs 4.0 TiB", 0) == 0);
 }

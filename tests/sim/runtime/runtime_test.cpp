@@ -94,8 +94,7 @@ TEST_CASE("runtime: FIFO runs ranks in order; a seed fixes a random permutation"
   }
 }
 
-TEST_CASE("runtime: all_reduce gives known answers for every op and schedule",
-          "[sim][runtime]") {
+TEST_CASE("runtime: all_reduce gives known answers for every op and schedule", "[sim][runtime]") {
   // Rank r holds (r + 1) * (i + 1) at index i, so over 5 ranks the answers have closed forms:
   // sum 15 (i+1), avg 3 (i+1), min (i+1), max 5 (i+1), product 120 (i+1)^5.
   auto known = [](ReduceOp op, double x) {
@@ -117,7 +116,8 @@ TEST_CASE("runtime: all_reduce gives known answers for every op and schedule",
     for (ReduceOp op :
          {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
       for (uint64_t seed : {0, 1, 2}) {
-        Harness h(5, {seed == 0 ? SchedulePolicy::kFifo : SchedulePolicy::kRandom, seed, 64 * 1024});
+        Harness h(5,
+                  {seed == 0 ? SchedulePolicy::kFifo : SchedulePolicy::kRandom, seed, 64 * 1024});
         std::vector<Tensor> results(5);
         const auto hang = h.run([&](int64_t r, SimCollectives& c) {
           Tensor t({7}, dtype);
@@ -188,8 +188,7 @@ TEST_CASE("runtime: through the Backend interface, every collective moves the ri
     broadcast[static_cast<size_t>(r)] = mine;
     b.broadcast(broadcast[static_cast<size_t>(r)], 3, g);
     std::vector<Tensor> parts;
-    for (int64_t i = 0; i < 4; ++i)
-      parts.push_back(Tensor::full({1}, 10 * r + i, DType::kInt64));
+    for (int64_t i = 0; i < 4; ++i) parts.push_back(Tensor::full({1}, 10 * r + i, DType::kInt64));
     exchanged[static_cast<size_t>(r)] = b.all_to_all(parts, g);
     b.barrier(g);
     if (r == 0) b.send(Tensor::full({3}, 7, DType::kFloat32), 2, g);

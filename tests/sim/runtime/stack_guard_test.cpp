@@ -52,7 +52,8 @@ ChildResult run_world_in_child(StackGuard guard, int64_t depth) {
   close(pipe_fds[1]);
   ChildResult out;
   char buffer[4096];
-  for (ssize_t n; (n = read(pipe_fds[0], buffer, sizeof(buffer))) > 0;) out.stderr_text.append(buffer, static_cast<size_t>(n));
+  for (ssize_t n; (n = read(pipe_fds[0], buffer, sizeof(buffer))) > 0;)
+    out.stderr_text.append(buffer, static_cast<size_t>(n));
   close(pipe_fds[0]);
   int status = 0;
   waitpid(child, &status, 0);
