@@ -5,6 +5,8 @@
 #include <unistd.h>
 #include <fstream>
 
+#include <boost/fiber/barrier.hpp>
+
 #include "sim/runtime/fiber_stack.hpp"
 #include "sim/runtime/hang_report.hpp"
 #include "sim/runtime/sim_collectives.hpp"
@@ -51,16 +53,47 @@ std::vector<std::optional<std::string>> abort_blocked(const std::vector<RankActi
   return out;
 }
 
-// Create N ranks, let each run to completion, join them all.
+// Benchmarks of the collective path use canary stacks: the same creation cost as the floor.
+const WorldOptions kCanaryStacks{SchedulePolicy::kFifo, 0, 64 * 1024, StackGuard::kCanary};
+
+StackGuard guard_of(int64_t arg) {
+  return arg == 0 ? StackGuard::kCanary : StackGuard::kGuardPages;
+}
+
+// Create N ranks, let each run to completion, join them all; stacks with canaries (0) or guard
+// pages (1).
 void BM_runtime_world_create_join(benchmark::State& state) {
   const int64_t n = state.range(0);
+  WorldOptions options;
+  options.stack_guard = guard_of(state.range(1));
   for (auto _ : state) {
-    World world(n);
+    World world(n, options);
     world.run([](int64_t) {}, [] { return std::vector<std::optional<std::string>>(); });
   }
   state.SetItemsProcessed(state.iterations() * n);
 }
-BENCHMARK(BM_runtime_world_create_join)->Arg(1024)->Arg(16384)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_runtime_world_create_join)
+    ->Args({1024, 0})
+    ->Args({16384, 0})
+    ->Args({16384, 1})
+    ->Unit(benchmark::kMillisecond);
+
+// The floor for a collective: K rounds of a plain Boost.Fiber barrier across N rank fibers.
+void BM_runtime_fiber_barrier_floor(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  constexpr int kRounds = 20;
+  for (auto _ : state) {
+    World world(n, kCanaryStacks);
+    boost::fibers::barrier barrier(static_cast<size_t>(n));
+    world.run(
+        [&](int64_t) {
+          for (int k = 0; k < kRounds; ++k) barrier.wait();
+        },
+        [] { return std::vector<std::optional<std::string>>(); });
+  }
+  state.SetItemsProcessed(state.iterations() * n * kRounds);
+}
+BENCHMARK(BM_runtime_fiber_barrier_floor)->Arg(1024)->Unit(benchmark::kMillisecond);
 
 // Resident memory per rank while every rank but the last is parked in a WORLD barrier.
 void BM_runtime_idle_rank_memory(benchmark::State& state) {
@@ -68,7 +101,7 @@ void BM_runtime_idle_rank_memory(benchmark::State& state) {
   const size_t stack = static_cast<size_t>(state.range(1)) * 1024;
   double per_rank = 0;
   for (auto _ : state) {
-    SimWorld w(n, WorldOptions{SchedulePolicy::kFifo, 0, stack});
+    SimWorld w(n, WorldOptions{SchedulePolicy::kFifo, 0, stack, guard_of(state.range(2))});
     auto& [world, activity, collectives, g] = w;
     const size_t before = resident_bytes();
     world.run(
@@ -83,8 +116,9 @@ void BM_runtime_idle_rank_memory(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * n);
 }
 BENCHMARK(BM_runtime_idle_rank_memory)
-    ->Args({16384, 64})
-    ->Args({16384, 16})
+    ->Args({16384, 64, 0})
+    ->Args({16384, 64, 1})
+    ->Args({16384, 16, 0})
     ->Unit(benchmark::kMillisecond);
 
 // K all_reduces of one float across N ranks; items = rank-collectives, so the time per item is
@@ -93,11 +127,11 @@ void BM_runtime_all_reduce_1_float(benchmark::State& state) {
   const int64_t n = state.range(0);
   constexpr int kRounds = 20;
   for (auto _ : state) {
-    SimWorld w(n);
+    SimWorld w(n, kCanaryStacks);
     auto& [world, activity, collectives, g] = w;
     world.run(
         [&](int64_t r) {
-          Tensor t = Tensor::full({1}, 1.0, DType::kFloat32);
+          Tensor t = Tensor::full({1}, 1, DType::kFloat32);
           const Signature sig{
               CollectiveOp::kAllReduce, DType::kFloat32, {{1}}, {}, ReduceOp::kSum, {}};
           for (int k = 0; k < kRounds; ++k) {

@@ -54,22 +54,29 @@ RankStacks::RankStacks(int64_t ranks, size_t stack_bytes, StackGuard guard)
   }
 }
 
-RankStacks::~RankStacks() = default;
+RankStacks::~RankStacks() {
+  if (slab_ != nullptr) munmap(slab_, (stack_bytes_ + page_) * slots_.size());
+}
 
 boost::context::stack_context RankStacks::Allocator::allocate() {
   RankStacks& o = *owner_;
   Slot& slot = o.slots_[static_cast<size_t>(rank_)];
   boost::context::stack_context sc;
   if (o.mode_ == StackGuard::kGuardPages) {
+    // One reservation for the whole world, made on first use; each rank's block starts with its
+    // guard page. mprotect splits the mapping, so each rank still costs two maps, but only one
+    // system call.
     slot.bytes = o.stack_bytes_ + o.page_;
-    void* p = mmap(nullptr, slot.bytes, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED) throw std::bad_alloc();
-    if (mprotect(p, o.page_, PROT_NONE) != 0) {
-      munmap(p, slot.bytes);
-      throw std::bad_alloc();
+    if (o.slab_ == nullptr) {
+      void* p = mmap(nullptr, slot.bytes * o.slots_.size(), PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      if (p == MAP_FAILED) throw std::bad_alloc();
+      o.slab_ = p;
     }
-    slot.base = reinterpret_cast<uintptr_t>(p);
+    slot.base = reinterpret_cast<uintptr_t>(o.slab_) + static_cast<size_t>(rank_) * slot.bytes;
+    if (mprotect(reinterpret_cast<void*>(slot.base), o.page_, PROT_NONE) != 0) {
+      throw std::bad_alloc();  // the kernel's map limit: reported as an allocation failure
+    }
     sc.size = o.stack_bytes_;
   } else {
     slot.bytes = o.stack_bytes_;
@@ -88,11 +95,8 @@ void RankStacks::Allocator::deallocate(boost::context::stack_context& sc) noexce
   RankStacks& o = *owner_;
   Slot& slot = o.slots_[static_cast<size_t>(rank_)];
   unregister_fiber_stack(reinterpret_cast<uintptr_t>(sc.sp) - sc.size);
-  if (o.mode_ == StackGuard::kGuardPages) {
-    munmap(reinterpret_cast<void*>(slot.base), slot.bytes);
-  } else {
-    std::free(reinterpret_cast<void*>(slot.base));
-  }
+  // Guarded stacks stay reserved, guard included, until the world ends and unmaps them all.
+  if (o.mode_ != StackGuard::kGuardPages) std::free(reinterpret_cast<void*>(slot.base));
   slot = Slot{};
 }
 

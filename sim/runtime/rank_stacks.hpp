@@ -66,6 +66,7 @@ class RankStacks {
   size_t stack_bytes_;
   size_t page_;
   std::vector<Slot> slots_;  // by rank
+  void* slab_ = nullptr;     // guard pages: every rank's block, reserved at the first allocation
 };
 
 }  // namespace meshsim::sim
