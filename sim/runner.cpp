@@ -16,42 +16,47 @@ namespace meshsim::sim {
 
 namespace {
 
-// Runs one step on one rank; returns the failure that stops the rank, if any. Every exception
-// but the runtime's own (abort, injected crash) becomes a failure of this rank at this step.
+// Runs `f`; any exception but the runtime's own (abort, injected crash) comes back as the rank's
+// error instead of leaving the rank.
+template <typename F>
+std::optional<RankError> capture_rank_error(F&& f) {
+  try {
+    f();
+  } catch (const RankAborted&) {
+    throw;
+  } catch (const InjectedCrash&) {
+    throw;
+  } catch (...) {
+    forget_unwound_frames();
+    return classify_current_exception();
+  }
+  return std::nullopt;
+}
+
+// Runs one step on one rank; returns the failure that stops the rank, if any.
 std::optional<RankFailure> run_step(const Step& step, RankState& rank) {
   auto failure = [&](const RankError& e, std::string suffix = {}) {
     return RankFailure{step.where, step.kind, std::string(py_error_type_name(e.type)),
                        e.message + suffix};
   };
+  bool skip = false;
   bool must_raise = false;
-  try {
-    if (step.when && step.when->evaluate(rank) == 0) return std::nullopt;
-    must_raise = step.raises && (!step.raises->on || step.raises->on->evaluate(rank) != 0);
-  } catch (const RankAborted&) {
-    throw;
-  } catch (const InjectedCrash&) {
-    throw;
-  } catch (...) {
-    forget_unwound_frames();
-    // From `when` or `on`: the expression itself failed on this rank.
-    return failure(classify_current_exception());
+  // `when` or `on` itself may fail on this rank.
+  if (std::optional<RankError> e = capture_rank_error([&] {
+        skip = step.when && step.when->evaluate(rank) == 0;
+        must_raise = !skip && step.raises && (!step.raises->on || step.raises->on->evaluate(rank));
+      })) {
+    return failure(*e);
   }
-  try {
-    step.run(rank);
-  } catch (const RankAborted&) {
-    throw;
-  } catch (const InjectedCrash&) {
-    throw;
-  } catch (...) {
-    forget_unwound_frames();
-    const RankError e = classify_current_exception();
-    if (!must_raise) return failure(e);
-    if (e.type == step.raises->type &&
-        std::string_view(e.message).find(step.raises->contains) != std::string_view::npos) {
+  if (skip) return std::nullopt;
+  if (std::optional<RankError> e = capture_rank_error([&] { step.run(rank); })) {
+    if (!must_raise) return failure(*e);
+    if (e->type == step.raises->type &&
+        std::string_view(e->message).find(step.raises->contains) != std::string_view::npos) {
       return std::nullopt;
     }
-    return failure(e, fmt::format(" (expected {} containing \"{}\")",
-                                  py_error_type_name(step.raises->type), step.raises->contains));
+    return failure(*e, fmt::format(" (expected {} containing \"{}\")",
+                                   py_error_type_name(step.raises->type), step.raises->contains));
   }
   if (must_raise) {
     return RankFailure{step.where, step.kind, "meshsim",
