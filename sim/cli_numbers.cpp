@@ -1,9 +1,12 @@
 #include "sim/cli_numbers.hpp"
 
 #include <cctype>
+#include <charconv>
 #include <cmath>
 
 #include <fmt/format.h>
+
+#include "sim/excerpt.hpp"
 
 namespace meshsim::sim {
 
@@ -13,10 +16,12 @@ std::string parse_unsigned(std::string_view text, uint64_t min, uint64_t max, ui
   uint64_t v = 0;
   for (char c : text) {
     if (!std::isdigit(static_cast<unsigned char>(c))) {
-      return fmt::format("{}, got \"{}\"", expected, text);
+      return fmt::format("{}, got \"{}\"", expected, excerpt(text));
     }
     const auto digit = static_cast<uint64_t>(c - '0');
-    if (v > (UINT64_MAX - digit) / 10) return fmt::format("{}, got \"{}\"", expected, text);
+    if (v > (UINT64_MAX - digit) / 10) {
+      return fmt::format("{}, got \"{}\"", expected, excerpt(text));
+    }
     v = v * 10 + digit;
   }
   if (v < min || v > max) return fmt::format("{}, got {}", expected, v);
@@ -28,7 +33,7 @@ std::string parse_byte_size(std::string_view text, uint64_t physical_bytes, uint
   const std::string bad = fmt::format(
       "expected a size such as 8G, 512M, 12884901888 or 50% (of this machine's memory), got "
       "\"{}\"",
-      text);
+      excerpt(text));
   size_t digits = 0;
   while (digits < text.size() &&
          (std::isdigit(static_cast<unsigned char>(text[digits])) || text[digits] == '.')) {
@@ -40,7 +45,11 @@ std::string parse_byte_size(std::string_view text, uint64_t physical_bytes, uint
       number.find('.') != number.rfind('.')) {
     return bad;
   }
-  const double value = std::stod(number);
+  double value = 0;
+  const auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), value);
+  if (ec != std::errc() || end != number.data() + number.size() || !std::isfinite(value)) {
+    return fmt::format("{}: the number is out of range", bad);
+  }
   double scale = 1;
   if (unit == "%") {
     if (physical_bytes == 0) return "cannot tell this machine's memory; give a size such as 8G";

@@ -468,12 +468,6 @@ class Compiler {
 
 }  // namespace
 
-std::string quote_excerpt(std::string_view text, size_t limit) {
-  if (text.size() <= limit) return std::string(text);
-  const size_t keep = (limit - 3) / 2;
-  return std::string(text.substr(0, keep)) + "..." + std::string(text.substr(text.size() - keep));
-}
-
 Expression Expression::parse(std::string_view text) {
   Expression e;
   e.text_ = std::string(text);

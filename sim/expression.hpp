@@ -43,9 +43,6 @@ class ExpressionSchema {
   virtual std::optional<std::vector<std::string>> mesh_dims(const std::string& mesh) const = 0;
 };
 
-// `text` for quoting in a message: at most `limit` characters, the middle elided with "...".
-std::string quote_excerpt(std::string_view text, size_t limit = 80);
-
 // A compiled expression: postfix code for a small stack machine.
 struct ExprProgram;
 

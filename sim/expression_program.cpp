@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "sim/excerpt.hpp"
+
 #include "src/checked_math.hpp"
 #include "src/error.hpp"
 
@@ -107,7 +109,7 @@ namespace {
 
 [[noreturn]] void fail(ExprFault fault, const ExprInstruction& at, const std::string& text) {
   const std::string where =
-      fmt::format("at column {} of \"{}\"", at.offset + 1, quote_excerpt(text));
+      fmt::format("at column {} of \"{}\"", at.offset + 1, excerpt(text));
   if (fault == ExprFault::kZeroDivision) {
     throw Error(PyErrorType::kZeroDivisionError, "division by zero " + where);
   }

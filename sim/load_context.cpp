@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "sim/excerpt.hpp"
+
 namespace meshsim::sim {
 
 const LoadContext::MeshInfo* LoadContext::mesh(const std::string& name) const {
@@ -169,7 +171,7 @@ Expression LoadContext::expression_of(const toml::node& node, std::string_view w
     SourceLocation where = at(node);
     where.column += 1 + static_cast<int64_t>(e.offset());  // past the opening quote
     throw InputError(where, fmt::format("bad expression in {}: {} in \"{}\"", what, e.what(),
-                                        quote_excerpt(text)));
+                                        excerpt(text)));
   }
 }
 

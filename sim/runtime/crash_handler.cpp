@@ -16,6 +16,7 @@ std::atomic<const RankStacks*> g_stacks{nullptr};
 std::atomic<const std::vector<RankActivity>*> g_activity{nullptr};
 std::atomic<int64_t> g_running{-1};
 
+
 // Message building without allocation: a signal handler may not call malloc.
 class Message {
  public:
@@ -79,8 +80,18 @@ void on_fault(int signal, siginfo_t* info, void*) {
   const auto address = reinterpret_cast<uintptr_t>(info->si_addr);
   const RankStacks* stacks = g_stacks.load();
   const int64_t overflowed = stacks ? stacks->overflowed_rank(address) : -1;
-  if (overflowed >= 0) report_overflow(overflowed, "it touched the guard page below it");
+  if (overflowed >= 0) {
+    report_overflow(overflowed, stacks->mode() == StackGuard::kGuardPages
+                                    ? "it touched the guard page below it"
+                                    : "it wrote past its canary");
+  }
   const int64_t running = g_running.load();
+  // A fiber that ran far past the bottom of its stack faults somewhere below it, or leaves its
+  // canary broken before it faults elsewhere.
+  if (stacks != nullptr && running >= 0 &&
+      (stacks->below_stack(running, address) || !stacks->intact(running))) {
+    report_overflow(running, "it faulted below its stack");
+  }
   Message m;
   m << "meshsim: fatal: " << (signal == SIGBUS ? "SIGBUS" : "SIGSEGV") << " (a bug in meshsim)";
   if (running >= 0) {

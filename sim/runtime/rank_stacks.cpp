@@ -4,13 +4,14 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <new>
 #include <string>
 
+#include <fmt/format.h>
+
 #include "sim/runtime/fiber_stack.hpp"
+#include "src/error.hpp"
 
 namespace meshsim::sim {
 
@@ -49,75 +50,122 @@ RankStacks::RankStacks(int64_t ranks, size_t stack_bytes, StackGuard guard)
       page_(static_cast<size_t>(sysconf(_SC_PAGESIZE))),
       slots_(static_cast<size_t>(ranks)) {
   stack_bytes_ = (stack_bytes + page_ - 1) / page_ * page_;
+  const int64_t fit = guarded_stacks_that_fit();
   if (mode_ == StackGuard::kAuto) {
-    mode_ = ranks <= guarded_stacks_that_fit() ? StackGuard::kGuardPages : StackGuard::kCanary;
+    mode_ = ranks <= fit ? StackGuard::kGuardPages : StackGuard::kCanary;
+  } else if (mode_ == StackGuard::kGuardPages && ranks > fit) {
+    throw Error(PyErrorType::kRuntimeError,
+                fmt::format("{} ranks with guard pages need {} memory maps, but vm.max_map_count "
+                            "leaves room for {} guarded stacks; use --stack-guard canary (or "
+                            "auto), or raise vm.max_map_count",
+                            ranks, 2 * ranks, fit));
   }
 }
 
 RankStacks::~RankStacks() {
-  if (slab_ != nullptr) munmap(slab_, (stack_bytes_ + page_) * slots_.size());
+  release();
+}
+
+void RankStacks::release() noexcept {
+  for (Slot& slot : slots_) {
+    if (slot.base != 0) unregister_fiber_stack(slot.base + guard_bytes());
+    slot = Slot{};
+  }
+  if (slab_ != nullptr) munmap(slab_, slab_bytes_);
+  slab_ = nullptr;
+}
+
+size_t RankStacks::guard_bytes() const {
+  return mode_ == StackGuard::kGuardPages ? page_ : kCanaryBytes;
+}
+
+void RankStacks::prepare() {
+  release();
+  // One reservation for the whole world, rank 0 lowest. With guard pages each rank's block starts
+  // with its own inaccessible page (mprotect splits the mapping: two maps per rank). With
+  // canaries each block starts with its canary page and only the reservation's lowest page is
+  // inaccessible, so even an overflow that runs through every stack below faults there, never in
+  // the program's own data.
+  const bool own_guard = mode_ == StackGuard::kGuardPages;
+  const size_t block = own_guard ? page_ + stack_bytes_ : stack_bytes_;
+  slab_bytes_ = (own_guard ? 0 : page_) + block * slots_.size();
+  void* p = mmap(nullptr, slab_bytes_, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) {
+    throw Error(PyErrorType::kMemoryError,
+                fmt::format("cannot reserve {} fiber stacks of {} KiB", slots_.size(),
+                            stack_bytes_ / 1024));
+  }
+  slab_ = p;
+  const auto start = reinterpret_cast<uintptr_t>(p) + (own_guard ? 0 : page_);
+  if (!own_guard && mprotect(p, page_, PROT_NONE) != 0) {
+    release();
+    throw Error(PyErrorType::kMemoryError, "cannot protect the page below the fiber stacks");
+  }
+  for (size_t r = 0; r < slots_.size(); ++r) {
+    const uintptr_t base = start + r * block;
+    if (own_guard) {
+      if (mprotect(reinterpret_cast<void*>(base), page_, PROT_NONE) != 0) {
+        release();
+        throw Error(PyErrorType::kMemoryError,
+                    fmt::format("cannot place the guard page of rank {}'s fiber stack (the "
+                                "memory-map limit?); use --stack-guard canary",
+                                r));
+      }
+    } else {
+      std::memset(reinterpret_cast<void*>(base), kCanaryByte, kCanaryBytes);
+    }
+    slots_[r] = Slot{base, block};
+    register_fiber_stack(base + guard_bytes(), block - guard_bytes());
+  }
 }
 
 boost::context::stack_context RankStacks::Allocator::allocate() {
-  RankStacks& o = *owner_;
-  Slot& slot = o.slots_[static_cast<size_t>(rank_)];
+  const Slot& slot = owner_->slots_[static_cast<size_t>(rank_)];
+  MESHSIM_ASSERT(slot.base != 0, fmt::format("rank {}'s stack was not prepared", rank_));
   boost::context::stack_context sc;
-  if (o.mode_ == StackGuard::kGuardPages) {
-    // One reservation for the whole world, made on first use; each rank's block starts with its
-    // guard page. mprotect splits the mapping, so each rank still costs two maps, but only one
-    // system call.
-    slot.bytes = o.stack_bytes_ + o.page_;
-    if (o.slab_ == nullptr) {
-      void* p = mmap(nullptr, slot.bytes * o.slots_.size(), PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-      if (p == MAP_FAILED) throw std::bad_alloc();
-      o.slab_ = p;
-    }
-    slot.base = reinterpret_cast<uintptr_t>(o.slab_) + static_cast<size_t>(rank_) * slot.bytes;
-    if (mprotect(reinterpret_cast<void*>(slot.base), o.page_, PROT_NONE) != 0) {
-      throw std::bad_alloc();  // the kernel's map limit: reported as an allocation failure
-    }
-    sc.size = o.stack_bytes_;
-  } else {
-    slot.bytes = o.stack_bytes_;
-    void* p = std::malloc(slot.bytes);
-    if (p == nullptr) throw std::bad_alloc();
-    slot.base = reinterpret_cast<uintptr_t>(p);
-    std::memset(p, kCanaryByte, kCanaryBytes);
-    sc.size = slot.bytes - kCanaryBytes;
-  }
+  sc.size = slot.bytes - owner_->guard_bytes();
   sc.sp = reinterpret_cast<void*>(slot.base + slot.bytes);  // stacks grow down from the top
-  register_fiber_stack(slot.base + slot.bytes - sc.size, sc.size);
   return sc;
 }
 
-void RankStacks::Allocator::deallocate(boost::context::stack_context& sc) noexcept {
-  RankStacks& o = *owner_;
-  Slot& slot = o.slots_[static_cast<size_t>(rank_)];
-  unregister_fiber_stack(reinterpret_cast<uintptr_t>(sc.sp) - sc.size);
-  // Guarded stacks stay reserved, guard included, until the world ends and unmaps them all.
-  if (o.mode_ != StackGuard::kGuardPages) std::free(reinterpret_cast<void*>(slot.base));
-  slot = Slot{};
+void RankStacks::Allocator::deallocate(boost::context::stack_context&) noexcept {
+  // The stacks live until the world releases them all.
 }
 
 bool RankStacks::intact(int64_t rank) const {
   if (mode_ != StackGuard::kCanary) return true;
   const Slot& slot = slots_[static_cast<size_t>(rank)];
   if (slot.base == 0) return true;
-  const auto* p = reinterpret_cast<const unsigned char*>(slot.base);
-  return std::all_of(p, p + kCanaryBytes, [](unsigned char b) { return b == kCanaryByte; });
+  // Word by word: 512 loads the compiler vectorises, a few tens of nanoseconds per switch.
+  uint64_t pattern = 0;
+  std::memset(&pattern, kCanaryByte, sizeof(pattern));
+  const auto* words = reinterpret_cast<const uint64_t*>(slot.base);
+  uint64_t diff = 0;
+  for (size_t i = 0; i < kCanaryBytes / sizeof(uint64_t); ++i) diff |= words[i] ^ pattern;
+  return diff == 0;
 }
 
+
+
 int64_t RankStacks::overflowed_rank(uintptr_t address) const noexcept {
-  const size_t guard = mode_ == StackGuard::kGuardPages ? page_ : kCanaryBytes;
+  if (mode_ != StackGuard::kGuardPages) return -1;  // canaries: see below_stack
   for (size_t r = 0; r < slots_.size(); ++r) {
     const Slot& s = slots_[r];
-    // The guard page itself, or just below the block (a frame that skipped past the canary).
-    if (s.base != 0 && address + page_ >= s.base && address < s.base + guard) {
+    if (s.base != 0 && address >= s.base && address < s.base + page_) {
       return static_cast<int64_t>(r);
     }
   }
   return -1;
+}
+
+bool RankStacks::below_stack(int64_t rank, uintptr_t address) const noexcept {
+  if (rank < 0 || static_cast<size_t>(rank) >= slots_.size() || slab_ == nullptr) return false;
+  const Slot& s = slots_[static_cast<size_t>(rank)];
+  // From the reservation's start up to the top of this rank's guard or canary: where its
+  // overflow runs (through the stacks of lower ranks, in canary mode).
+  return s.base != 0 && address >= reinterpret_cast<uintptr_t>(slab_) &&
+         address < s.base + guard_bytes();
 }
 
 }  // namespace meshsim::sim

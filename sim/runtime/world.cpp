@@ -48,6 +48,7 @@ bool World::is_parked(int64_t rank) const {
 void World::run(const std::function<void(int64_t)>& body,
                 const std::function<std::vector<std::optional<std::string>>()>& on_stall) {
   log_ = ScheduleLog{};
+  stacks_.prepare();  // may throw; no fiber exists yet
   crash::install_handlers();
   boost::fibers::use_scheduling_algorithm<DeterministicScheduler>(options_.policy, options_.seed,
                                                                   &log_);

@@ -40,6 +40,13 @@ IndexRuns strided_pieces(const IndexRuns& held, int64_t split_factor, int64_t k,
   }
   const auto [rest_at, rest_size] = chunk_range(rest, k, c);
   kept.append(held.slice(full * q + rest_at, rest_size));
+  // Runs held before add up with the cuts; several strided dims could compound them.
+  if (static_cast<int64_t>(kept.runs().size()) > kMaxRuns) {
+    throw value_error(
+        fmt::format("{} leaves {} separate runs of a dim of {} on this rank; meshsim "
+                    "handles at most {}",
+                    placement_name(placement), kept.runs().size(), n, kMaxRuns));
+  }
   return kept;
 }
 

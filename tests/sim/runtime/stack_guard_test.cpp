@@ -17,12 +17,20 @@ using namespace meshsim::sim;
 
 namespace {
 
-// Recurses through frames of about 512 bytes until `depth` is reached; volatile so the frames stay.
+// Recurses through frames of about 512 bytes, each written in full, until `depth` is reached.
 __attribute__((noinline)) int64_t recurse(int64_t depth) {
   volatile char frame[512];
   std::memset(const_cast<char*>(frame), static_cast<int>(depth), sizeof(frame));
   if (depth == 0) return frame[0];
   return recurse(depth - 1) + frame[7];
+}
+
+// Frames of 2 KiB of which only one byte is written: an overflow that writes little.
+__attribute__((noinline)) int64_t recurse_sparse(int64_t depth) {
+  volatile char frame[2048];
+  frame[0] = static_cast<char>(depth);
+  if (depth == 0) return frame[0];
+  return recurse_sparse(depth - 1) + frame[0];
 }
 
 struct ChildResult {
@@ -31,7 +39,7 @@ struct ChildResult {
 };
 
 // Runs a 4-rank world with 16 KiB stacks in a child; rank 1 recurses `depth` frames.
-ChildResult run_world_in_child(StackGuard guard, int64_t depth) {
+ChildResult run_world_in_child(StackGuard guard, int64_t depth, bool sparse = false) {
   int pipe_fds[2];
   REQUIRE(pipe(pipe_fds) == 0);
   const pid_t child = fork();
@@ -45,7 +53,7 @@ ChildResult run_world_in_child(StackGuard guard, int64_t depth) {
     World world(4, options);
     crash::watch(&world.stacks(), nullptr);
     int64_t sink = 0;
-    world.run([&](int64_t r) { sink += r == 1 ? recurse(depth) : r; },
+    world.run([&](int64_t r) { sink += r != 1 ? r : sparse ? recurse_sparse(depth) : recurse(depth); },
               [] { return std::vector<std::optional<std::string>>(4); });
     _exit(sink == 12345 ? 9 : 0);
   }
@@ -73,12 +81,18 @@ TEST_CASE("stack guard: an overflow is reported by guard page or canary, never s
     INFO((guard == StackGuard::kGuardPages ? "guard pages" : "canaries"));
     // A shallow recursion fits in 16 KiB.
     CHECK(run_world_in_child(guard, 4).exit_code == 0);
-    // A deep one does not: rank 1 is named, with the flag to change.
-    const ChildResult deep = run_world_in_child(guard, guard == StackGuard::kCanary ? 40 : 4000);
-    CHECK(deep.exit_code == crash::kExitStackOverflow);
-    CHECK_THAT(deep.stderr_text,
-               Catch::StartsWith("meshsim: fatal: rank 1 overflowed its 16 KiB fiber stack (") &&
-                   Catch::EndsWith("). Rerun with a larger stack, for example --stack-kib 64.\n"));
+    // Deep ones do not: just past the bottom, far past it, and with frames that write one byte in
+    // 2 KiB. Each time rank 1 is named, with the flag to change.
+    for (const auto& [depth, sparse] :
+         {std::pair{int64_t{40}, false}, std::pair{int64_t{100}, false},
+          std::pair{int64_t{4000}, false}, std::pair{int64_t{50}, true}}) {
+      INFO("depth " << depth << (sparse ? " (sparse frames)" : ""));
+      const ChildResult deep = run_world_in_child(guard, depth, sparse);
+      CHECK(deep.exit_code == crash::kExitStackOverflow);
+      CHECK_THAT(deep.stderr_text,
+                 Catch::StartsWith("meshsim: fatal: rank 1 overflowed its 16 KiB fiber stack (") &&
+                     Catch::EndsWith("). Rerun with a larger stack, for example --stack-kib 64.\n"));
+    }
   }
 }
 
