@@ -104,6 +104,7 @@ class Compiler {
     if (peek().kind != Token::Kind::kEnd) {
       throw ExpressionError(peek().offset, fmt::format("unexpected '{}'", peek().text));
     }
+    refuse_certain_faults();
     program_.max_stack = stack_bound();
     return std::move(program_);
   }
@@ -161,15 +162,12 @@ class Compiler {
     return program_.code.size() == start + 1 && program_.code[start].op == ExprOp::kPush;
   }
   // Replaces the code from `start` with one constant, or reports why it has no value.
+  // A constant that has no int64 value becomes a fault: an error where it is evaluated, so that a
+  // branch never taken (`0 and 1 // 0`) stays harmless, as in Python.
   void fold_to(size_t start, ExprOutcome r, ExprOp op, size_t offset) {
-    if (r.fault == ExprFault::kZeroDivision) throw ExpressionError(offset, "division by zero");
-    if (r.fault == ExprFault::kOverflow) {
-      throw ExpressionError(offset, fmt::format("integer overflow in '{}': the result does not "
-                                                "fit in int64",
-                                                expr_op_symbol(op)));
-    }
     code().resize(start);
-    emit(ExprOp::kPush, offset, r.value);
+    if (r.fault == ExprFault::kNone) return emit(ExprOp::kPush, offset, r.value);
+    emit(ExprOp::kFault, offset, static_cast<int64_t>(r.fault) * 256 + static_cast<int64_t>(op));
   }
   void unary_op(ExprOp op, size_t start, size_t offset) {
     if (is_constant_from(start))
@@ -196,21 +194,25 @@ class Compiler {
     patch(to_else);
     ternary();
     patch(to_end);
-    // A constant condition picks its branch at load time.
+    // A constant condition picks its branch at load time; the other is never evaluated.
     if (program_.code[start].op == ExprOp::kPush && start + 1 == to_else) {
       const bool yes = program_.code[start].value != 0;
-      std::vector<ExprInstruction> kept(
-          program_.code.begin() + static_cast<ptrdiff_t>(yes ? to_else + 1 : to_end + 1),
-          program_.code.begin() + static_cast<ptrdiff_t>(yes ? to_end : here()));
-      const bool relocatable = std::none_of(kept.begin(), kept.end(), [](const auto& in) {
-        return in.op == ExprOp::kJump || in.op == ExprOp::kJumpIfZero ||
-               in.op == ExprOp::kJumpIfNonZero;
-      });
-      if (relocatable) {
-        code().resize(start);
-        code().insert(code().end(), kept.begin(), kept.end());
+      keep_only(start, yes ? to_else + 1 : to_end + 1, yes ? to_end : here());
+    }
+  }
+  // Replaces the code from `start` with the code in [from, to), moving its jumps with it (they
+  // only ever target places inside it or its end).
+  void keep_only(size_t start, size_t from, size_t to) {
+    std::vector<ExprInstruction> kept(code().begin() + static_cast<ptrdiff_t>(from),
+                                      code().begin() + static_cast<ptrdiff_t>(to));
+    for (ExprInstruction& in : kept) {
+      if (in.op == ExprOp::kJump || in.op == ExprOp::kJumpIfZero ||
+          in.op == ExprOp::kJumpIfNonZero) {
+        in.value -= static_cast<int64_t>(from - start);
       }
     }
+    code().resize(start);
+    code().insert(code().end(), kept.begin(), kept.end());
   }
   // `a and b` / `a or b`: b runs only when a does not decide; the result is 0 or 1.
   void short_circuit(ExprOp jump_when_decided, int64_t decided_value, size_t left, size_t at,
@@ -218,15 +220,16 @@ class Compiler {
     const size_t decided = emit_jump(jump_when_decided, at);
     const size_t right = here();
     (this->*operand)();
-    const bool constant =
-        left + 1 == decided && code()[left].op == ExprOp::kPush && is_constant_from(right);
-    if (constant) {
+    if (left + 1 == decided && code()[left].op == ExprOp::kPush) {
+      // A constant left side: it decides (the right side is never evaluated), or the result is
+      // the right side's truth value.
       const int64_t a = code()[left].value;
-      const int64_t b = code()[right].value;
-      const bool a_decides = (a != 0) == (decided_value != 0);
-      code().resize(left);
-      emit(ExprOp::kPush, at, a_decides ? decided_value : (b != 0 ? 1 : 0));
-      return;
+      if ((a != 0) == (decided_value != 0)) {
+        code().resize(left);
+        return emit(ExprOp::kPush, at, decided_value);
+      }
+      keep_only(left, right, here());
+      return unary_op(ExprOp::kToBool, left, at);
     }
     emit(ExprOp::kToBool, at);
     const size_t to_end = emit_jump(ExprOp::kJump, at);
@@ -260,6 +263,7 @@ class Compiler {
   }
   void comparison() {
     const size_t left = here();
+    bool compared = false;
     additive();
     for (;;) {
       const size_t at = peek().offset;
@@ -273,6 +277,11 @@ class Compiler {
         }
       }
       if (!op) return;
+      if (compared) {
+        throw ExpressionError(at, "chained comparisons (a < b < c) are not supported; write "
+                                  "a < b and b < c");
+      }
+      compared = true;
       const size_t right = here();
       additive();
       binary_op(*op, left, right, at);
@@ -427,6 +436,44 @@ class Compiler {
                                              : fmt::format("{} to {}", f.min_args, f.max_args),
                     f.max_args == 1 ? "" : "s", count));
   }
+  static bool can_fail(ExprOp op) {
+    switch (op) {
+      case ExprOp::kAdd:
+      case ExprOp::kSub:
+      case ExprOp::kMul:
+      case ExprOp::kDiv:
+      case ExprOp::kMod:
+      case ExprOp::kNeg:
+      case ExprOp::kAbs:
+      case ExprOp::kCoord:
+      case ExprOp::kLocalRank:
+      case ExprOp::kMeshSize:
+        return true;
+      default:
+        return false;
+    }
+  }
+  // Code without branches runs every instruction: a fault there fails on every rank, so it is a
+  // load-time error at its column. Behind a rank-dependent branch it stays a run-time error.
+  void refuse_certain_faults() const {
+    const auto& code = program_.code;
+    const bool branches = std::any_of(code.begin(), code.end(), [](const ExprInstruction& in) {
+      return in.op == ExprOp::kJump || in.op == ExprOp::kJumpIfZero ||
+             in.op == ExprOp::kJumpIfNonZero;
+    });
+    if (branches) return;
+    for (const ExprInstruction& in : code) {
+      // An earlier step that may fail on some rank fails first there, with its own error.
+      if (can_fail(in.op)) return;
+      if (in.op != ExprOp::kFault) continue;
+      const auto fault = static_cast<ExprFault>(in.value / 256);
+      if (fault == ExprFault::kZeroDivision) throw ExpressionError(in.offset, "division by zero");
+      throw ExpressionError(in.offset,
+                            fmt::format("integer overflow in '{}': the result does not fit in "
+                                        "int64",
+                                        expr_op_symbol(static_cast<ExprOp>(in.value % 256))));
+    }
+  }
   // An upper bound of the value stack's depth (both sides of a branch are counted).
   size_t stack_bound() const {
     int64_t depth = 0;
@@ -439,6 +486,7 @@ class Compiler {
         case ExprOp::kCoord:
         case ExprOp::kLocalRank:
         case ExprOp::kMeshSize:
+        case ExprOp::kFault:
           ++depth;
           break;
         case ExprOp::kMin:

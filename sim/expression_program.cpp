@@ -108,16 +108,19 @@ ExprOutcome apply_binary(ExprOp op, int64_t a, int64_t b) {
 namespace {
 
 [[noreturn]] void fail(ExprFault fault, const ExprInstruction& at, const std::string& text) {
-  const std::string where =
-      fmt::format("at column {} of \"{}\"", at.offset + 1, excerpt(text));
+  raise_fault(fault, at.op, at.offset, text);
+}
+
+}  // namespace
+
+void raise_fault(ExprFault fault, ExprOp op, size_t offset, const std::string& text) {
+  const std::string where = fmt::format("at column {} of \"{}\"", offset + 1, excerpt(text));
   if (fault == ExprFault::kZeroDivision) {
     throw Error(PyErrorType::kZeroDivisionError, "division by zero " + where);
   }
   throw overflow_error(fmt::format("integer overflow in '{}' {}: the result does not fit in int64",
-                                   expr_op_symbol(at.op), where));
+                                   expr_op_symbol(op), where));
 }
-
-}  // namespace
 
 int64_t run_program(const ExprProgram& program, const std::string& text, const ExpressionEnv& env) {
   std::vector<int64_t> stack;
@@ -170,6 +173,9 @@ int64_t run_program(const ExprProgram& program, const std::string& text, const E
       case ExprOp::kJumpIfNonZero:
         if (pop() != 0) pc = static_cast<size_t>(in.value) - 1;
         break;
+      case ExprOp::kFault:
+        raise_fault(static_cast<ExprFault>(in.value / 256), static_cast<ExprOp>(in.value % 256),
+                    in.offset, text);
       case ExprOp::kCoord:
       case ExprOp::kLocalRank:
       case ExprOp::kMeshSize: {

@@ -38,6 +38,7 @@ enum class ExprOp : uint8_t {
   kCoord,          // value: index into ExprProgram::calls
   kLocalRank,      // value: index into ExprProgram::calls
   kMeshSize,       // value: index into ExprProgram::calls
+  kFault,          // a folded constant with no int64 value: value = fault kind * 256 + the op
 };
 
 struct ExprInstruction {
@@ -75,6 +76,9 @@ ExprOutcome apply_unary(ExprOp op, int64_t v);
 ExprOutcome apply_binary(ExprOp op, int64_t a, int64_t b);
 // "+", "//", "abs", ... for messages.
 std::string_view expr_op_symbol(ExprOp op);
+
+// The error a fault raises: OverflowError or ZeroDivisionError naming the op and the column.
+[[noreturn]] void raise_fault(ExprFault fault, ExprOp op, size_t offset, const std::string& text);
 
 // Runs `program` on one rank. `text` is the source, quoted in errors with the column.
 int64_t run_program(const ExprProgram& program, const std::string& text, const ExpressionEnv& env);

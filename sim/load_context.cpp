@@ -1,6 +1,7 @@
 #include "sim/load_context.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -48,6 +49,18 @@ std::string LoadContext::dim_name(const toml::node& node, const std::string& mes
                            fmt::join(info.dims, ", ")));
   }
   return name;
+}
+
+bool LoadContext::has_tensor(const std::string& name) const {
+  if (tensors_.count(name) != 0) return true;
+  const size_t dot = name.rfind('.');
+  if (dot == std::string::npos || per_rank_tensors_.count(name.substr(0, dot)) == 0) return false;
+  int64_t index = -1;
+  const char* first = name.data() + dot + 1;
+  const char* last = name.data() + name.size();
+  const auto [end, ec] = std::from_chars(first, last, index);
+  return ec == std::errc() && end == last && index >= 0 && index < world_size_ &&
+         std::to_string(index) == std::string_view(first, static_cast<size_t>(last - first));
 }
 
 SourceLocation LoadContext::at(const toml::source_region& region) const {
@@ -170,8 +183,8 @@ Expression LoadContext::expression_of(const toml::node& node, std::string_view w
   } catch (const ExpressionError& e) {
     SourceLocation where = at(node);
     where.column += 1 + static_cast<int64_t>(e.offset());  // past the opening quote
-    throw InputError(where, fmt::format("bad expression in {}: {} in \"{}\"", what, e.what(),
-                                        excerpt(text)));
+    throw InputError(
+        where, fmt::format("bad expression in {}: {} in \"{}\"", what, e.what(), excerpt(text)));
   }
 }
 

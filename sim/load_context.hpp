@@ -45,7 +45,9 @@ class LoadContext : public ExpressionSchema {
   int64_t ranks_running_entry() const { return entry_conditional_ ? 1 : world_size_; }
   // Named tensors set so far.
   void declare_tensor(const std::string& name) { tensors_.insert(name); }
-  bool has_tensor(const std::string& name) const { return tensors_.count(name) != 0; }
+  // `name.0`, `name.1`, ... up to the world size (all_gather's results), without listing them.
+  void declare_tensor_per_rank(const std::string& name) { per_rank_tensors_.insert(name); }
+  bool has_tensor(const std::string& name) const;
 
   // --- Typed TOML access; every failure is an InputError at the node ---
   SourceLocation at(const toml::node& node) const;
@@ -77,6 +79,7 @@ class LoadContext : public ExpressionSchema {
   std::map<std::string, MeshInfo> meshes_;
   std::map<std::string, std::vector<std::string>> flattened_;
   std::set<std::string> tensors_;
+  std::set<std::string> per_rank_tensors_;
   bool entry_conditional_ = false;
 };
 

@@ -53,11 +53,6 @@ struct RunFlags {
   std::string stack_guard = "auto";
 };
 
-// Every report is valid JSON even when a path holds bytes that are not UTF-8.
-std::string dump_json(const Json& j, int indent) {
-  return j.dump(indent, ' ', false, Json::error_handler_t::replace);
-}
-
 // Records a problem with a path the way unusable scenario files are recorded.
 void add_problems(const ExpandedPaths& expanded, RunReport& report) {
   for (const PathProblem& p : expanded.problems)
@@ -127,7 +122,7 @@ int run_command(const std::vector<std::string>& paths, const RunFlags& flags) {
       if (verbose) {
         for (const DumpRecord& d : result.dumps) {
           std::cout << fmt::format("  {}: rank {}: {}: {}\n", d.where.to_string(), d.rank, d.what,
-                                   d.value.dump());
+                                   json_text(d.value));
         }
       }
       report.results.push_back(std::move(result));
@@ -150,12 +145,12 @@ int run_command(const std::vector<std::string>& paths, const RunFlags& flags) {
   bool written = true;
   if (!flags.json_path.empty()) {
     written &=
-        write_output(flags.json_path, dump_json(report_json(report, MESHSIM_VERSION), 2) + "\n");
+        write_output(flags.json_path, json_text(report_json(report, MESHSIM_VERSION), 2) + "\n");
   }
   if (options.trace) {
     written &= write_output(
         flags.trace_path,
-        dump_json(Json{{"traceEvents", trace_events}, {"displayTimeUnit", "ms"}}, -1) + "\n");
+        json_text(Json{{"traceEvents", trace_events}, {"displayTimeUnit", "ms"}}, -1) + "\n");
   }
   if (!flags.graph_path.empty()) {
     written &=

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "sim/excerpt.hpp"
+
 #include "src/dtensor/local_shard.hpp"
 
 namespace meshsim::sim {
@@ -37,7 +39,8 @@ Json indices_as_runs(const Json& dim) {
     if (!i.is_number_integer()) return dim;  // a malformed expectation fails as written
     indices.push_back(i.get<int64_t>());
   }
-  return runs_json(IndexRuns::from_indices(indices));
+  const std::optional<IndexRuns> runs = IndexRuns::from_indices(indices);
+  return runs ? runs_json(*runs) : dim;  // an impossible index fails the comparison as written
 }
 
 std::vector<Placement> placements_of(const toml::node& node, LoadContext& ctx) {
@@ -124,7 +127,7 @@ bool Query::yields_integers() const {
 }
 
 std::string Query::describe() const {
-  if (expression_) return fmt::format("value({})", expression_->text());
+  if (expression_) return fmt::format("value({})", excerpt(expression_->text()));
   std::string args = mesh_;
   if (!dim_.empty()) args += ", " + dim_;
   if (!global_shape_.empty() || !placements_.empty()) {
@@ -150,11 +153,10 @@ Json Query::observe(const RankState& rank) const {
     }
     Json values = Json::array();
     for (int64_t i = 0; i < t.numel(); ++i) {
-      const double v = t.get(i);
       if (is_floating(t.dtype())) {
-        values.push_back(v);
+        values.push_back(t.get(i));
       } else {
-        values.push_back(static_cast<int64_t>(v));
+        values.push_back(t.get_int(i));  // exact, int64 included
       }
     }
     return values;

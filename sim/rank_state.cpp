@@ -60,7 +60,9 @@ std::optional<MeshDim> RankState::dim_of(const std::string& dim) const {
 
 int64_t RankState::coord(const std::string& mesh_name, const std::string& dim) const {
   const DeviceMesh& m = mesh(mesh_name);
-  const size_t index = m.dim_index(*dim_of(dim));
+  const std::optional<MeshDim> d = dim_of(dim);
+  if (!d) throw value_error(fmt::format("coord({}, ...) needs a dim", mesh_name));
+  const size_t index = m.dim_index(*d);
   if (!m.coordinate()) {
     throw runtime_error(fmt::format("coord({}, {}): rank {} is not in mesh \"{}\"", mesh_name, dim,
                                     rank_, mesh_name));
@@ -78,14 +80,26 @@ int64_t RankState::mesh_size(const std::string& mesh_name, const std::string& di
   return d ? m.size(m.dim_index(*d)) : m.size();
 }
 
+Json RankState::within_report_budget(Json value) {
+  const uint64_t weight = json_weight(value);
+  if (result_.value_bytes + weight <= kMaxReportValueBytes) {
+    result_.value_bytes += weight;
+    return value;
+  }
+  ++result_.omitted_values;
+  return "(omitted: this scenario's report already holds its limit of values)";
+}
+
 void RankState::record_dump(const Step& step, std::string what, Json value) {
-  result_.dumps.push_back({step.where, rank_, std::move(what), std::move(value)});
+  result_.dumps.push_back(
+      {step.where, rank_, std::move(what), within_report_budget(std::move(value))});
 }
 
 void RankState::record_expectation(const Step& step, std::string what, bool passed, Json observed,
                                    Json expected) {
-  result_.expectations.push_back(
-      {step.where, rank_, std::move(what), passed, std::move(observed), std::move(expected)});
+  result_.expectations.push_back({step.where, rank_, std::move(what), passed,
+                                  within_report_budget(std::move(observed)),
+                                  within_report_budget(std::move(expected))});
 }
 
 }  // namespace meshsim::sim

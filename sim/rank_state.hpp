@@ -45,11 +45,14 @@ class RankState final : public ExpressionEnv {
   void set_mesh(const std::string& name, DeviceMesh mesh);
   std::optional<MeshDim> dim_of(const std::string& dim) const;
 
+  // Records keep their values while the scenario's report stays under kMaxReportValueBytes.
   void record_dump(const Step& step, std::string what, Json value);
   void record_expectation(const Step& step, std::string what, bool passed, Json observed,
                           Json expected);
 
  private:
+  Json within_report_budget(Json value);
+
   const Scenario& scenario_;
   int64_t rank_;
   ScenarioResult& result_;

@@ -21,7 +21,7 @@ std::string format_failures(const ScenarioResult& result, size_t limit) {
   for (const ExpectationRecord& e : result.expectations) {
     if (e.passed) continue;
     lines.push_back(fmt::format("{}: rank {}: expected {} == {}, got {}", e.where.to_string(),
-                                e.rank, e.what, e.expected.dump(), e.observed.dump()));
+                                e.rank, e.what, json_text(e.expected), json_text(e.observed)));
   }
   // Original failures first, then the ranks aborted because of them.
   std::vector<size_t> order;

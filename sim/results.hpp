@@ -14,6 +14,18 @@ namespace meshsim::sim {
 
 using Json = nlohmann::json;
 
+// Dumped and expected values a scenario's report keeps, in all (approximate JSON bytes).
+inline constexpr uint64_t kMaxReportValueBytes = uint64_t{256} << 20;
+
+// About how many bytes `value` takes as JSON text; walks it without recursion.
+uint64_t json_weight(const Json& value);
+
+// JSON text that is always valid: bytes that are not UTF-8 (a file name, a message quoting user
+// text) are replaced, never a reason to throw.
+inline std::string json_text(const Json& j, int indent = -1) {
+  return j.dump(indent, ' ', false, Json::error_handler_t::replace);
+}
+
 struct DumpRecord {
   SourceLocation where;
   int64_t rank;
@@ -63,6 +75,10 @@ struct ScenarioResult {
   uint64_t schedule_digest = 0;
   uint64_t schedule_decisions = 0;
   double wall_ms = 0;
+  // Values kept in dumps and expectations so far, and how many were left out once they reached
+  // kMaxReportValueBytes: a report stays proportional to what a person can use.
+  uint64_t value_bytes = 0;
+  uint64_t omitted_values = 0;
 
   size_t failed_expectations() const;
   size_t failed_ranks() const;

@@ -193,6 +193,12 @@ ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options)
       });
   if (collectives.timeout()) keep_hang(analyze_hang(activity, collectives));
   result.warnings = collectives.warnings();
+  if (result.omitted_values > 0) {
+    result.warnings.push_back(fmt::format(
+        "{} dumped or expected values were left out of the report, which reached its limit of {} "
+        "MiB of values; narrow the dumps and expectations (when = ...) to see them",
+        result.omitted_values, kMaxReportValueBytes >> 20));
+  }
   for (const auto& outcome : scenario.outcomes)
     result.expectations.push_back(outcome->check(result));
   if (options.trace) result.trace = trace.events(0, scenario.name, scenario.world_size);
@@ -201,6 +207,20 @@ ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options)
   result.wall_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return result;
+}
+
+uint64_t json_weight(const Json& value) {
+  uint64_t weight = 0;
+  std::vector<const Json*> pending{&value};
+  while (!pending.empty()) {
+    const Json* j = pending.back();
+    pending.pop_back();
+    weight += j->is_string() ? j->get_ref<const std::string&>().size() + 2 : 8;
+    if (j->is_structured()) {
+      for (const Json& child : *j) pending.push_back(&child);
+    }
+  }
+  return weight;
 }
 
 size_t ScenarioResult::failed_expectations() const {

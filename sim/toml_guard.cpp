@@ -12,8 +12,7 @@ namespace meshsim::sim {
 bool toml_whitespace_lookup_defined(char32_t c) {
   // Found by evaluating the lookup for every code point under UBSan (tests/sim/toml_guard_test.cpp
   // repeats that check in the sanitizer build).
-  const bool undefined = (c >= 0xA1 && c <= 0x499) ||
-                         (c >= 0x2C5E && c <= 0x3057 && c != 0x3000) ||
+  const bool undefined = (c >= 0xA1 && c <= 0x499) || (c >= 0x2C5E && c <= 0x3057 && c != 0x3000) ||
                          (c >= 0xFB26 && c <= 0xFEFE);
   return !undefined;
 }
@@ -114,9 +113,9 @@ class Scanner {
   enum class Expect { kKey, kValue, kAfterValue };
 
   [[noreturn]] void refuse(char32_t c, const char* where) const {
-    throw InputError({file_, r_.at().first, r_.at().second},
-                     fmt::format("character U+{:04X} is not allowed {}", static_cast<uint32_t>(c),
-                                 where));
+    throw InputError(
+        {file_, r_.at().first, r_.at().second},
+        fmt::format("character U+{:04X} is not allowed {}", static_cast<uint32_t>(c), where));
   }
   // Consumes one code point outside strings and comments: toml++ may look it up.
   char32_t outside() {

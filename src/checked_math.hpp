@@ -26,6 +26,11 @@ inline std::optional<int64_t> checked_mul(int64_t a, int64_t b) {
   return out;
 }
 
+// ceil(a / b) for a >= 0, b > 0, without the overflow of (a + b - 1) / b.
+inline int64_t ceil_div(int64_t a, int64_t b) {
+  return a / b + (a % b != 0 ? 1 : 0);
+}
+
 // Product of non-negative sizes; nullopt when it does not fit in int64. A zero anywhere makes the
 // product zero even when the other sizes alone would overflow (as numel does in PyTorch).
 inline std::optional<int64_t> checked_product(std::span<const int64_t> sizes) {

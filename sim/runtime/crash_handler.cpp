@@ -16,7 +16,6 @@ std::atomic<const RankStacks*> g_stacks{nullptr};
 std::atomic<const std::vector<RankActivity>*> g_activity{nullptr};
 std::atomic<int64_t> g_running{-1};
 
-
 // Message building without allocation: a signal handler may not call malloc.
 class Message {
  public:

@@ -92,9 +92,8 @@ void RankStacks::prepare() {
   void* p = mmap(nullptr, slab_bytes_, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) {
-    throw Error(PyErrorType::kMemoryError,
-                fmt::format("cannot reserve {} fiber stacks of {} KiB", slots_.size(),
-                            stack_bytes_ / 1024));
+    throw Error(PyErrorType::kMemoryError, fmt::format("cannot reserve {} fiber stacks of {} KiB",
+                                                       slots_.size(), stack_bytes_ / 1024));
   }
   slab_ = p;
   const auto start = reinterpret_cast<uintptr_t>(p) + (own_guard ? 0 : page_);
@@ -145,8 +144,6 @@ bool RankStacks::intact(int64_t rank) const {
   for (size_t i = 0; i < kCanaryBytes / sizeof(uint64_t); ++i) diff |= words[i] ^ pattern;
   return diff == 0;
 }
-
-
 
 int64_t RankStacks::overflowed_rank(uintptr_t address) const noexcept {
   if (mode_ != StackGuard::kGuardPages) return -1;  // canaries: see below_stack

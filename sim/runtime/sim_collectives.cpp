@@ -1,10 +1,13 @@
 #include "sim/runtime/sim_collectives.hpp"
 
 #include <algorithm>
+#include <exception>
 
 #include <fmt/format.h>
 
+#include "sim/runtime/fiber_stack.hpp"
 #include "src/error.hpp"
+#include "src/tensor/memory_budget.hpp"
 
 namespace meshsim::sim {
 
@@ -34,6 +37,7 @@ struct SimCollectives::Rendezvous {
   std::vector<Payload> outputs;
   std::vector<double> arrived_at;
   std::vector<std::string> errors;
+  std::exception_ptr failure;  // computing the result failed: rethrown on every member
   size_t arrived = 0;
   size_t first = 0;  // position of the first arrival
   size_t collected = 0;
@@ -146,6 +150,21 @@ void SimCollectives::complete(Rendezvous& r) {
   const std::vector<int64_t>& members = *r.members;
   const size_t n = members.size();
   const Signature& sig = *r.signatures[r.first];
+  // An error while computing the result (out of memory, sizes that do not fit) belongs to the
+  // collective: every member gets it, as every rank of a failed NCCL call would.
+  try {
+    compute_results(r);
+  } catch (...) {
+    forget_unwound_frames();
+    r.failure = std::current_exception();
+  }
+  finish(r, sig, members, n);
+}
+
+void SimCollectives::compute_results(Rendezvous& r) {
+  const std::vector<int64_t>& members = *r.members;
+  const size_t n = members.size();
+  const Signature& sig = *r.signatures[r.first];
   std::vector<const Tensor*> firsts;
   if (sig.op != CollectiveOp::kBarrier && sig.op != CollectiveOp::kNewGroup &&
       sig.op != CollectiveOp::kRecv && sig.op != CollectiveOp::kSend &&
@@ -153,6 +172,10 @@ void SimCollectives::complete(Rendezvous& r) {
     for (const Payload& p : r.inputs) firsts.push_back(&p.tensors.at(0));
   }
   // Each result is computed once and shared out; only all_gather and all_to_all are per rank.
+  if (sig.op == CollectiveOp::kAllGather || sig.op == CollectiveOp::kAllToAll ||
+      sig.op == CollectiveOp::kAllGatherObject) {
+    check_fan_out(sig, n);
+  }
   switch (sig.op) {
     case CollectiveOp::kAllReduce: {
       const Tensor reduced = reduce_tensors(firsts, *sig.reduce_op);
@@ -231,17 +254,38 @@ void SimCollectives::complete(Rendezvous& r) {
       break;
     }
   }
+}
+
+void SimCollectives::check_fan_out(const Signature& sig, size_t n) {
+  // Every member ends up holding n results (each a named tensor or string on the rank): n * n
+  // entries in all. The data is shared, the entries are not, so they must fit the budget too.
+  constexpr double kBytesPerEntry = 128;
+  const double bytes = static_cast<double>(n) * static_cast<double>(n) * kBytesPerEntry;
+  const uint64_t limit = MemoryBudget::limit();
+  const uint64_t in_use = MemoryBudget::in_use();
+  if (bytes > static_cast<double>(limit - std::min(limit, in_use))) {
+    throw memory_error(fmt::format(
+        "{} over {} ranks gives every rank {} results, {} entries in all (about {}), more than "
+        "the memory budget leaves (--max-memory {}); all_gather_into_tensor or reduce_scatter "
+        "keep one result per rank",
+        collective_op_name(sig.op), n, n, n * n, format_bytes(static_cast<uint64_t>(bytes)),
+        format_bytes(limit)));
+  }
+}
+
+void SimCollectives::finish(Rendezvous& r, const Signature& sig,
+                            const std::vector<int64_t>& members, size_t n) {
   // Virtual time: everyone leaves together once the last rank has arrived and the data moved.
+  // Bytes are counted in double: meta tensors may hold more than int64 can sum.
   double start = 0.0;
-  int64_t bytes = 0;
+  double bytes = 0;
   for (size_t i = 0; i < n; ++i) {
     start = std::max(start, r.arrived_at[i]);
-    int64_t mine = 0;
-    for (const Tensor& t : r.inputs[i].tensors) mine += static_cast<int64_t>(t.nbytes());
+    double mine = 0;
+    for (const Tensor& t : r.inputs[i].tensors) mine += static_cast<double>(t.nbytes());
     bytes = std::max(bytes, mine);
   }
-  const double end =
-      start + cost_.latency_s + static_cast<double>(bytes) / cost_.bandwidth_bytes_per_s;
+  const double end = start + cost_.latency_s + bytes / cost_.bandwidth_bytes_per_s;
   std::vector<int64_t> timed_out, late;
   double waited = 0.0;
   for (size_t i = 0; i < n; ++i) {
@@ -299,7 +343,9 @@ Payload SimCollectives::await(int64_t rank, const std::string& key) {
   const auto pos = static_cast<size_t>(position_of(r->members, rank));
   Payload out = std::move(r->outputs[pos]);
   std::string failure = std::move(r->errors[pos]);
+  const std::exception_ptr shared_failure = r->failure;
   if (++r->collected == r->members->size()) open_.erase(key);
+  if (shared_failure) std::rethrow_exception(shared_failure);
   if (!failure.empty()) throw runtime_error(failure);
   return out;
 }

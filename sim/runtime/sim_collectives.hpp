@@ -102,7 +102,13 @@ class SimCollectives {
   Payload await(int64_t rank, const std::string& key);
   // Counts the call and fires the faults due at it: stall (clock), crash or backend error (throw).
   void inject_faults(int64_t rank, const Signature& signature);
+  // Every member has arrived: compute the results (or the one error all members get), then
+  // advance virtual time, fire the watchdog and wake the members.
   void complete(Rendezvous& r);
+  void compute_results(Rendezvous& r);
+  // Throws MemoryError when n results for each of n members would not fit the budget.
+  static void check_fan_out(const Signature& sig, size_t n);
+  void finish(Rendezvous& r, const Signature& sig, const std::vector<int64_t>& members, size_t n);
   // send and recv: a rendezvous of the pair, sequenced per direction (src > dst) within `group`.
   Payload point_to_point(int64_t rank, int64_t src, int64_t dst, const Group& group,
                          const Signature& signature, Payload in);

@@ -1,13 +1,18 @@
 #include "sim/runtime/trace.hpp"
 
 #include <cmath>
+#include <cstdint>
 
 namespace meshsim::sim {
 
 namespace {
 // Microseconds, as the format wants, rounded so the text does not depend on float printing.
+// Virtual time can pass what int64 microseconds hold (a huge tensor over a tiny bandwidth): clamp.
 int64_t micros(double seconds) {
-  return std::llround(seconds * 1e6);
+  const double us = seconds * 1e6;
+  if (!(us < 9.2e18)) return INT64_MAX;
+  if (!(us > -9.2e18)) return INT64_MIN;
+  return std::llround(us);
 }
 }  // namespace
 

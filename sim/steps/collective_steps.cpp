@@ -223,10 +223,7 @@ StepParser collective_parser(CollectiveOp op) {
     }
     if (!step->out_.empty()) {
       ctx.declare_tensor(step->out_);
-      if (op == CollectiveOp::kAllGather) {
-        for (int64_t i = 0; i < ctx.world_size(); ++i)
-          ctx.declare_tensor(fmt::format("{}.{}", step->out_, i));
-      }
+      if (op == CollectiveOp::kAllGather) ctx.declare_tensor_per_rank(step->out_);
     }
     return step;
   };

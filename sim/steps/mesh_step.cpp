@@ -37,6 +37,16 @@ void read_rank_table(const toml::node& node, LoadContext& ctx, size_t depth, Ran
   out.entries.push_back(ctx.expression_of(node, "a rank"));
 }
 
+// Dim names: non-empty strings ("" stands for "no dim" in queries and expressions).
+std::vector<std::string> dim_names_of(const toml::node& node, LoadContext& ctx,
+                                      std::string_view what) {
+  std::vector<std::string> names = ctx.strings_of(node, what);
+  if (std::find(names.begin(), names.end(), "") != names.end()) {
+    ctx.fail(node, fmt::format("{} may not contain an empty name", what));
+  }
+  return names;
+}
+
 struct Unflatten {
   std::string dim;
   std::vector<int64_t> sizes;
@@ -55,7 +65,7 @@ class MeshStep final : public Step {
     if (slice_) m = m.slice(*slice_);
     if (flatten_) m = m.flatten(rank.groups(), flatten_->empty() ? std::nullopt : flatten_);
     if (unflatten_) {
-      m = m.unflatten(rank.groups(), *rank.dim_of(unflatten_->dim), unflatten_->sizes,
+      m = m.unflatten(rank.groups(), rank.dim_of(unflatten_->dim).value(), unflatten_->sizes,
                       unflatten_->names);
     }
     rank.set_mesh(name_, std::move(m));
@@ -98,7 +108,7 @@ std::unique_ptr<Step> parse_mesh_definition(const toml::table& table, LoadContex
              fmt::format("mesh \"{}\" needs exactly one of shape, ranks or from", step->name_));
   }
   if (const toml::node* d = table.get("device")) step->device_ = ctx.string_of(*d, "device");
-  if (const toml::node* d = table.get("dims")) step->dims_ = ctx.strings_of(*d, "dims");
+  if (const toml::node* d = table.get("dims")) step->dims_ = dim_names_of(*d, ctx, "dims");
   const bool derived = table.contains("from");
   for (std::string_view key : {"slice", "flatten", "unflatten"}) {
     if (table.contains(key) && !derived)
@@ -181,7 +191,8 @@ std::unique_ptr<Step> parse_mesh_definition(const toml::table& table, LoadContex
       spec.dim =
           dim.is_integer() ? std::to_string(ctx.integer_of(dim, "dim")) : ctx.string_of(dim, "dim");
       spec.sizes = ctx.integers_of(ctx.require(*u, "sizes", "unflatten"), "sizes");
-      spec.names = ctx.strings_of(ctx.require(*u, "names", "unflatten"), "names");
+      spec.names = dim_names_of(ctx.require(*u, "names", "unflatten"), ctx, "names");
+      if (spec.dim.empty()) ctx.fail(dim, "unflatten needs a dim name or index");
       const auto it = std::find(info.dims.begin(), info.dims.end(), spec.dim);
       if (!expects_error && !dim.is_integer() && it == info.dims.end()) {
         ctx.fail(dim, fmt::format("no dim \"{}\" to unflatten (dims: {})", spec.dim,

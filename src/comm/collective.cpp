@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "src/checked_math.hpp"
 #include "src/error.hpp"
 
 namespace meshsim {
@@ -119,9 +120,11 @@ Tensor reduce_tensors(const std::vector<const Tensor*>& inputs, ReduceOp op) {
             break;
         }
       }
-      auto value = static_cast<int64_t>(acc);
-      if (op == ReduceOp::kAvg) value /= static_cast<int64_t>(inputs.size());
-      out.set_int(i, value);
+      // set_int wraps to the dtype's width; an average divides the wrapped sum, as NCCL does.
+      out.set_int(i, static_cast<int64_t>(acc));
+      if (op == ReduceOp::kAvg) {
+        out.set_int(i, out.get_int(i) / static_cast<int64_t>(inputs.size()));
+      }
     }
     return out;
   }
@@ -146,14 +149,23 @@ Tensor concat_dim0(const std::vector<const Tensor*>& inputs) {
       throw runtime_error(
           fmt::format("cannot concatenate {} with {}", inputs[0]->describe(), t->describe()));
     }
-    rows += t->shape()[0];
+    const std::optional<int64_t> sum = checked_add(rows, t->shape()[0]);
+    if (!sum) {
+      throw runtime_error(
+          fmt::format("concatenating {} tensors of {} has more rows than int64 "
+                      "can count",
+                      inputs.size(), inputs[0]->describe()));
+    }
+    rows = *sum;
   }
   shape[0] = rows;
   if (inputs[0]->is_meta()) return Tensor(shape, inputs[0]->dtype(), Tensor::Storage::kMeta);
   Tensor out(shape, inputs[0]->dtype());
+  if (out.nbytes() == 0) return out;  // an empty vector's data() may be null: no memcpy
   size_t at = 0;
   for (const Tensor* t : inputs) {
-    std::memcpy(out.mutable_bytes().data() + at, t->bytes().data(), t->nbytes());
+    if (t->nbytes() > 0)
+      std::memcpy(out.mutable_bytes().data() + at, t->bytes().data(), t->nbytes());
     at += t->nbytes();
   }
   return out;
@@ -168,6 +180,7 @@ Tensor chunk_dim0(const Tensor& input, int64_t pieces, int64_t index) {
   shape[0] /= pieces;
   if (input.is_meta()) return Tensor(shape, input.dtype(), Tensor::Storage::kMeta);
   Tensor out(shape, input.dtype());
+  if (out.nbytes() == 0) return out;  // an empty vector's data() may be null: no memcpy
   std::memcpy(out.mutable_bytes().data(),
               input.bytes().data() + static_cast<size_t>(index) * out.nbytes(), out.nbytes());
   return out;

@@ -52,9 +52,12 @@ std::vector<int64_t> IndexRuns::expand() const {
   return out;
 }
 
-IndexRuns IndexRuns::from_indices(const std::vector<int64_t>& indices) {
+std::optional<IndexRuns> IndexRuns::from_indices(const std::vector<int64_t>& indices) {
   IndexRuns out;
-  for (int64_t i : indices) out.append(Run{i, i + 1});
+  for (int64_t i : indices) {
+    if (i < 0 || i == INT64_MAX) return std::nullopt;  // no tensor holds such an index
+    out.append(Run{i, i + 1});
+  }
   return out;
 }
 

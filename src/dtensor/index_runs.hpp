@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace meshsim {
@@ -36,8 +37,9 @@ class IndexRuns {
 
   // Every index in local order; only for small lists (tests, reference checks).
   std::vector<int64_t> expand() const;
-  // The list of `indices` (any order), as runs.
-  static IndexRuns from_indices(const std::vector<int64_t>& indices);
+  // The list of `indices` (any order), as runs; nullopt for an index no tensor can have (< 0 or
+  // INT64_MAX).
+  static std::optional<IndexRuns> from_indices(const std::vector<int64_t>& indices);
 
   friend bool operator==(const IndexRuns& a, const IndexRuns& b) { return a.runs_ == b.runs_; }
 

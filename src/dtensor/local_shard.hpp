@@ -27,14 +27,15 @@ struct LocalShard {
 // every one. Negative dims count from the end. Throws meshsim::Error: ValueError when the
 // placements do not match the mesh, IndexError (PyTorch's "tuple index out of range") for a dim
 // outside the tensor, ValueError when a strided shard would fragment a dim into more than
-// kMaxRuns runs.
-inline constexpr int64_t kMaxRuns = int64_t{1} << 20;
+// kMaxRuns runs (listing them is the point; compute_local_shape_and_global_offset has no limit).
+inline constexpr int64_t kMaxRuns = int64_t{1} << 16;
 std::vector<IndexRuns> owned_indices(std::span<const int64_t> global_shape,
                                      std::span<const int64_t> mesh_shape,
                                      std::span<const int64_t> coordinate,
                                      std::span<const Placement> placements);
 
-// Shape and offset of the local shard; a rank outside the mesh (no coordinate) gets ((0,), ()).
+// Shape and offset of the local shard, in closed form (no index lists, any size); a rank outside
+// the mesh (no coordinate) gets ((0,), ()). Throws as owned_indices does, but never for runs.
 LocalShard compute_local_shape_and_global_offset(
     std::span<const int64_t> global_shape, std::span<const int64_t> mesh_shape,
     const std::optional<std::vector<int64_t>>& coordinate, std::span<const Placement> placements);

@@ -157,11 +157,15 @@ TEST_CASE("local_shard: huge dims cost runs, not indices", "[dtensor][local_shar
   CHECK(owned_indices(Ints{rows}, Ints{4}, Ints{0}, huge)[0].runs() ==
         std::vector<IndexRuns::Run>{{0, rows}});
   CHECK(owned_indices(Ints{rows}, Ints{4}, Ints{1}, huge)[0].empty());
-  // Fragmenting a dim into millions of runs is refused, not attempted.
-  CHECK_THROWS_WITH(owned_indices(Ints{rows}, Ints{3}, Ints{1},
-                                  std::vector<Placement>{StridedShard{0, 50'000'000}}),
-                    Catch::StartsWith("_StridedShard(0, sf=50000000) cuts a dim of 100000000000 "
-                                      "into 50000000 separate runs"));
+  // Listing a dim cut into millions of runs is refused, not attempted...
+  const std::vector<Placement> fine{StridedShard{0, 50'000'000}};
+  CHECK_THROWS_WITH(owned_indices(Ints{rows}, Ints{3}, Ints{1}, fine),
+                    "_StridedShard(0, sf=50000000) cuts a dim of 100000000000 into 50000000 "
+                    "separate runs on this rank; meshsim lists at most 65536");
+  // ...but its shape and offset come in closed form: 50,000,000 pieces of 2,000 rows, each cut
+  // into 3 (667, 667, 666): rank 1 keeps rows 667..1333 of each.
+  CHECK(compute_local_shape_and_global_offset(Ints{rows}, Ints{3}, Ints{1}, fine) ==
+        LocalShard{{50'000'000LL * 667}, {667}});
 }
 
 TEST_CASE("local_shard: Partial and Replicate keep the whole tensor; non-members get ((0,), ())",

@@ -36,6 +36,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   report.results.push_back(run_scenario(scenario, options));
   (void)format_failures(report.results.back(), SIZE_MAX);
   (void)format_table(report, false);
-  (void)report_json(report, "fuzz").dump(-1, ' ', false, Json::error_handler_t::replace);
+  (void)json_text(report_json(report, "fuzz"));
   return 0;
 }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -49,7 +50,12 @@ std::string mutate(std::string s, uint64_t& state) {
   return s;
 }
 
+// With MESHSIM_REPLAY_LAST=FILE set, each input is written there first: after a crash, FILE
+// holds the input that caused it.
 void run(const std::string& input, uint64_t& executions) {
+  if (const char* last = std::getenv("MESHSIM_REPLAY_LAST")) {
+    std::ofstream(last, std::ios::binary | std::ios::trunc) << input;
+  }
   LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(input.data()), input.size());
   ++executions;
 }

@@ -176,10 +176,29 @@ TEST_CASE("expression: nesting is bounded and long chains evaluate without recur
   CHECK(eval(ors.c_str()) == 1);
 }
 
+TEST_CASE("expression: branches never taken never fail, as in Python", "[sim][expression]") {
+  CHECK(Expression::parse("0 and 1 // 0").constant_value() == 0);
+  CHECK(Expression::parse("1 or 9223372036854775807 + 1").constant_value() == 1);
+  CHECK(Expression::parse("1 ? 7 : 1 // 0").constant_value() == 7);
+  CHECK(Expression::parse("1 and 0 or 5").constant_value() == 1);
+  CHECK(eval("0 ? 1 // 0 : (rank == 5 or rank // 0)") == 1);  // jumps move with the kept branch
+  // Rank-dependent: only the ranks that take the branch fail, with the column.
+  CHECK(eval("rank < 6 or 9223372036854775807 + 1") == 1);
+  CHECK(eval_error("rank > 6 or 9223372036854775807 + 1") ==
+        "OverflowError: integer overflow in '+' at column 33 of \"rank > 6 or 9223372036854775807 "
+        "+ 1\": the result does not fit in int64");
+  // A fault every rank reaches is a load-time error.
+  CHECK(parse_error("rank + 1 // 0") == "9: division by zero");
+  // Python chains comparisons (3 > 2 > 1 is True); meshsim refuses rather than answer otherwise.
+  CHECK(parse_error("3 > 2 > 1") ==
+        "6: chained comparisons (a < b < c) are not supported; write a < b and b < c");
+}
+
 TEST_CASE("expression: constants fold, rank-dependent parts stay", "[sim][expression]") {
   CHECK(Expression::parse("2 * (3 + 4) - 1").constant_value() == 13);
   CHECK(Expression::parse("1 ? 2 : 3").constant_value() == 2);
-  CHECK(Expression::parse("0 and rank").constant_value() == std::nullopt);
+  CHECK(Expression::parse("0 and rank").constant_value() == 0);  // the left side decides
+  CHECK(Expression::parse("1 and rank").constant_value() == std::nullopt);
   CHECK(Expression::parse("min(4, 2, 9)").constant_value() == 2);
   CHECK(Expression::parse("rank + 1").constant_value() == std::nullopt);
   // Short-circuit: the right side is not evaluated when the left decides.

@@ -93,7 +93,8 @@ TEST_CASE("toml guard: reproducers are refused with their location", "[sim][toml
           "or a comment");
   }
   // A number or date is read ahead to its terminator, quotes included: no string starts there.
-  for (const char* text : {"world_size = 1\"\u00a7\"\n", "a = 1'\u00e9'\n", "a = [1\"\u00e9\"]\n"}) {
+  for (const char* text :
+       {"world_size = 1\"\u00a7\"\n", "a = 1'\u00e9'\n", "a = [1\"\u00e9\"]\n"}) {
     CHECK_FALSE(guard_accepts(text));
   }
   // Non-ASCII text where TOML allows it stays allowed.
@@ -107,13 +108,13 @@ TEST_CASE("toml guard: reproducers are refused with their location", "[sim][toml
 TEST_CASE("toml guard: every BMP code point in every context parses without undefined behaviour",
           "[sim][toml][slow]") {
   const std::string contexts[][2] = {
-      {"a = ", "\n"},                  // a value
-      {"", " = 1\n"},                  // a bare key
-      {"a = [1, ", "]\n"},             // an array element
-      {"a = 1", "\n"},                 // after a value
-      {"a = true", "\n"},              // after a boolean
-      {"a = 1979-05-27", "\n"},        // after a date
-      {"a = 1\"", "\"\n"},             // a quote inside a number's look-ahead
+      {"a = ", "\n"},            // a value
+      {"", " = 1\n"},            // a bare key
+      {"a = [1, ", "]\n"},       // an array element
+      {"a = 1", "\n"},           // after a value
+      {"a = true", "\n"},        // after a boolean
+      {"a = 1979-05-27", "\n"},  // after a date
+      {"a = 1\"", "\"\n"},       // a quote inside a number's look-ahead
       {"a = 1'", "'\n"},
       {"a = [1\"", "\"]\n"},
       {"a = 1 \"", "\"\n"},            // a quote after a value
@@ -145,6 +146,6 @@ TEST_CASE("toml guard: every BMP code point in every context parses without unde
       }
     }
   }
-  CHECK(parsed > 9 * 63000);  // strings, comments and continuations: 10 contexts
+  CHECK(parsed > 9 * 63000);    // strings, comments and continuations: 10 contexts
   CHECK(refused > 13 * 63000);  // the 13 contexts outside strings
 }

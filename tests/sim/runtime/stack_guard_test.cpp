@@ -53,8 +53,11 @@ ChildResult run_world_in_child(StackGuard guard, int64_t depth, bool sparse = fa
     World world(4, options);
     crash::watch(&world.stacks(), nullptr);
     int64_t sink = 0;
-    world.run([&](int64_t r) { sink += r != 1 ? r : sparse ? recurse_sparse(depth) : recurse(depth); },
-              [] { return std::vector<std::optional<std::string>>(4); });
+    world.run(
+        [&](int64_t r) { sink += r != 1   ? r
+                                 : sparse ? recurse_sparse(depth)
+                                          : recurse(depth); },
+        [] { return std::vector<std::optional<std::string>>(4); });
     _exit(sink == 12345 ? 9 : 0);
   }
   close(pipe_fds[1]);
@@ -89,9 +92,10 @@ TEST_CASE("stack guard: an overflow is reported by guard page or canary, never s
       INFO("depth " << depth << (sparse ? " (sparse frames)" : ""));
       const ChildResult deep = run_world_in_child(guard, depth, sparse);
       CHECK(deep.exit_code == crash::kExitStackOverflow);
-      CHECK_THAT(deep.stderr_text,
-                 Catch::StartsWith("meshsim: fatal: rank 1 overflowed its 16 KiB fiber stack (") &&
-                     Catch::EndsWith("). Rerun with a larger stack, for example --stack-kib 64.\n"));
+      CHECK_THAT(
+          deep.stderr_text,
+          Catch::StartsWith("meshsim: fatal: rank 1 overflowed its 16 KiB fiber stack (") &&
+              Catch::EndsWith("). Rerun with a larger stack, for example --stack-kib 64.\n"));
     }
   }
 }
