@@ -59,16 +59,22 @@ std::string read_scenario_file(const std::string& path) {
   auto fail = [&](const std::string& message) -> std::string {
     throw InputError({path, 0, 0}, message);
   };
-  // O_NONBLOCK: opening a FIFO must not wait for a writer; the type is checked on the open file,
-  // so nothing can be swapped in between the check and the read.
+  // Devices are refused before they are opened (opening some has effects). The type is checked
+  // again on the open file, so nothing swapped in between is read; O_NONBLOCK keeps a FIFO
+  // swapped in from making open() wait for a writer.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return fail("cannot open the file: " + errno_text(errno));
+  auto refuse_kind = [&](mode_t mode) {
+    if (!S_ISREG(mode)) {
+      fail(fmt::format("cannot read a scenario from {}; give a regular .toml file",
+                       kind_of(mode)));
+    }
+  };
+  refuse_kind(st.st_mode);
   Fd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
   if (fd.get() < 0) return fail("cannot open the file: " + errno_text(errno));
-  struct stat st {};
   if (::fstat(fd.get(), &st) != 0) return fail("cannot read the file: " + errno_text(errno));
-  if (!S_ISREG(st.st_mode)) {
-    return fail(fmt::format("cannot read a scenario from {}; give a regular .toml file",
-                            kind_of(st.st_mode)));
-  }
+  refuse_kind(st.st_mode);
   if (static_cast<uint64_t>(st.st_size) > kMaxScenarioFileBytes) {
     return fail(fmt::format("the file is {} bytes; scenario files are limited to {} bytes",
                             st.st_size, kMaxScenarioFileBytes));
@@ -111,8 +117,8 @@ ExpandedPaths expand_scenario_paths(const std::vector<std::string>& paths) {
       out.files.push_back(given);  // read_scenario_file says what is wrong with it, if anything
       continue;
     }
-    // Depth-first without recursion. Directories are identified by (device, inode), so a symlink
-    // that leads back up the tree is walked once.
+    // Depth-first without recursion. Directories are identified by (device, inode), so a bind
+    // mount that leads back up the tree is walked once.
     const size_t problems_before = out.problems.size();
     std::vector<std::string> found;
     std::set<std::pair<dev_t, ino_t>> seen;
@@ -130,17 +136,23 @@ ExpandedPaths expand_scenario_paths(const std::vector<std::string>& paths) {
       for (; it != fs::directory_iterator(); it.increment(ec)) {
         if (ec) break;
         const fs::path entry = it->path();
+        const bool scenario_name = entry.extension() == ".toml";
+        // Links to directories are not followed (a link to / would walk the whole machine);
+        // links to files are, and one that leads nowhere matters only if it names a scenario.
+        const fs::file_status link = fs::symlink_status(entry, ec);
+        if (!ec && fs::is_directory(link)) {
+          pending.push_back(entry);
+          continue;
+        }
         const fs::file_status s = fs::status(entry, ec);
         if (ec) {
-          out.problems.push_back({entry.string(), "cannot tell what this is: " + ec.message()});
+          if (scenario_name) {
+            out.problems.push_back({entry.string(), "cannot tell what this is: " + ec.message()});
+          }
           ec.clear();
           continue;
         }
-        if (fs::is_directory(s)) {
-          pending.push_back(entry);
-        } else if (entry.extension() == ".toml") {
-          found.push_back(entry.string());
-        }
+        if (scenario_name && !fs::is_directory(s)) found.push_back(entry.string());
       }
       if (ec) out.problems.push_back({dir.string(), "cannot read the directory: " + ec.message()});
     }
@@ -154,8 +166,14 @@ ExpandedPaths expand_scenario_paths(const std::vector<std::string>& paths) {
 }
 
 std::string write_output_file(const std::string& path, std::string_view content) {
-  Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (fd.get() < 0) return errno_text(errno);
+  // O_NONBLOCK: a FIFO with no reader is an error now, not a wait forever. Writes then block as
+  // usual (a pipe with a reader drains).
+  Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK, 0644));
+  if (fd.get() < 0) {
+    return errno == ENXIO ? "a FIFO with no reader" : errno_text(errno);
+  }
+  const int flags = ::fcntl(fd.get(), F_GETFL);
+  if (flags < 0 || ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK) != 0) return errno_text(errno);
   while (!content.empty()) {
     const ssize_t n = ::write(fd.get(), content.data(), content.size());
     if (n < 0) {

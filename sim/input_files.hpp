@@ -30,9 +30,10 @@ struct ExpandedPaths {
   std::vector<PathProblem> problems;
 };
 
-// Files as given; directories expanded (recursively) to the *.toml files inside. A directory that
-// cannot be read, an entry whose type cannot be determined (a symlink loop, a dangling link) or a
-// directory without scenarios is a problem for that path; the rest are still returned.
+// Files as given; directories expanded (recursively, not through links to directories) to the
+// *.toml files inside. A directory that cannot be read, a *.toml entry whose type cannot be
+// determined (a symlink loop, a dangling link) or a directory without scenarios is a problem for
+// that path; the rest are still returned.
 ExpandedPaths expand_scenario_paths(const std::vector<std::string>& paths);
 
 // Writes `content` to `path`, flushing and closing it; returns "" or the error ("No space left on
