@@ -8,6 +8,7 @@
 
 #include "sim/cli_numbers.hpp"
 #include "sim/input_files.hpp"
+#include "sim/isolated_run.hpp"
 #include "sim/rank_error.hpp"
 #include "sim/report.hpp"
 #include "sim/runner.hpp"
@@ -51,6 +52,7 @@ struct RunFlags {
   uint64_t max_memory = 0;
   std::string max_memory_text;  // as given, for the rerun line
   std::string stack_guard = "auto";
+  bool in_process = false;
 };
 
 // Records a problem with a path the way unusable scenario files are recorded.
@@ -100,45 +102,36 @@ int run_command(const std::vector<std::string>& paths, const RunFlags& flags) {
   for (const UnusableInput& u : report.unusable) print_unusable(u);
   for (size_t i = 0; i < files.size(); ++i) {
     std::cout << fmt::format("[{}/{}] {} ... ", i + 1, files.size(), files[i]) << std::flush;
-    try {
-      const Scenario scenario = load_scenario_file(files[i]);
-      ScenarioResult result = run_scenario(scenario, options);
-      std::cout << (result.passed() ? "pass" : "FAIL") << "\n";
-      // A passing scenario's failures and hangs are the ones it expects: shown with -v only.
-      if (!result.passed() || verbose)
-        std::cout << format_failures(result, verbose ? SIZE_MAX : 20);
-      if (!result.passed()) std::cout << "  rerun: " << rerun_line(files[i], flags) << "\n";
-      if (options.trace) {
-        // One process per scenario in the trace.
-        for (auto& e : result.trace) {
-          e["pid"] = static_cast<int64_t>(i);
-          trace_events.push_back(std::move(e));
-        }
-        result.trace = nlohmann::json::array();
-      }
-      if (!result.hang_dot.empty()) {
-        dot += fmt::format("// {} ({})\n{}", result.name, files[i], result.hang_dot);
-      }
-      if (verbose) {
-        for (const DumpRecord& d : result.dumps) {
-          std::cout << fmt::format("  {}: rank {}: {}: {}\n", d.where.to_string(), d.rank, d.what,
-                                   json_text(d.value));
-        }
-      }
-      report.results.push_back(std::move(result));
-    } catch (const InputError& e) {
-      std::cout << "unusable\n";
-      report.unusable.push_back({e.where(), e.what()});
-      std::cout << "  " << e.what() << "\n";
-    } catch (...) {
-      // Ranks keep their own errors; this is the runner itself failing. The other scenarios'
-      // results and the reports still come out.
-      const RankError e = classify_current_exception();
-      const std::string message = fmt::format("{}: meshsim could not run this scenario: {}: {}",
-                                              files[i], py_error_type_name(e.type), e.message);
-      std::cout << "error\n  " << message << "\n";
-      report.unusable.push_back({{files[i], 0, 0}, message});
+    FileOutcome outcome = run_scenario_file(
+        files[i], options, flags.in_process ? Isolation::kInProcess : Isolation::kChildProcess);
+    if (!outcome.result) {
+      std::cout << "unusable\n  " << outcome.unusable_message << "\n";
+      report.unusable.push_back({*outcome.unusable_at, outcome.unusable_message});
+      continue;
     }
+    ScenarioResult& result = *outcome.result;
+    std::cout << (!result.crash.empty() ? "CRASH" : result.passed() ? "pass" : "FAIL") << "\n";
+    // A passing scenario's failures and hangs are the ones it expects: shown with -v only.
+    if (!result.passed() || verbose) std::cout << format_failures(result, verbose ? SIZE_MAX : 20);
+    if (!result.passed()) std::cout << "  rerun: " << rerun_line(files[i], flags) << "\n";
+    if (options.trace) {
+      // One process per scenario in the trace.
+      for (auto& e : result.trace) {
+        e["pid"] = static_cast<int64_t>(i);
+        trace_events.push_back(std::move(e));
+      }
+      result.trace = nlohmann::json::array();
+    }
+    if (!result.hang_dot.empty()) {
+      dot += fmt::format("// {} ({})\n{}", result.name, files[i], result.hang_dot);
+    }
+    if (verbose) {
+      for (const DumpRecord& d : result.dumps) {
+        std::cout << fmt::format("  {}: rank {}: {}: {}\n", d.where.to_string(), d.rank, d.what,
+                                 json_text(d.value));
+      }
+    }
+    report.results.push_back(std::move(result));
   }
   if (!report.results.empty()) std::cout << "\n" << format_table(report, flags.with_time);
   std::cout << format_totals(report);
@@ -217,6 +210,9 @@ int main(int argc, char** argv) {
                   "how a fiber stack overflow is caught: auto (default: guard pages while "
                   "vm.max_map_count allows them, else canaries), pages or canary")
       ->check(CLI::IsMember({"auto", "pages", "canary"}));
+  run->add_flag("--in-process", flags.in_process,
+                "run scenarios in this process (for a debugger) instead of one child process "
+                "each, which keeps a crash in one from losing the others' results");
   run->add_option("--max-memory", memory_text,
                   "budget for tensor data of all ranks together: 8G, 512M, a byte count, or a "
                   "share of this machine's memory such as 50% (the default)");

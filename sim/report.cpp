@@ -36,6 +36,7 @@ std::string format_failures(const ScenarioResult& result, size_t limit) {
     lines.push_back(fmt::format("{}: rank {}: {} step failed: {}: {}", f.where.to_string(), r,
                                 f.step, f.error_type, f.message));
   }
+  if (!result.crash.empty()) lines.insert(lines.begin(), "crash: " + result.crash);
   std::string out;
   for (size_t i = 0; i < lines.size() && i < limit; ++i) out += "  " + lines[i] + "\n";
   if (result.hang_text) {
@@ -58,7 +59,7 @@ std::string format_table(const RunReport& report, bool with_time) {
   for (const ScenarioResult& r : report.results) {
     const std::string time = with_time ? fmt::format("  {:>7.1f} ms", r.wall_ms) : "";
     out += fmt::format("{:<{}}  {:<6}  {:>6}  {:>12}{}\n", r.name, width,
-                       r.passed() ? "pass" : "FAIL", r.world_size,
+                       !r.crash.empty() ? "CRASH" : r.passed() ? "pass" : "FAIL", r.world_size,
                        fmt::format("{}/{}", r.expectations.size() - r.failed_expectations(),
                                    r.expectations.size()),
                        time);
@@ -111,7 +112,8 @@ Json report_json(const RunReport& report, const std::string& version) {
                          {"file", r.file},
                          {"description", r.description},
                          {"world_size", r.world_size},
-                         {"result", r.passed() ? "pass" : "fail"},
+                         {"result", !r.crash.empty() ? "crash" : r.passed() ? "pass" : "fail"},
+                         {"crash", r.crash.empty() ? Json(nullptr) : Json(r.crash)},
                          {"expectations", std::move(expectations)},
                          {"dumps", std::move(dumps)},
                          {"ranks", std::move(ranks)},

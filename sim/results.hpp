@@ -79,11 +79,14 @@ struct ScenarioResult {
   // kMaxReportValueBytes: a report stays proportional to what a person can use.
   uint64_t value_bytes = 0;
   uint64_t omitted_values = 0;
+  // Set when meshsim itself stopped while running the scenario (a rank overflowed its fiber
+  // stack, or a bug): what it said and how it ended. Such a scenario fails.
+  std::string crash;
 
   size_t failed_expectations() const;
   size_t failed_ranks() const;
   bool passed() const {
-    return failed_expectations() == 0 &&
+    return crash.empty() && failed_expectations() == 0 &&
            (outcome_expected || (failed_ranks() == 0 && !hang.has_value()));
   }
 };

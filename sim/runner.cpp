@@ -145,6 +145,7 @@ ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options)
             me.step = step->kind;
             for (const Fault* fault : faults_at(faults, r, Fault::Trigger::kStep, ++index)) {
               if (fault->kind == Fault::Kind::kStall) me.clock += fault->seconds;
+              if (fault->kind == Fault::Kind::kStackOverflow) overflow_fiber_stack();
               if (fault->kind == Fault::Kind::kCrash) {
                 throw InjectedCrash{fmt::format("injected crash ({}, {})", fault->describe(),
                                                 fault->where.to_string())};

@@ -106,7 +106,8 @@ std::vector<Fault> parse_faults(const toml::node& node, const LoadContext& ctx) 
   for (const toml::node& item : *items) {
     const toml::table* entry = item.as_table();
     if (entry == nullptr || entry->size() != 1) {
-      ctx.fail(item, "a [[fault]] holds exactly one of crash, stall or backend_error");
+      ctx.fail(item, "a [[fault]] holds exactly one of crash, stall, backend_error or "
+                     "stack_overflow");
     }
     for (const auto& [key, value] : *entry) {
       Fault f;
@@ -117,10 +118,12 @@ std::vector<Fault> parse_faults(const toml::node& node, const LoadContext& ctx) 
         f.kind = Fault::Kind::kStall;
       } else if (key.str() == "backend_error") {
         f.kind = Fault::Kind::kBackendError;
+      } else if (key.str() == "stack_overflow") {
+        f.kind = Fault::Kind::kStackOverflow;
       } else {
         throw InputError(ctx.at(key.source()),
-                         fmt::format("unknown fault \"{}\" (expected crash, stall or "
-                                     "backend_error)",
+                         fmt::format("unknown fault \"{}\" (expected crash, stall, "
+                                     "backend_error or stack_overflow)",
                                      key.str()));
       }
       const toml::table* args = value.as_table();
@@ -129,8 +132,8 @@ std::vector<Fault> parse_faults(const toml::node& node, const LoadContext& ctx) 
         ctx.only_keys(*args, {"rank", "seconds", "step", "collective"}, "stall");
         f.seconds = ctx.seconds_of(ctx.require(*args, "seconds", "stall"), "seconds",
                                    LoadContext::Zero::kRefused);
-      } else if (f.kind == Fault::Kind::kCrash) {
-        ctx.only_keys(*args, {"rank", "step", "collective"}, "crash");
+      } else if (f.kind == Fault::Kind::kCrash || f.kind == Fault::Kind::kStackOverflow) {
+        ctx.only_keys(*args, {"rank", "step", "collective"}, key.str());
       } else {
         ctx.only_keys(*args, {"rank", "collective"}, "backend_error");
       }

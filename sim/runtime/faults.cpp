@@ -16,8 +16,30 @@ std::string Fault::describe() const {
       return fmt::format("stall rank {} for {} s at {}", rank, seconds, at);
     case Kind::kBackendError:
       return fmt::format("backend error on rank {} at {}", rank, at);
+    case Kind::kStackOverflow:
+      return fmt::format("stack overflow on rank {} at {}", rank, at);
   }
   return "?";
+}
+
+namespace {
+
+// Each call keeps a written frame of 1 KiB alive; the volatile limit (never reached) keeps the
+// recursion from being a provable infinite loop, and the sum from being a tail call.
+volatile int64_t g_depth_limit = INT64_MAX;
+
+__attribute__((noinline)) int64_t descend(int64_t depth) {
+  volatile char frame[1024];
+  for (size_t i = 0; i < sizeof(frame); i += 64) frame[i] = static_cast<char>(depth);
+  if (depth >= g_depth_limit) return frame[0];
+  return descend(depth + 1) + frame[depth % 1024];
+}
+
+}  // namespace
+
+void overflow_fiber_stack() {
+  if (descend(0) != 0) __builtin_trap();  // unreachable: only the crash handler ends it
+  __builtin_trap();
 }
 
 std::vector<Fault> draw_faults(uint64_t seed, int64_t world_size, int count) {

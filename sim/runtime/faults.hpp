@@ -1,5 +1,6 @@
-// Injected faults: a rank that crashes, stalls (in virtual time) or sees a backend error, at a
-// given step of its program or at its k-th collective. Declared in a scenario or drawn from a
+// Injected faults: a rank that crashes, stalls (in virtual time), sees a backend error or overflows
+// its fiber stack (to see how meshsim reports that), at a given step of its program or at its k-th
+// collective. Declared in a scenario or drawn from a
 // seed; either way the same run happens every time.
 #pragma once
 
@@ -13,7 +14,7 @@
 namespace meshsim::sim {
 
 struct Fault {
-  enum class Kind { kCrash, kStall, kBackendError };
+  enum class Kind { kCrash, kStall, kBackendError, kStackOverflow };
   enum class Trigger { kStep, kCollective };
   Kind kind = Kind::kCrash;
   int64_t rank = 0;
@@ -30,6 +31,10 @@ struct Fault {
 struct InjectedCrash {
   std::string what;
 };
+
+// Recurses on the calling fiber until its stack overflows; the crash handler then stops the
+// process (in a child process per scenario, the run goes on).
+[[noreturn]] void overflow_fiber_stack();
 
 // Draws `count` faults from `seed` (splitmix64): kind, rank in [0, world), collective 1..4,
 // stalls of 700 s (past the default watchdog).

@@ -64,6 +64,8 @@ void SimCollectives::inject_faults(int64_t rank, const Signature& signature) {
       case Fault::Kind::kCrash:
         throw InjectedCrash{fmt::format("injected crash entering {} ({}, {})", signature.describe(),
                                         f->describe(), f->where.to_string())};
+      case Fault::Kind::kStackOverflow:
+        overflow_fiber_stack();
       case Fault::Kind::kBackendError:
         throw runtime_error(fmt::format(
             "DistBackendError: NCCL error in {}: unhandled system error (injected: {}, {})",

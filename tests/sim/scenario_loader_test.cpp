@@ -105,7 +105,8 @@ TEST_CASE("scenario_loader: collective groups name declared meshes and dims",
 
 TEST_CASE("scenario_loader: [[fault]] tables are checked", "[sim][loader][errors]") {
   CHECK(load_error("[[fault]]\nexplode = { rank = 1, step = 1 }\n") ==
-        "t.toml:5:1: unknown fault \"explode\" (expected crash, stall or backend_error)");
+        "t.toml:5:1: unknown fault \"explode\" (expected crash, stall, backend_error or "
+        "stack_overflow)");
   CHECK(load_error("[[fault]]\ncrash = { rank = 9, step = 1 }\n") ==
         "t.toml:5:18: rank is outside the world");
   CHECK(load_error("[[fault]]\ncrash = { rank = 1 }\n") ==
