@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "sim/excerpt.hpp"
+#include "src/error.hpp"
 
 namespace meshsim::sim {
 
@@ -49,6 +50,41 @@ std::string LoadContext::dim_name(const toml::node& node, const std::string& mes
                            fmt::join(info.dims, ", ")));
   }
   return name;
+}
+
+namespace {
+
+// Ranks only: a `when` that asks about a mesh cannot be known before the run.
+class RankOnlyEnv final : public ExpressionEnv {
+ public:
+  RankOnlyEnv(int64_t rank, int64_t world) : rank_(rank), world_(world) {}
+  int64_t rank() const override { return rank_; }
+  int64_t world_size() const override { return world_; }
+  int64_t coord(const std::string&, const std::string&) const override { throw AsksMesh{}; }
+  int64_t local_rank(const std::string&, const std::string&) const override { throw AsksMesh{}; }
+  int64_t mesh_size(const std::string&, const std::string&) const override { throw AsksMesh{}; }
+  struct AsksMesh {};
+
+ private:
+  int64_t rank_;
+  int64_t world_;
+};
+
+}  // namespace
+
+int64_t LoadContext::ranks_running_entry() const {
+  if (entry_when_ == nullptr) return world_size_;
+  int64_t running = 0;
+  for (int64_t r = 0; r < world_size_; ++r) {
+    try {
+      running += entry_when_->evaluate(RankOnlyEnv(r, world_size_)) != 0 ? 1 : 0;
+    } catch (const RankOnlyEnv::AsksMesh&) {
+      return 1;
+    } catch (const Error&) {
+      // This rank's `when` fails: the step does not run there.
+    }
+  }
+  return running;
 }
 
 bool LoadContext::has_tensor(const std::string& name) const {

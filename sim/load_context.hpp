@@ -40,9 +40,11 @@ class LoadContext : public ExpressionSchema {
   // A dim of `mesh` given at `node`: an index (as decimal text, range-checked when run) or a
   // name among its dims or the flattened dims of its root; InputError otherwise.
   std::string dim_name(const toml::node& node, const std::string& mesh, const MeshInfo& info) const;
-  // How many ranks run the entry being read: the world, or (for an entry with `when`) at least one.
-  void set_entry_conditional(bool conditional) { entry_conditional_ = conditional; }
-  int64_t ranks_running_entry() const { return entry_conditional_ ? 1 : world_size_; }
+  // The `when` of the entry being read (null: none), for ranks_running_entry().
+  void set_entry_when(const Expression* when) { entry_when_ = when; }
+  // How many ranks run the entry being read: the world without `when`; with one that asks only
+  // about the rank, the ranks where it holds; with one that asks a mesh, at least one.
+  int64_t ranks_running_entry() const;
   // Named tensors set so far.
   void declare_tensor(const std::string& name) { tensors_.insert(name); }
   // `name.0`, `name.1`, ... up to the world size (all_gather's results), without listing them.
@@ -80,7 +82,7 @@ class LoadContext : public ExpressionSchema {
   std::map<std::string, std::vector<std::string>> flattened_;
   std::set<std::string> tensors_;
   std::set<std::string> per_rank_tensors_;
-  bool entry_conditional_ = false;
+  const Expression* entry_when_ = nullptr;
 };
 
 // "an integer", "a string", "a table", ... for messages.

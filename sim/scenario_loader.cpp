@@ -58,7 +58,7 @@ std::unique_ptr<Step> parse_entry(const Entry& e, LoadContext& ctx) {
   const toml::table& table = *e.table;
   std::optional<Expression> when;
   if (const toml::node* w = table.get("when")) when = ctx.expression_of(*w, "when");
-  ctx.set_entry_conditional(when.has_value());
+  ctx.set_entry_when(when ? &*when : nullptr);
   std::optional<RaisesSpec> raises = parse_raises(table, ctx);
   std::unique_ptr<Step> step;
   std::string kind(e.array);
@@ -90,6 +90,7 @@ std::unique_ptr<Step> parse_entry(const Entry& e, LoadContext& ctx) {
                           fmt::format("{}", fmt::join(StepRegistry::builtin().keys(), ", ")) + ")");
     step = StepRegistry::builtin().find(kind)->parse(*value, table, ctx);
   }
+  ctx.set_entry_when(nullptr);  // `when` moves into the step
   step->where = ctx.at(table);
   step->kind = kind;
   step->when = std::move(when);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "src/checked_math.hpp"
+#include "src/error.hpp"
 #include "src/tensor/memory_budget.hpp"
 
 namespace meshsim::sim {
@@ -100,25 +101,21 @@ void TensorSpec::check_size(int64_t ranks) const {
   for (const Expression& e : sizes_) {
     const std::optional<int64_t> size = e.constant_value();
     if (!size) return;  // depends on the rank: checked when the tensor is made
-    if (*size < 0)
-      throw ExpressionError(0, fmt::format("tensor sizes must be non-negative, got {}", *size));
     shape.push_back(*size);
   }
-  const std::optional<int64_t> numel = checked_product(shape);
-  const std::optional<int64_t> bytes =
-      numel ? checked_mul(*numel, static_cast<int64_t>(dtype_size(dtype_))) : std::nullopt;
-  if (!bytes) {
-    throw ExpressionError(0, fmt::format("{}: a tensor of shape [{}] has more bytes than int64 "
-                                         "can count",
-                                         text_, fmt::join(shape, ", ")));
+  int64_t bytes = 0;
+  try {
+    bytes = Tensor::byte_size(shape, dtype_);  // the errors the tensor itself would raise
+  } catch (const meshsim::Error& e) {
+    throw ExpressionError(0, fmt::format("{}: {}", text_, e.what()));
   }
   if (kind_ == "meta") return;
-  const std::optional<int64_t> total = checked_mul(*bytes, ranks);
+  const std::optional<int64_t> total = checked_mul(bytes, ranks);
   if (!total || static_cast<uint64_t>(*total) > MemoryBudget::limit()) {
     throw ExpressionError(
         0, fmt::format("{} takes {} per rank, {} on the {} rank(s) that run this step: more than "
                        "the {} memory budget (--max-memory)",
-                       text_, format_bytes(static_cast<uint64_t>(*bytes)),
+                       text_, format_bytes(static_cast<uint64_t>(bytes)),
                        total ? format_bytes(static_cast<uint64_t>(*total)) : "more than 8 EiB",
                        ranks, format_bytes(MemoryBudget::limit())));
   }

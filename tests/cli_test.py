@@ -68,8 +68,8 @@ bad = {
     "inf_timeout.toml": ":4:13: timeout_s must be a finite number, not inf",
     "negative_sleep.toml": ":5:9: sleep (seconds) must be zero or positive, got -0.5",
     "mesh_shape_overflow.toml": ":6:9: the mesh shape's product does not fit in int64",
-    "meta_overflow.toml": ":5:32: meta(4294967296, 4294967296): a tensor of shape "
-                          "[4294967296, 4294967296] has more bytes than int64 can count",
+    "meta_overflow.toml": ":5:32: meta(4294967296, 4294967296): Storage size calculation "
+                          "overflowed with sizes=[4294967296, 4294967296]",
     "tensor_over_budget.toml": ":5:32: full(1000000000, 1) takes 3.7 GiB per rank, 14.9 GiB on "
                                "the 4 rank(s) that run this step: more than the 8.0 GiB memory "
                                "budget (--max-memory)",
@@ -206,6 +206,77 @@ with tempfile.TemporaryDirectory() as tmp:
     check(r.returncode == 2 and f"cannot write {tmp}: Is a directory" in r.stderr,
           "--json into a directory exits 2")
 
+    # A link to the root of the file system is not walked, a dangling link that is not a
+    # scenario is not an error, and a FIFO with no reader is refused as an output.
+    tree2 = os.path.join(tmp, "tree2")
+    os.makedirs(tree2)
+    os.symlink("/", os.path.join(tree2, "everything"))
+    os.symlink("/nonexistent", os.path.join(tree2, "notes.txt"))
+    with open(os.path.join(tree2, "good.toml"), "w") as f:
+        f.write(open(in_root("scenarios", "mesh_slicing.toml")).read())
+    r = run("check", tree2, timeout=20)
+    check(r.returncode == 0 and r.stdout.count(": ok (") == 1,
+          f"links out of the tree are not followed: {r.returncode} {r.stdout[-300:]}")
+    fifo_out = os.path.join(tmp, "report.fifo")
+    os.mkfifo(fifo_out)
+    r = run("run", "--no-time", "--json", fifo_out, one, timeout=20)
+    check(r.returncode == 2 and "a FIFO with no reader" in r.stderr,
+          f"--json into a FIFO without reader exits 2: {r.returncode} {r.stderr}")
+
+    # A scenario that crashes the simulator (here a rank made to overflow its fiber stack) fails
+    # on its own; the others still run and every report is written.
+    overflow = os.path.join(tmp, "overflow.toml")
+    with open(overflow, "w") as f:
+        f.write('[scenario]\nname = "overflow"\nworld_size = 4\n'
+                '[[fault]]\nstack_overflow = { rank = 2, step = 2 }\n'
+                '[[step]]\nbarrier = "WORLD"\n'
+                '[[step]]\nall_reduce = { tensor = "ones(2)", out = "x" }\n')
+    for guard in ("pages", "canary"):
+        report = os.path.join(tmp, f"overflow_{guard}.json")
+        r = run("run", "--no-time", "--stack-guard", guard, "--json", report, overflow, one)
+        data = json.load(open(report))
+        results = {s["name"]: s for s in data["scenarios"]}
+        check(r.returncode == 1 and results["overflow"]["result"] == "crash" and
+              results["mesh-slicing"]["result"] == "pass",
+              f"{guard}: the crash fails its scenario only: {r.returncode} {r.stdout[-500:]}")
+        check("rank 2 overflowed its 64 KiB fiber stack" in results["overflow"]["crash"] and
+              "overflow.toml:8:1 (all_reduce step)" in results["overflow"]["crash"] and
+              "--stack-kib 256" in results["overflow"]["crash"],
+              f"{guard}: the crash names the rank, its step and the flag: "
+              f"{results['overflow']['crash']}")
+    r = run("run", "--no-time", "--in-process", overflow)
+    check(r.returncode == 3 and "rank 2 overflowed its 64 KiB fiber stack" in r.stderr,
+          f"--in-process: the overflow stops the process with status 3: {r.returncode}")
+
+    # Guard pages asked for past the memory-map limit: a clear error, not a crash.
+    huge_world = os.path.join(tmp, "huge_world.toml")
+    with open(huge_world, "w") as f:
+        f.write('[scenario]\nname = "huge"\nworld_size = 40000\n[[step]]\nbarrier = "WORLD"\n')
+    r = run("run", "--no-time", "--stack-guard", "pages", huge_world, timeout=120)
+    check(r.returncode == 2 and "40000 ranks with guard pages need 80000 memory maps" in r.stdout,
+          f"--stack-guard pages past vm.max_map_count is refused: {r.returncode} {r.stdout[-400:]}")
+
+    # An error while computing a collective's result reaches every member (no false deadlock).
+    gather = os.path.join(tmp, "gather.toml")
+    with open(gather, "w") as f:
+        f.write('[scenario]\nname = "gather"\nworld_size = 2\n[[step]]\n'
+                'all_gather_into_tensor = { tensor = "zeros(20000000)", out = "y" }\n')
+    r = run("run", "--no-time", "--max-memory", "256M", "--json", report, gather)
+    ranks = json.load(open(report))["scenarios"][0]["ranks"]
+    check(all(x["failure"]["type"] == "MemoryError" for x in ranks) and
+          json.load(open(report))["scenarios"][0]["hang"] is None,
+          f"every member gets the collective's MemoryError: {r.stdout[-600:]}")
+
+    # A 3 KB file cannot make the loader do work per rank of a huge world.
+    fan = os.path.join(tmp, "fan.toml")
+    with open(fan, "w") as f:
+        f.write('[scenario]\nname = "fan"\nworld_size = 1048576\n' +
+                "".join(f'[[step]]\nall_gather = {{ tensor = "ones(1)", out = "g{i}" }}\n'
+                        for i in range(60)) +
+                '[[expect]]\ntensor = "g59.1048575"\nequals = [1]\n')
+    r = run("check", fan, timeout=10)
+    check(r.returncode == 0, f"a huge world's all_gather outputs are declared in O(1): {r.stdout}")
+
     # Numbers on the command line are read strictly.
     for flags, message in ((["--seed", "-1"], "--seed: expected an integer from 0 to "
                                               "18446744073709551615, got \"-1\""),
@@ -215,7 +286,9 @@ with tempfile.TemporaryDirectory() as tmp:
                            (["--stack-kib", "8"], "--stack-kib: expected an integer from 16 to "
                                                   "65536, got 8"),
                            (["--max-memory", "lots"], "--max-memory: expected a size such as 8G"),
-                           (["--max-memory", "0"], "--max-memory: expected a size")):
+                           (["--max-memory", "0"], "--max-memory: expected a size"),
+                           (["--max-memory", "9" * 400], "the number is out of range"),
+                           (["--max-memory", "0." + "0" * 400 + "1"], "out of range")):
         r = run("run", *flags, one)
         check(r.returncode == 2 and message in r.stderr,
               f"{' '.join(flags)} exits 2 saying '{message}': {r.returncode} {r.stderr}")

@@ -127,6 +127,7 @@ DeviceMesh DeviceMesh::make_root(GroupCreator& groups, const std::string& device
                     groups.world_size(), layout.numel()));
   }
   auto family = std::make_shared<Family>();
+  family->reserved = MemoryReservation(rank_map.size() * sizeof(int64_t), "a mesh's rank table");
   family->rank_map = std::move(rank_map);
   DeviceMesh mesh(family, State{}, true);
   mesh.state_.device_type = device_type;

@@ -13,6 +13,7 @@
 
 #include "src/comm/group_creator.hpp"
 #include "src/mesh/mesh_layout.hpp"
+#include "src/tensor/memory_budget.hpp"
 
 namespace meshsim {
 
@@ -105,6 +106,9 @@ class DeviceMesh {
   };
   // What a root and all meshes derived from it share.
   struct Family {
+    // Each rank holds its own copy of the rank table: counted, so that a mesh over a huge world
+    // fails with MemoryError rather than exhaust the machine.
+    MemoryReservation reserved;
     std::vector<int64_t> rank_map;
     State root;
     std::map<std::string, State> flattened;

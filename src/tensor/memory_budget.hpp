@@ -27,6 +27,29 @@ class MemoryBudget {
   static void release(uint64_t bytes) noexcept;
 };
 
+// Bytes held against the budget for as long as this object lives (movable, not copyable).
+class MemoryReservation {
+ public:
+  MemoryReservation() = default;
+  // Throws as MemoryBudget::reserve.
+  MemoryReservation(uint64_t bytes, std::string_view what) : bytes_(bytes) {
+    MemoryBudget::reserve(bytes, what);
+  }
+  MemoryReservation(MemoryReservation&& other) noexcept : bytes_(other.bytes_) { other.bytes_ = 0; }
+  MemoryReservation& operator=(MemoryReservation&& other) noexcept {
+    if (this != &other) {
+      MemoryBudget::release(bytes_);
+      bytes_ = other.bytes_;
+      other.bytes_ = 0;
+    }
+    return *this;
+  }
+  ~MemoryReservation() { MemoryBudget::release(bytes_); }
+
+ private:
+  uint64_t bytes_ = 0;
+};
+
 // Physical memory of this machine in bytes (0 when unknown).
 uint64_t physical_memory_bytes();
 

@@ -35,22 +35,31 @@ Tensor::Buffer::~Buffer() {
   MemoryBudget::release(bytes.size());
 }
 
-Tensor::Tensor(std::vector<int64_t> shape, DType dtype, Storage storage)
-    : shape_(std::move(shape)), dtype_(dtype), storage_(storage), numel_(1) {
-  if (shape_.size() > kMaxDims) {
-    throw value_error(fmt::format("a tensor has at most {} dims, got {}", kMaxDims, shape_.size()));
+int64_t Tensor::byte_size(std::span<const int64_t> shape, DType dtype) {
+  if (shape.size() > kMaxDims) {
+    throw value_error(fmt::format("meshsim handles tensors of at most {} dims (the limit of "
+                                  "PyTorch's CUDA kernels), got {}",
+                                  kMaxDims, shape.size()));
   }
-  for (int64_t s : shape_) {
+  for (int64_t s : shape) {
     if (s < 0) throw value_error(fmt::format("tensor sizes must be non-negative, got {}", s));
   }
   // PyTorch refuses shapes whose byte size does not fit in int64, meta tensors included.
-  const std::optional<int64_t> numel = checked_product(shape_);
-  if (!numel || !checked_mul(*numel, static_cast<int64_t>(dtype_size(dtype_)))) {
+  const std::optional<int64_t> numel = checked_product(shape);
+  const std::optional<int64_t> bytes =
+      numel ? checked_mul(*numel, static_cast<int64_t>(dtype_size(dtype))) : std::nullopt;
+  if (!bytes) {
     throw runtime_error(fmt::format("Storage size calculation overflowed with sizes=[{}]",
-                                    fmt::join(shape_, ", ")));
+                                    fmt::join(shape, ", ")));
   }
-  numel_ = *numel;
-  if (storage_ == Storage::kMaterialized) data_ = std::make_shared<Buffer>(nbytes());
+  return *bytes;
+}
+
+Tensor::Tensor(std::vector<int64_t> shape, DType dtype, Storage storage)
+    : shape_(std::move(shape)), dtype_(dtype), storage_(storage), numel_(0) {
+  const int64_t bytes = byte_size(shape_, dtype_);
+  numel_ = *checked_product(shape_);
+  if (storage_ == Storage::kMaterialized) data_ = std::make_shared<Buffer>(static_cast<size_t>(bytes));
 }
 
 namespace {

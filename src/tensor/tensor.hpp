@@ -28,6 +28,10 @@ class Tensor {
   // the storage does not fit the MemoryBudget or the system refuses it.
   Tensor(std::vector<int64_t> shape, DType dtype, Storage storage = Storage::kMaterialized);
 
+  // The bytes a tensor of this shape and dtype holds; throws what the constructor throws for a
+  // shape that cannot exist (too many dims, negative sizes, a byte size past int64).
+  static int64_t byte_size(std::span<const int64_t> shape, DType dtype);
+
   // Every element `value`. Throws RuntimeError, as torch.full does, when the dtype cannot hold it.
   static Tensor full(std::vector<int64_t> shape, int64_t value, DType dtype);
   // 0, 1, ..., n-1.

@@ -188,3 +188,16 @@ TEST_CASE("local_shard: placements that do not fit are errors", "[dtensor][local
       compute_local_shape_and_global_offset(Ints{8}, Ints{4}, Ints{0}, parse_all({"Shard(1)"})),
       "tuple index out of range (Shard(1) on mesh dim 0 of a 1-d tensor)");
 }
+
+TEST_CASE("index runs: slices, merging and impossible indices", "[dtensor][index_runs]") {
+  IndexRuns runs = IndexRuns::range(10).slice(2, 3);  // 2, 3, 4
+  runs.append(IndexRuns::range(10).slice(5, 2));       // 5, 6: merges into one run
+  runs.append(IndexRuns::range(10).slice(8, 5));       // 8, 9 (clamped)
+  CHECK(runs.runs() == std::vector<IndexRuns::Run>{{2, 7}, {8, 10}});
+  CHECK(runs.size() == 7);
+  CHECK(runs.slice(4, 2).expand() == Ints{6, 8});  // across the gap
+  CHECK(IndexRuns::from_indices({5, 6, 1})->runs() ==
+        std::vector<IndexRuns::Run>{{5, 7}, {1, 2}});  // local order kept
+  CHECK_FALSE(IndexRuns::from_indices({INT64_MAX}).has_value());
+  CHECK_FALSE(IndexRuns::from_indices({-1}).has_value());
+}

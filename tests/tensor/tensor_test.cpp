@@ -103,7 +103,8 @@ TEST_CASE("tensor: sizes that overflow int64 are errors, as in PyTorch", "[tenso
   CHECK(Tensor({0, int64_t{1} << 62, 1 << 30}, DType::kFloat32, Tensor::Storage::kMeta).numel() ==
         0);
   CHECK(error_of([] { Tensor(std::vector<int64_t>(26, 1), DType::kFloat32); }) ==
-        "ValueError: a tensor has at most 25 dims, got 26");
+        "ValueError: meshsim handles tensors of at most 25 dims (the limit of PyTorch's CUDA "
+        "kernels), got 26");
 }
 
 TEST_CASE("tensor: full() refuses values the dtype cannot hold, like torch.full",
