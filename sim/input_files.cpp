@@ -66,8 +66,7 @@ std::string read_scenario_file(const std::string& path) {
   if (::stat(path.c_str(), &st) != 0) return fail("cannot open the file: " + errno_text(errno));
   auto refuse_kind = [&](mode_t mode) {
     if (!S_ISREG(mode)) {
-      fail(fmt::format("cannot read a scenario from {}; give a regular .toml file",
-                       kind_of(mode)));
+      fail(fmt::format("cannot read a scenario from {}; give a regular .toml file", kind_of(mode)));
     }
   };
   refuse_kind(st.st_mode);

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <functional>
 #include <iostream>
 
 #include <fmt/format.h>
@@ -19,15 +20,19 @@ namespace meshsim::sim {
 
 namespace {
 
-// The whole job, as JSON: {"result": ...}, {"unusable": ...} or {"error": ...}.
-Json load_and_run(const std::string& file, const RunOptions& options) {
+// The whole job, as JSON: {"result": ...}, {"unusable": ...} or {"error": ...}. `loaded` hears
+// the scenario's header before it runs.
+Json load_and_run(const std::string& file, const RunOptions& options,
+                  const std::function<void(const Scenario&)>& loaded = {}) {
   try {
     const Scenario scenario = load_scenario_file(file);
+    if (loaded) loaded(scenario);
     return Json{{"result", encode_result(run_scenario(scenario, options))}};
   } catch (const InputError& e) {
     const SourceLocation& w = e.where();
-    return Json{{"unusable", {{"file", w.file}, {"line", w.line}, {"column", w.column},
-                              {"message", e.what()}}}};
+    return Json{
+        {"unusable",
+         {{"file", w.file}, {"line", w.line}, {"column", w.column}, {"message", e.what()}}}};
   } catch (...) {
     const RankError e = classify_current_exception();
     return Json{{"error", fmt::format("meshsim could not run this scenario: {}: {}",
@@ -94,20 +99,17 @@ std::string how_it_ended(int status) {
 }
 
 // A failed result for a scenario whose run died: what a person needs to rerun and debug it.
-FileOutcome crashed(const std::string& file, int status, const std::string& errors) {
+// `header` is what the child said about the scenario before running it (null if it died first).
+FileOutcome crashed(const std::string& file, const Json& header, int status,
+                    const std::string& errors) {
   FileOutcome out;
   ScenarioResult r;
   r.file = file;
-  try {
-    const Scenario s = load_scenario_file(file);  // it loaded in the child, so it loads here
-    r.name = s.name;
-    r.description = s.description;
-    r.world_size = s.world_size;
-  } catch (...) {
-    r.name = file;
-  }
-  const std::string said = errors.size() > 4000 ? "..." + errors.substr(errors.size() - 4000)
-                                                 : errors;
+  r.name = header.is_object() ? header.value("name", file) : file;
+  r.description = header.is_object() ? header.value("description", std::string()) : "";
+  r.world_size = header.is_object() ? header.value("world_size", int64_t{0}) : 0;
+  const std::string said =
+      errors.size() > 4000 ? "..." + errors.substr(errors.size() - 4000) : errors;
   r.crash = fmt::format("meshsim stopped while running this scenario ({}){}", how_it_ended(status),
                         said.empty() ? std::string(".") : ": " + said);
   while (!r.crash.empty() && r.crash.back() == '\n') r.crash.pop_back();
@@ -135,7 +137,19 @@ FileOutcome run_scenario_file(const std::string& file, const RunOptions& options
     ::close(result_pipe[0]);
     ::close(error_pipe[0]);
     ::dup2(error_pipe[1], STDERR_FILENO);
-    write_all(result_pipe[1], json_text(load_and_run(file, options)));
+    // A header line first, so a run that dies still has a name; then the outcome.
+    const auto header = [&](const Scenario& s) {
+      write_all(result_pipe[1], json_text(Json{{"name", s.name},
+                                               {"description", s.description},
+                                               {"world_size", s.world_size}}) +
+                                    "\n");
+    };
+    const Json outcome = load_and_run(file, options, header);
+    if (outcome.contains("result")) {
+      write_all(result_pipe[1], json_text(outcome));
+    } else {
+      write_all(result_pipe[1], "\n" + json_text(outcome));  // no header: an empty line
+    }
     _exit(0);  // no destructors, no flushing the parent's buffers twice
   }
   ::close(result_pipe[1]);
@@ -154,12 +168,16 @@ FileOutcome run_scenario_file(const std::string& file, const RunOptions& options
   while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }
   std::cerr << errors;  // the child's own warnings stay visible
-  const Json j = Json::parse(result, nullptr, false);
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && !j.is_discarded()) {
+  const size_t newline = result.find('\n');
+  const Json header = Json::parse(result.substr(0, newline), nullptr, false);
+  const Json j = newline == std::string::npos
+                     ? Json(nullptr)
+                     : Json::parse(result.substr(newline + 1), nullptr, false);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && j.is_object()) {
     FileOutcome out = outcome_of(j, file);
     if (out.result || out.unusable_at) return out;
   }
-  return crashed(file, status, errors);
+  return crashed(file, header, status, errors);
 }
 
 }  // namespace meshsim::sim

@@ -12,6 +12,7 @@
 #include "sim/rank_error.hpp"
 #include "sim/report.hpp"
 #include "sim/runner.hpp"
+#include "sim/runtime/fiber_stack.hpp"
 #include "sim/scenario_loader.hpp"
 #include "sim/step_registry.hpp"
 #include "src/tensor/memory_budget.hpp"
@@ -179,7 +180,8 @@ int check_command(const std::vector<std::string>& paths) {
 
 int main(int argc, char** argv) {
   CLI::App app{"meshsim: simulate distributed PyTorch SPMD programs and check what must hold"};
-  app.set_version_flag("--version", std::string("meshsim ") + MESHSIM_VERSION);
+  app.set_version_flag("--version", std::string("meshsim ") + MESHSIM_VERSION +
+                                        (built_with_asan() ? " (AddressSanitizer)" : ""));
   app.require_subcommand(1);
 
   std::vector<std::string> run_paths;

@@ -59,7 +59,10 @@ std::string format_table(const RunReport& report, bool with_time) {
   for (const ScenarioResult& r : report.results) {
     const std::string time = with_time ? fmt::format("  {:>7.1f} ms", r.wall_ms) : "";
     out += fmt::format("{:<{}}  {:<6}  {:>6}  {:>12}{}\n", r.name, width,
-                       !r.crash.empty() ? "CRASH" : r.passed() ? "pass" : "FAIL", r.world_size,
+                       !r.crash.empty() ? "CRASH"
+                       : r.passed()     ? "pass"
+                                        : "FAIL",
+                       r.world_size,
                        fmt::format("{}/{}", r.expectations.size() - r.failed_expectations(),
                                    r.expectations.size()),
                        time);
@@ -112,7 +115,9 @@ Json report_json(const RunReport& report, const std::string& version) {
                          {"file", r.file},
                          {"description", r.description},
                          {"world_size", r.world_size},
-                         {"result", !r.crash.empty() ? "crash" : r.passed() ? "pass" : "fail"},
+                         {"result", !r.crash.empty() ? "crash"
+                                    : r.passed()     ? "pass"
+                                                     : "fail"},
                          {"crash", r.crash.empty() ? Json(nullptr) : Json(r.crash)},
                          {"expectations", std::move(expectations)},
                          {"dumps", std::move(dumps)},

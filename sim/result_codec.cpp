@@ -59,13 +59,12 @@ std::optional<ScenarioResult> decode_result(const Json& j) {
     r.description = j.at("description").get<std::string>();
     r.world_size = j.at("world_size").get<int64_t>();
     for (const Json& d : j.at("dumps")) {
-      r.dumps.push_back({where_of(d.at(0)), d.at(1).get<int64_t>(), d.at(2).get<std::string>(),
-                         d.at(3)});
+      r.dumps.push_back(
+          {where_of(d.at(0)), d.at(1).get<int64_t>(), d.at(2).get<std::string>(), d.at(3)});
     }
     for (const Json& e : j.at("expectations")) {
       r.expectations.push_back({where_of(e.at(0)), e.at(1).get<int64_t>(),
-                                e.at(2).get<std::string>(), e.at(3).get<bool>(), e.at(4),
-                                e.at(5)});
+                                e.at(2).get<std::string>(), e.at(3).get<bool>(), e.at(4), e.at(5)});
     }
     for (const Json& f : j.at("failures")) {
       if (f.is_null()) {

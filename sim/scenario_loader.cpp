@@ -107,8 +107,9 @@ std::vector<Fault> parse_faults(const toml::node& node, const LoadContext& ctx) 
   for (const toml::node& item : *items) {
     const toml::table* entry = item.as_table();
     if (entry == nullptr || entry->size() != 1) {
-      ctx.fail(item, "a [[fault]] holds exactly one of crash, stall, backend_error or "
-                     "stack_overflow");
+      ctx.fail(item,
+               "a [[fault]] holds exactly one of crash, stall, backend_error or "
+               "stack_overflow");
     }
     for (const auto& [key, value] : *entry) {
       Fault f;

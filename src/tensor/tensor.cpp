@@ -37,9 +37,10 @@ Tensor::Buffer::~Buffer() {
 
 int64_t Tensor::byte_size(std::span<const int64_t> shape, DType dtype) {
   if (shape.size() > kMaxDims) {
-    throw value_error(fmt::format("meshsim handles tensors of at most {} dims (the limit of "
-                                  "PyTorch's CUDA kernels), got {}",
-                                  kMaxDims, shape.size()));
+    throw value_error(
+        fmt::format("meshsim handles tensors of at most {} dims (the limit of "
+                    "PyTorch's CUDA kernels), got {}",
+                    kMaxDims, shape.size()));
   }
   for (int64_t s : shape) {
     if (s < 0) throw value_error(fmt::format("tensor sizes must be non-negative, got {}", s));
@@ -49,8 +50,8 @@ int64_t Tensor::byte_size(std::span<const int64_t> shape, DType dtype) {
   const std::optional<int64_t> bytes =
       numel ? checked_mul(*numel, static_cast<int64_t>(dtype_size(dtype))) : std::nullopt;
   if (!bytes) {
-    throw runtime_error(fmt::format("Storage size calculation overflowed with sizes=[{}]",
-                                    fmt::join(shape, ", ")));
+    throw runtime_error(
+        fmt::format("Storage size calculation overflowed with sizes=[{}]", fmt::join(shape, ", ")));
   }
   return *bytes;
 }
@@ -59,7 +60,8 @@ Tensor::Tensor(std::vector<int64_t> shape, DType dtype, Storage storage)
     : shape_(std::move(shape)), dtype_(dtype), storage_(storage), numel_(0) {
   const int64_t bytes = byte_size(shape_, dtype_);
   numel_ = *checked_product(shape_);
-  if (storage_ == Storage::kMaterialized) data_ = std::make_shared<Buffer>(static_cast<size_t>(bytes));
+  if (storage_ == Storage::kMaterialized)
+    data_ = std::make_shared<Buffer>(static_cast<size_t>(bytes));
 }
 
 namespace {

@@ -191,8 +191,8 @@ TEST_CASE("local_shard: placements that do not fit are errors", "[dtensor][local
 
 TEST_CASE("index runs: slices, merging and impossible indices", "[dtensor][index_runs]") {
   IndexRuns runs = IndexRuns::range(10).slice(2, 3);  // 2, 3, 4
-  runs.append(IndexRuns::range(10).slice(5, 2));       // 5, 6: merges into one run
-  runs.append(IndexRuns::range(10).slice(8, 5));       // 8, 9 (clamped)
+  runs.append(IndexRuns::range(10).slice(5, 2));      // 5, 6: merges into one run
+  runs.append(IndexRuns::range(10).slice(8, 5));      // 8, 9 (clamped)
   CHECK(runs.runs() == std::vector<IndexRuns::Run>{{2, 7}, {8, 10}});
   CHECK(runs.size() == 7);
   CHECK(runs.slice(4, 2).expand() == Ints{6, 8});  // across the gap

@@ -132,8 +132,8 @@ std::unique_ptr<Node> random_node(SplitMix& rng, int depth) {
     }
     return n;
   }
-  static const char* kBinary[] = {"+", "-", "*", "//", "%", "==", "!=", "<", "<=",
-                                  ">", ">=", "and", "or"};
+  static const char* kBinary[] = {
+      "+", "-", "*", "//", "%", "==", "!=", "<", "<=", ">", ">=", "and", "or"};
   switch (rng.below(6)) {
     case 0:
       n->op = rng.below(2) ? "-" : (rng.below(2) ? "not" : "abs");
