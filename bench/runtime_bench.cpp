@@ -81,7 +81,7 @@ BENCHMARK(BM_runtime_world_create_join)
 // The floor for a collective: K rounds of a plain Boost.Fiber barrier across N rank fibers.
 void BM_runtime_fiber_barrier_floor(benchmark::State& state) {
   const int64_t n = state.range(0);
-  constexpr int kRounds = 20;
+  constexpr int kRounds = 200;
   for (auto _ : state) {
     World world(n, kCanaryStacks);
     boost::fibers::barrier barrier(static_cast<size_t>(n));
@@ -125,7 +125,7 @@ BENCHMARK(BM_runtime_idle_rank_memory)
 // the amortised cost per rank per collective.
 void BM_runtime_all_reduce_1_float(benchmark::State& state) {
   const int64_t n = state.range(0);
-  constexpr int kRounds = 20;
+  constexpr int kRounds = 200;
   for (auto _ : state) {
     SimWorld w(n, kCanaryStacks);
     auto& [world, activity, collectives, g] = w;
