@@ -286,6 +286,20 @@ with tempfile.TemporaryDirectory() as tmp:
     r = run("check", fan, timeout=10)
     check(r.returncode == 0, f"a huge world's all_gather outputs are declared in O(1): {r.stdout}")
 
+    # Virtual time past what int64 microseconds hold (a huge meta tensor over the slowest
+    # bandwidth) still gives a valid trace.
+    slow = os.path.join(tmp, "slow.toml")
+    with open(slow, "w") as f:
+        f.write('[scenario]\nname = "slow"\nworld_size = 2\nbandwidth_gbps = 1e-9\n'
+                '[[step]]\nall_reduce = { tensor = "meta(1152921504606846975, dtype=int64)", '
+                'out = "x" }\n')
+    trace = os.path.join(tmp, "slow_trace.json")
+    r = run("run", "--no-time", "--trace", trace, slow)
+    events = json.load(open(trace))["traceEvents"]
+    check(r.returncode == 0 and all(0 <= e.get("ts", 0) <= 2**63 - 1 and
+                                    0 <= e.get("dur", 0) <= 2**63 - 1 for e in events),
+          f"trace times stay within int64 and ordered: {r.returncode}")
+
     # Numbers on the command line are read strictly.
     for flags, message in ((["--seed", "-1"], "--seed: expected an integer from 0 to "
                                               "18446744073709551615, got \"-1\""),
