@@ -26,6 +26,12 @@ std::map<uintptr_t, size_t>& stacks() {
 }  // namespace
 #endif
 
+void unpoison_stack_memory([[maybe_unused]] void* start, [[maybe_unused]] size_t size) noexcept {
+#if defined(MESHSIM_ASAN)
+  __asan_unpoison_memory_region(start, size);
+#endif
+}
+
 void register_fiber_stack([[maybe_unused]] uintptr_t bottom,
                           [[maybe_unused]] size_t size) noexcept {
 #if defined(MESHSIM_ASAN)

@@ -10,6 +10,9 @@
 
 namespace meshsim::sim {
 
+// Clears any poison ASan's shadow still holds for fresh stack memory: frames of fibers that never
+// returned leave theirs behind, and a new mapping may reuse the same addresses.
+void unpoison_stack_memory(void* start, size_t size) noexcept;
 void register_fiber_stack(uintptr_t bottom, size_t size) noexcept;
 void unregister_fiber_stack(uintptr_t bottom) noexcept;
 

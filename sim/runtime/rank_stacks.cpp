@@ -71,7 +71,10 @@ void RankStacks::release() noexcept {
     if (slot.base != 0) unregister_fiber_stack(slot.base + guard_bytes());
     slot = Slot{};
   }
-  if (slab_ != nullptr) munmap(slab_, slab_bytes_);
+  if (slab_ != nullptr) {
+    unpoison_stack_memory(slab_, slab_bytes_);  // leave no stale poison for the next mapping
+    munmap(slab_, slab_bytes_);
+  }
   slab_ = nullptr;
 }
 
@@ -96,6 +99,7 @@ void RankStacks::prepare() {
                                                        slots_.size(), stack_bytes_ / 1024));
   }
   slab_ = p;
+  unpoison_stack_memory(p, slab_bytes_);
   const auto start = reinterpret_cast<uintptr_t>(p) + (own_guard ? 0 : page_);
   if (!own_guard && mprotect(p, page_, PROT_NONE) != 0) {
     release();
