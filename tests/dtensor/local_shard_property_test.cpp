@@ -4,23 +4,14 @@
 #include <catch2/catch.hpp>
 
 #include "src/dtensor/local_shard.hpp"
+#include "tests/splitmix.hpp"
 
 using namespace meshsim;
 using Ints = std::vector<int64_t>;
 
-namespace {
+using meshsim::testing::SplitMix;
 
-// splitmix64: a documented, portable generator (std distributions are implementation-defined).
-struct SplitMix {
-  uint64_t state;
-  uint64_t next() {
-    uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-  int64_t below(int64_t n) { return static_cast<int64_t>(next() % static_cast<uint64_t>(n)); }
-};
+namespace {
 
 int64_t product(const Ints& v) {
   int64_t p = 1;

@@ -9,25 +9,17 @@
 
 #include "sim/expression.hpp"
 #include "src/error.hpp"
+#include "tests/splitmix.hpp"
 
 using meshsim::sim::Expression;
 using meshsim::sim::ExpressionError;
+
+using meshsim::testing::SplitMix;
 
 namespace {
 
 // 128-bit integers hold every exact intermediate of int64 arithmetic (a GCC/clang extension).
 __extension__ typedef __int128 Wide;
-
-struct SplitMix {
-  uint64_t state;
-  uint64_t next() {
-    uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-  int64_t below(int64_t n) { return static_cast<int64_t>(next() % static_cast<uint64_t>(n)); }
-};
 
 struct Env : meshsim::sim::ExpressionEnv {
   int64_t r = 0;
