@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/source_location.hpp"
+#include "sim/scenario/source_location.hpp"
 
 namespace meshsim::sim {
 

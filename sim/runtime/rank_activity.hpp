@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/source_location.hpp"
+#include "sim/scenario/source_location.hpp"
 #include "src/comm/collective.hpp"
 
 namespace meshsim::sim {

@@ -2,9 +2,9 @@
 // collectives and virtual sleep.
 #include <fmt/format.h>
 
-#include "sim/rank_state.hpp"
-#include "sim/step_registry.hpp"
-#include "sim/tensor_spec.hpp"
+#include "sim/run/rank_state.hpp"
+#include "sim/scenario/step_registry.hpp"
+#include "sim/scenario/tensor_spec.hpp"
 
 namespace meshsim::sim {
 

@@ -1,8 +1,8 @@
 // `dump = { mesh = "m", shape = [...], placements = [...] }`: records what a rank sees.
 #include <fmt/format.h>
 
-#include "sim/query.hpp"
-#include "sim/step_registry.hpp"
+#include "sim/run/query.hpp"
+#include "sim/scenario/step_registry.hpp"
 
 namespace meshsim::sim {
 

@@ -1,9 +1,9 @@
 // [[expect]]: a query, and the value it must have on every rank (`equals`) or per rank (`by_rank`).
 #include <fmt/format.h>
 
-#include "sim/expected_value.hpp"
-#include "sim/query.hpp"
-#include "sim/step_registry.hpp"
+#include "sim/run/query.hpp"
+#include "sim/scenario/expected_value.hpp"
+#include "sim/scenario/step_registry.hpp"
 
 namespace meshsim::sim {
 

@@ -1,8 +1,8 @@
 // [[mesh]]: init_device_mesh, an explicit rank table, or a mesh derived by slice/flatten/unflatten.
 #include <fmt/format.h>
 
-#include "sim/rank_state.hpp"
-#include "sim/step_registry.hpp"
+#include "sim/run/rank_state.hpp"
+#include "sim/scenario/step_registry.hpp"
 #include "src/checked_math.hpp"
 
 namespace meshsim::sim {

@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <string>
 
-#include "sim/report.hpp"
-#include "sim/runner.hpp"
-#include "sim/scenario_loader.hpp"
+#include "sim/report/report.hpp"
+#include "sim/run/runner.hpp"
+#include "sim/scenario/scenario_loader.hpp"
 #include "src/tensor/memory_budget.hpp"
 
 namespace {

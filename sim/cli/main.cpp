@@ -1,0 +1,271 @@
+// The `meshsim` command: run, check and list scenario steps.
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include "sim/cli/cli_numbers.hpp"
+#include "sim/report/report.hpp"
+#include "sim/run/isolated_run.hpp"
+#include "sim/run/rank_error.hpp"
+#include "sim/run/runner.hpp"
+#include "sim/runtime/fiber_stack.hpp"
+#include "sim/scenario/input_files.hpp"
+#include "sim/scenario/scenario_loader.hpp"
+#include "sim/scenario/step_registry.hpp"
+#include "src/tensor/memory_budget.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace meshsim::sim;
+
+constexpr int kExitPass = 0;
+constexpr int kExitFailed = 1;
+constexpr int kExitUnusable = 2;
+constexpr uint64_t kMinStackKib = 16;
+constexpr uint64_t kMaxStackKib = 65536;
+
+void print_unusable(const UnusableInput& u) {
+  std::cout << u.where.to_string() << ": error: " << u.message << "\n";
+}
+
+int exit_code(const RunReport& report) {
+  if (!report.unusable.empty()) return kExitUnusable;
+  for (const ScenarioResult& r : report.results) {
+    if (!r.passed()) return kExitFailed;
+  }
+  return kExitPass;
+}
+
+struct RunFlags {
+  std::string json_path;
+  std::string graph_path;
+  std::string trace_path;
+  bool verbose = false;
+  bool with_time = true;
+  std::string schedule = "fifo";
+  uint64_t seed = 0;
+  size_t stack_kib = 64;
+  std::optional<uint64_t> faults_seed;
+  uint64_t max_memory = 0;
+  std::string max_memory_text;  // as given, for the rerun line
+  std::string stack_guard = "auto";
+  bool in_process = false;
+};
+
+// Records a problem with a path the way unusable scenario files are recorded.
+void add_problems(const ExpandedPaths& expanded, RunReport& report) {
+  for (const PathProblem& p : expanded.problems)
+    report.unusable.push_back({{p.path, 0, 0}, p.message});
+}
+
+// The command line that reproduces one scenario's run.
+std::string rerun_line(const std::string& file, const RunFlags& flags) {
+  std::string line = "meshsim run " + file;
+  if (flags.schedule != "fifo")
+    line += fmt::format(" --schedule {} --seed {}", flags.schedule, flags.seed);
+  if (flags.stack_kib != 64) line += fmt::format(" --stack-kib {}", flags.stack_kib);
+  if (flags.stack_guard != "auto") line += " --stack-guard " + flags.stack_guard;
+  if (flags.faults_seed) line += fmt::format(" --faults-seed {}", *flags.faults_seed);
+  if (!flags.max_memory_text.empty()) line += " --max-memory " + flags.max_memory_text;
+  return line;
+}
+
+// Writes one output file; false (after saying why) when it cannot be written completely.
+bool write_output(const std::string& path, const std::string& content) {
+  const std::string error = write_output_file(path, content);
+  if (error.empty()) return true;
+  std::cerr << "meshsim: cannot write " << path << ": " << error << "\n";
+  return false;
+}
+
+int run_command(const std::vector<std::string>& paths, const RunFlags& flags) {
+  const bool verbose = flags.verbose;
+  RunOptions options;
+  options.world.policy =
+      flags.schedule == "random" ? SchedulePolicy::kRandom : SchedulePolicy::kFifo;
+  options.world.seed = flags.seed;
+  options.world.stack_size = flags.stack_kib * 1024;
+  options.world.stack_guard = flags.stack_guard == "pages"    ? StackGuard::kGuardPages
+                              : flags.stack_guard == "canary" ? StackGuard::kCanary
+                                                              : StackGuard::kAuto;
+  options.faults_seed = flags.faults_seed;
+  options.trace = !flags.trace_path.empty();
+  nlohmann::json trace_events = nlohmann::json::array();
+  std::string dot;
+  RunReport report;
+  const ExpandedPaths expanded = expand_scenario_paths(paths);
+  add_problems(expanded, report);
+  const std::vector<std::string>& files = expanded.files;
+  for (const UnusableInput& u : report.unusable) print_unusable(u);
+  for (size_t i = 0; i < files.size(); ++i) {
+    std::cout << fmt::format("[{}/{}] {} ... ", i + 1, files.size(), files[i]) << std::flush;
+    FileOutcome outcome = run_scenario_file(
+        files[i], options, flags.in_process ? Isolation::kInProcess : Isolation::kChildProcess);
+    if (!outcome.result) {
+      std::cout << "unusable\n  " << outcome.unusable_message << "\n";
+      report.unusable.push_back({*outcome.unusable_at, outcome.unusable_message});
+      continue;
+    }
+    ScenarioResult& result = *outcome.result;
+    std::cout << (!result.crash.empty() ? "CRASH" : result.passed() ? "pass" : "FAIL") << "\n";
+    // A passing scenario's failures and hangs are the ones it expects: shown with -v only.
+    if (!result.passed() || verbose) std::cout << format_failures(result, verbose ? SIZE_MAX : 20);
+    if (!result.passed()) std::cout << "  rerun: " << rerun_line(files[i], flags) << "\n";
+    if (options.trace) {
+      // One process per scenario in the trace.
+      for (auto& e : result.trace) {
+        e["pid"] = static_cast<int64_t>(i);
+        trace_events.push_back(std::move(e));
+      }
+      result.trace = nlohmann::json::array();
+    }
+    if (!result.hang_dot.empty()) {
+      dot += fmt::format("// {} ({})\n{}", result.name, files[i], result.hang_dot);
+    }
+    if (verbose) {
+      for (const DumpRecord& d : result.dumps) {
+        std::cout << fmt::format("  {}: rank {}: {}: {}\n", d.where.to_string(), d.rank, d.what,
+                                 json_text(d.value));
+      }
+    }
+    report.results.push_back(std::move(result));
+  }
+  if (!report.results.empty()) std::cout << "\n" << format_table(report, flags.with_time);
+  std::cout << format_totals(report);
+  bool written = true;
+  if (!flags.json_path.empty()) {
+    written &=
+        write_output(flags.json_path, json_text(report_json(report, MESHSIM_VERSION), 2) + "\n");
+  }
+  if (options.trace) {
+    written &= write_output(
+        flags.trace_path,
+        json_text(Json{{"traceEvents", trace_events}, {"displayTimeUnit", "ms"}}, -1) + "\n");
+  }
+  if (!flags.graph_path.empty()) {
+    written &=
+        write_output(flags.graph_path,
+                     dot.empty() ? "// no hang: no wait-for graph\ndigraph wait_for {}\n" : dot);
+  }
+  if (!written) return kExitUnusable;
+  return exit_code(report);
+}
+
+int check_command(const std::vector<std::string>& paths) {
+  RunReport report;
+  const ExpandedPaths expanded = expand_scenario_paths(paths);
+  add_problems(expanded, report);
+  for (const UnusableInput& u : report.unusable) print_unusable(u);
+  for (const std::string& f : expanded.files) {
+    try {
+      const Scenario s = load_scenario_file(f);
+      std::cout << fmt::format("{}: ok ({} ranks, {} steps)\n", f, s.world_size, s.steps.size());
+    } catch (const InputError& e) {
+      std::cout << e.what() << "\n";
+      report.unusable.push_back({e.where(), e.what()});
+    } catch (...) {
+      const RankError e = classify_current_exception();
+      std::cout << fmt::format("{}: error: {}: {}\n", f, py_error_type_name(e.type), e.message);
+      report.unusable.push_back({{f, 0, 0}, e.message});
+    }
+  }
+  return report.unusable.empty() ? kExitPass : kExitUnusable;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"meshsim: simulate distributed PyTorch SPMD programs and check what must hold"};
+  app.set_version_flag("--version", std::string("meshsim ") + MESHSIM_VERSION +
+                                        (built_with_asan() ? " (AddressSanitizer)" : ""));
+  app.require_subcommand(1);
+
+  std::vector<std::string> run_paths;
+  RunFlags flags;
+  bool no_time = false;
+  CLI::App* run = app.add_subcommand("run", "run scenario files or directories of them");
+  run->add_option("paths", run_paths, "scenario files (.toml) or directories")->required();
+  run->add_option("--json", flags.json_path,
+                  "write the full report (schema in README.md) to this file");
+  run->add_option("--trace", flags.trace_path,
+                  "write a Chrome trace (open in Perfetto): a track per rank, virtual time");
+  run->add_option("--graph", flags.graph_path,
+                  "write the wait-for graph of every hang as Graphviz DOT");
+  run->add_flag("-v,--verbose", flags.verbose, "print every failure, hang report and dump");
+  run->add_flag("--no-time", no_time, "leave wall-clock times out of the table (diffable output)");
+  run->add_option("--schedule", flags.schedule,
+                  "fifo (default) or random: a seeded permutation of the ready ranks")
+      ->check(CLI::IsMember({"fifo", "random"}));
+  // Numbers are read as text and parsed strictly (CLI11 would wrap "-1" into 2^64-1).
+  std::string seed_text, faults_seed_text, stack_text, memory_text;
+  run->add_option("--seed", seed_text, "seed of the random schedule (0 to 2^64-1)");
+  run->add_option("--faults-seed", faults_seed_text,
+                  "inject one fault (crash, stall or backend error) drawn from this seed");
+  run->add_option("--stack-kib", stack_text,
+                  fmt::format("fiber stack size per rank in KiB, {} to {} (default 64)",
+                              kMinStackKib, kMaxStackKib));
+  run->add_option("--stack-guard", flags.stack_guard,
+                  "how a fiber stack overflow is caught: auto (default: guard pages while "
+                  "vm.max_map_count allows them, else canaries), pages or canary")
+      ->check(CLI::IsMember({"auto", "pages", "canary"}));
+  run->add_flag("--in-process", flags.in_process,
+                "run scenarios in this process (for a debugger) instead of one child process "
+                "each, which keeps a crash in one from losing the others' results");
+  run->add_option("--max-memory", memory_text,
+                  "budget for tensor data of all ranks together: 8G, 512M, a byte count, or a "
+                  "share of this machine's memory such as 50% (the default)");
+  std::vector<std::string> check_paths;
+  CLI::App* check = app.add_subcommand("check", "validate scenario files without running them");
+  check->add_option("paths", check_paths, "scenario files (.toml) or directories")->required();
+  check->add_option("--max-memory", memory_text,
+                    "the tensor data budget the load-time size checks use (as for run)");
+
+  CLI::App* steps = app.add_subcommand("steps", "list the step kinds scenario files can use");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : kExitUnusable;
+  }
+  flags.with_time = !no_time;
+  auto bad_flag = [](std::string_view flag, const std::string& error) {
+    std::cerr << "meshsim: " << flag << ": " << error << "\n";
+    return kExitUnusable;
+  };
+  std::string error;
+  if (!seed_text.empty() && !(error = parse_unsigned(seed_text, 0, UINT64_MAX, flags.seed)).empty())
+    return bad_flag("--seed", error);
+  if (!faults_seed_text.empty()) {
+    uint64_t v = 0;
+    if (!(error = parse_unsigned(faults_seed_text, 0, UINT64_MAX, v)).empty())
+      return bad_flag("--faults-seed", error);
+    flags.faults_seed = v;
+  }
+  if (!stack_text.empty()) {
+    uint64_t v = 0;
+    if (!(error = parse_unsigned(stack_text, kMinStackKib, kMaxStackKib, v)).empty())
+      return bad_flag("--stack-kib", error);
+    flags.stack_kib = static_cast<size_t>(v);
+  }
+  flags.max_memory_text = memory_text;
+  if (!(error = parse_byte_size(memory_text.empty() ? "50%" : memory_text,
+                                meshsim::physical_memory_bytes(), flags.max_memory))
+           .empty()) {
+    if (!memory_text.empty()) return bad_flag("--max-memory", error);
+    flags.max_memory = uint64_t{8} << 30;  // the machine's size is unknown: 8 GiB
+  }
+  meshsim::MemoryBudget::set_limit(flags.max_memory);
+  if (run->parsed()) return run_command(run_paths, flags);
+  if (check->parsed()) return check_command(check_paths);
+  if (steps->parsed()) {
+    for (const auto& kind : StepRegistry::builtin().kinds()) {
+      std::cout << fmt::format("{:<10} {}\n", kind.key, kind.summary);
+    }
+  }
+  return kExitPass;
+}

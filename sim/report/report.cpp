@@ -1,0 +1,147 @@
+#include "sim/report/report.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace meshsim::sim {
+
+namespace {
+
+Json location_json(const SourceLocation& where) {
+  return Json{{"file", where.file}, {"line", where.line}, {"column", where.column}};
+}
+
+}  // namespace
+
+std::string format_failures(const ScenarioResult& result, size_t limit) {
+  std::vector<std::string> lines;
+  for (const std::string& f : result.faults) lines.push_back("injected: " + f);
+  for (const std::string& w : result.warnings) lines.push_back("warning: " + w);
+  for (const ExpectationRecord& e : result.expectations) {
+    if (e.passed) continue;
+    lines.push_back(fmt::format("{}: rank {}: expected {} == {}, got {}", e.where.to_string(),
+                                e.rank, e.what, json_text(e.expected), json_text(e.observed)));
+  }
+  // Original failures first, then the ranks aborted because of them.
+  std::vector<size_t> order;
+  for (size_t r = 0; r < result.failures.size(); ++r) {
+    if (result.failures[r] && result.failures[r]->error_type != "aborted") order.push_back(r);
+  }
+  for (size_t r = 0; r < result.failures.size(); ++r) {
+    if (result.failures[r] && result.failures[r]->error_type == "aborted") order.push_back(r);
+  }
+  for (size_t r : order) {
+    const RankFailure& f = *result.failures[r];
+    lines.push_back(fmt::format("{}: rank {}: {} step failed: {}: {}", f.where.to_string(), r,
+                                f.step, f.error_type, f.message));
+  }
+  if (!result.crash.empty()) lines.insert(lines.begin(), "crash: " + result.crash);
+  std::string out;
+  for (size_t i = 0; i < lines.size() && i < limit; ++i) out += "  " + lines[i] + "\n";
+  if (result.hang_text) {
+    std::string indented;
+    for (char c : *result.hang_text)
+      indented += c == '\n' ? std::string("\n    ") : std::string(1, c);
+    out += "    " + indented.substr(0, indented.size() - 4);
+  }
+  if (lines.size() > limit) {
+    out += fmt::format("  ... and {} more (see --json for all)\n", lines.size() - limit);
+  }
+  return out;
+}
+
+std::string format_table(const RunReport& report, bool with_time) {
+  size_t width = 8;
+  for (const ScenarioResult& r : report.results) width = std::max(width, r.name.size());
+  std::string out = fmt::format("{:<{}}  {:<6}  {:>6}  {:>12}{}\n", "scenario", width, "result",
+                                "ranks", "expectations", with_time ? "      time" : "");
+  for (const ScenarioResult& r : report.results) {
+    const std::string time = with_time ? fmt::format("  {:>7.1f} ms", r.wall_ms) : "";
+    out += fmt::format("{:<{}}  {:<6}  {:>6}  {:>12}{}\n", r.name, width,
+                       !r.crash.empty() ? "CRASH"
+                       : r.passed()     ? "pass"
+                                        : "FAIL",
+                       r.world_size,
+                       fmt::format("{}/{}", r.expectations.size() - r.failed_expectations(),
+                                   r.expectations.size()),
+                       time);
+  }
+  return out;
+}
+
+std::string format_totals(const RunReport& report) {
+  size_t passed = 0;
+  for (const ScenarioResult& r : report.results) passed += r.passed() ? 1 : 0;
+  std::string out = fmt::format("{} passed, {} failed", passed, report.results.size() - passed);
+  if (!report.unusable.empty()) out += fmt::format(" ({} unusable input)", report.unusable.size());
+  return out + "\n";
+}
+
+Json report_json(const RunReport& report, const std::string& version) {
+  Json scenarios = Json::array();
+  size_t passed = 0;
+  for (const ScenarioResult& r : report.results) {
+    passed += r.passed() ? 1 : 0;
+    Json expectations = Json::array();
+    for (const ExpectationRecord& e : r.expectations) {
+      expectations.push_back({{"location", location_json(e.where)},
+                              {"rank", e.rank},
+                              {"what", e.what},
+                              {"passed", e.passed},
+                              {"observed", e.observed},
+                              {"expected", e.expected}});
+    }
+    Json dumps = Json::array();
+    for (const DumpRecord& d : r.dumps) {
+      dumps.push_back({{"location", location_json(d.where)},
+                       {"rank", d.rank},
+                       {"what", d.what},
+                       {"value", d.value}});
+    }
+    Json ranks = Json::array();
+    for (size_t i = 0; i < r.failures.size(); ++i) {
+      Json rank{{"rank", i}, {"status", r.failures[i] ? "failed" : "finished"}};
+      if (const auto& f = r.failures[i]) {
+        rank["failure"] = {{"location", location_json(f->where)},
+                           {"step", f->step},
+                           {"type", f->error_type},
+                           {"message", f->message}};
+      }
+      ranks.push_back(std::move(rank));
+    }
+    Json scenario_hang = r.hang ? *r.hang : Json(nullptr);
+    scenarios.push_back({{"name", r.name},
+                         {"file", r.file},
+                         {"description", r.description},
+                         {"world_size", r.world_size},
+                         {"result", !r.crash.empty() ? "crash"
+                                    : r.passed()     ? "pass"
+                                                     : "fail"},
+                         {"crash", r.crash.empty() ? Json(nullptr) : Json(r.crash)},
+                         {"expectations", std::move(expectations)},
+                         {"dumps", std::move(dumps)},
+                         {"ranks", std::move(ranks)},
+                         {"hang", std::move(scenario_hang)},
+                         {"warnings", r.warnings},
+                         {"faults", r.faults},
+                         {"schedule",
+                          {{"decisions", r.schedule_decisions},
+                           {"digest", fmt::format("{:016x}", r.schedule_digest)}}}});
+  }
+  Json unusable = Json::array();
+  for (const UnusableInput& u : report.unusable) {
+    unusable.push_back({{"location", location_json(u.where)}, {"message", u.message}});
+  }
+  return Json{{"schema_version", 1},
+              {"meshsim_version", version},
+              {"summary",
+               {{"scenarios", report.results.size()},
+                {"passed", passed},
+                {"failed", report.results.size() - passed},
+                {"unusable", report.unusable.size()}}},
+              {"unusable_inputs", std::move(unusable)},
+              {"scenarios", std::move(scenarios)}};
+}
+
+}  // namespace meshsim::sim

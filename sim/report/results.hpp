@@ -1,0 +1,94 @@
+// What running a scenario produces: dumps, expectation outcomes and per-rank failures.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/scenario/source_location.hpp"
+
+namespace meshsim::sim {
+
+using Json = nlohmann::json;
+
+// Dumped and expected values a scenario's report keeps, in all (approximate JSON bytes).
+inline constexpr uint64_t kMaxReportValueBytes = uint64_t{256} << 20;
+
+// About how many bytes `value` takes as JSON text; walks it without recursion.
+uint64_t json_weight(const Json& value);
+
+// JSON text that is always valid: bytes that are not UTF-8 (a file name, a message quoting user
+// text) are replaced, never a reason to throw.
+inline std::string json_text(const Json& j, int indent = -1) {
+  return j.dump(indent, ' ', false, Json::error_handler_t::replace);
+}
+
+struct DumpRecord {
+  SourceLocation where;
+  int64_t rank;
+  std::string what;
+  Json value;
+};
+
+struct ExpectationRecord {
+  SourceLocation where;
+  int64_t rank;
+  std::string what;  // e.g. coordinate(world)
+  bool passed;
+  Json observed;
+  Json expected;
+};
+
+// A rank that stopped early: an unexpected error, or an expected one that did not happen.
+struct RankFailure {
+  SourceLocation where;
+  std::string step;
+  std::string error_type;  // Python exception name, or "meshsim" for harness-level failures
+  std::string message;
+};
+
+struct ScenarioResult {
+  std::string name;
+  std::string file;
+  std::string description;
+  int64_t world_size = 0;
+  std::vector<DumpRecord> dumps;
+  std::vector<ExpectationRecord> expectations;
+  // Indexed by rank; nullopt for a rank that ran every step.
+  std::vector<std::optional<RankFailure>> failures;
+  // The first stall (deadlock or desync) or watchdog timeout, as text and JSON.
+  std::optional<std::string> hang_text;
+  std::optional<Json> hang;
+  std::string hang_dot;
+  // Whether the scenario declares the outcome (deadlock, desync, timeout, rank_failed): then a
+  // hang or failed ranks are what it tests, and only its expectations decide.
+  bool outcome_expected = false;
+  // Suspicious but not fatal (process groups created with different members on different ranks).
+  std::vector<std::string> warnings;
+  // Every fault injected into this run (declared or drawn from --faults-seed).
+  std::vector<std::string> faults;
+  // Chrome trace events of the run (empty unless tracing was asked for).
+  Json trace = Json::array();
+  uint64_t schedule_digest = 0;
+  uint64_t schedule_decisions = 0;
+  double wall_ms = 0;
+  // Values kept in dumps and expectations so far, and how many were left out once they reached
+  // kMaxReportValueBytes: a report stays proportional to what a person can use.
+  uint64_t value_bytes = 0;
+  uint64_t omitted_values = 0;
+  // Set when meshsim itself stopped while running the scenario (a rank overflowed its fiber
+  // stack, or a bug): what it said and how it ended. Such a scenario fails.
+  std::string crash;
+
+  size_t failed_expectations() const;
+  size_t failed_ranks() const;
+  bool passed() const {
+    return crash.empty() && failed_expectations() == 0 &&
+           (outcome_expected || (failed_ranks() == 0 && !hang.has_value()));
+  }
+};
+
+}  // namespace meshsim::sim

@@ -1,0 +1,213 @@
+#include "sim/run/query.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "sim/scenario/excerpt.hpp"
+
+#include "src/dtensor/local_shard.hpp"
+
+namespace meshsim::sim {
+
+namespace {
+
+Json ranks_json(const RankTensor& t) {
+  // Nest the row-major values by shape.
+  std::function<Json(size_t, size_t&)> build = [&](size_t dim, size_t& next) -> Json {
+    if (dim == t.shape.size()) return t.values[next++];
+    Json list = Json::array();
+    for (int64_t i = 0; i < t.shape[dim]; ++i) list.push_back(build(dim + 1, next));
+    return list;
+  };
+  size_t next = 0;
+  return build(0, next);
+}
+
+// Owned indices of one dim as half-open runs: [[0, 2], [5, 6]] holds 0, 1 and 5.
+Json runs_json(const IndexRuns& held) {
+  Json out = Json::array();
+  for (const IndexRuns::Run& r : held.runs()) out.push_back(Json::array({r.start, r.stop}));
+  return out;
+}
+
+// An expected dim given as plain indices ([0, 1, 5]) becomes runs; runs stay as they are.
+Json indices_as_runs(const Json& dim) {
+  if (!dim.is_array() || dim.empty() || !dim[0].is_number_integer()) return dim;
+  std::vector<int64_t> indices;
+  for (const Json& i : dim) {
+    if (!i.is_number_integer()) return dim;  // a malformed expectation fails as written
+    indices.push_back(i.get<int64_t>());
+  }
+  const std::optional<IndexRuns> runs = IndexRuns::from_indices(indices);
+  return runs ? runs_json(*runs) : dim;  // an impossible index fails the comparison as written
+}
+
+std::vector<Placement> placements_of(const toml::node& node, LoadContext& ctx) {
+  std::vector<Placement> out;
+  const toml::array* array = node.as_array();
+  if (array == nullptr) ctx.fail(node, "placements must be an array of strings like \"Shard(0)\"");
+  for (const toml::node& item : *array) {
+    try {
+      out.push_back(parse_placement(ctx.string_of(item, "a placement")));
+    } catch (const Error& e) {
+      ctx.fail(item, e.what());
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+const std::vector<std::string_view>& Query::keys() {
+  static const std::vector<std::string_view> k{
+      "value",      "coordinate",  "mesh",          "shape",           "groups", "group_name",
+      "local_rank", "local_shard", "owned_indices", "has_group_names", "tensor"};
+  return k;
+}
+
+Query Query::parse(std::string_view key, const toml::node& node, LoadContext& ctx) {
+  Query q;
+  q.key_ = key;
+  if (key == "value") {
+    q.expression_ = ctx.expression_of(node, "value");
+    return q;
+  }
+  if (key == "tensor") {
+    q.tensor_ = ctx.string_of(node, "tensor");
+    if (!ctx.has_tensor(q.tensor_))
+      ctx.fail(node, fmt::format("no tensor \"{}\" is set before this", q.tensor_));
+    return q;
+  }
+  // Either "mesh" or { mesh = "...", dim = ..., shape = [...], placements = [...] }.
+  const toml::node* mesh_node = &node;
+  const toml::table* table = node.as_table();
+  if (table != nullptr) {
+    ctx.only_keys(*table, {"mesh", "dim", "shape", "placements"}, fmt::format("{} query", key));
+    mesh_node = &ctx.require(*table, "mesh", fmt::format("{} query", key));
+  }
+  q.mesh_ = ctx.string_of(*mesh_node, fmt::format("the mesh of {}", key));
+  const LoadContext::MeshInfo* info = &ctx.require_mesh(*mesh_node, q.mesh_);
+  const bool needs_dim = key == "groups";
+  const bool takes_dim = needs_dim || key == "group_name" || key == "local_rank";
+  const bool takes_shard = key == "local_shard" || key == "owned_indices";
+  if (table == nullptr) {
+    if (needs_dim && info->ndim != 1) ctx.fail(node, fmt::format("{} needs a dim", key));
+    if (takes_shard) ctx.fail(node, fmt::format("{} needs mesh, shape and placements", key));
+    return q;
+  }
+  if (const toml::node* dim = table->get("dim")) {
+    if (!takes_dim) ctx.fail(*dim, fmt::format("{} takes no dim", key));
+    q.dim_ = ctx.dim_name(*dim, q.mesh_, *info);
+  } else if (needs_dim && info->ndim != 1) {
+    ctx.fail(node, fmt::format("{} needs a dim", key));
+  }
+  if (takes_shard) {
+    q.global_shape_ = ctx.integers_of(ctx.require(*table, "shape", key), "shape");
+    const toml::node& p = ctx.require(*table, "placements", key);
+    q.placements_ = placements_of(p, ctx);
+    if (q.placements_.size() != info->ndim) {
+      ctx.fail(p, fmt::format("{} placements for mesh \"{}\", which has {} dims",
+                              q.placements_.size(), q.mesh_, info->ndim));
+    }
+  } else if (table->get("shape") || table->get("placements")) {
+    ctx.fail(node, fmt::format("{} takes no shape or placements", key));
+  }
+  return q;
+}
+
+Json Query::canonical_expected(Json expected) const {
+  if (key_ != "owned_indices" || !expected.is_array()) return expected;
+  for (Json& dim : expected) dim = indices_as_runs(dim);
+  return expected;
+}
+
+bool Query::yields_integers() const {
+  return key_ != "group_name" && key_ != "has_group_names";
+}
+
+std::string Query::describe() const {
+  if (expression_) return fmt::format("value({})", excerpt(expression_->text()));
+  std::string args = mesh_;
+  if (!dim_.empty()) args += ", " + dim_;
+  if (!global_shape_.empty() || !placements_.empty()) {
+    std::vector<std::string> names;
+    for (const Placement& p : placements_) names.push_back(placement_name(p));
+    args += fmt::format(", [{}], [{}]", fmt::join(global_shape_, ", "), fmt::join(names, ", "));
+  }
+  return fmt::format("{}({})", key_, args);
+}
+
+Json Query::observe(const RankState& rank) const {
+  if (expression_) return expression_->evaluate(rank);
+  if (key_ == "tensor") {
+    const Tensor& t = rank.tensor(tensor_);
+    if (t.is_meta()) return Json{{"meta", t.describe()}};
+    // Reports stay proportional to what a person can read and compare.
+    constexpr int64_t kMaxValues = int64_t{1} << 20;
+    if (t.numel() > kMaxValues) {
+      throw value_error(
+          fmt::format("tensor \"{}\" ({}) has {} elements; a tensor query lists at "
+                      "most {} values",
+                      tensor_, t.describe(), t.numel(), kMaxValues));
+    }
+    Json values = Json::array();
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      if (is_floating(t.dtype())) {
+        values.push_back(t.get(i));
+      } else {
+        values.push_back(t.get_int(i));  // exact, int64 included
+      }
+    }
+    return values;
+  }
+  const DeviceMesh& m = rank.mesh(mesh_);
+  const std::optional<MeshDim> dim = rank.dim_of(dim_);
+  if (key_ == "coordinate") return m.coordinate() ? Json(*m.coordinate()) : Json(nullptr);
+  if (key_ == "mesh") return ranks_json(m.mesh());
+  if (key_ == "shape") return m.shape();
+  if (key_ == "groups") return m.groups(dim ? m.dim_index(*dim) : 0);
+  if (key_ == "group_name") return m.group_name(dim);
+  if (key_ == "local_rank") return m.local_rank(rank.groups(), dim);
+  if (key_ == "has_group_names") return m.has_group_names();
+  if (key_ == "owned_indices") {
+    if (!m.coordinate()) return Json::array();
+    Json dims = Json::array();
+    for (const IndexRuns& held :
+         owned_indices(global_shape_, m.shape(), *m.coordinate(), placements_))
+      dims.push_back(runs_json(held));
+    return dims;
+  }
+  const LocalShard s =
+      compute_local_shape_and_global_offset(global_shape_, m.shape(), m.coordinate(), placements_);
+  return Json{{"shape", s.shape}, {"offset", s.offset}};
+}
+
+Json describe_mesh(const RankState& rank, const std::string& name) {
+  const DeviceMesh& m = rank.mesh(name);
+  Json out;
+  out["shape"] = m.shape();
+  out["dim_names"] = m.dim_names() ? Json(*m.dim_names()) : Json(nullptr);
+  out["layout"] = m.layout().to_string();
+  out["coordinate"] = m.coordinate() ? Json(*m.coordinate()) : Json(nullptr);
+  out["is_root"] = m.is_root();
+  Json groups = Json::array();
+  for (size_t d = 0; d < m.ndim(); ++d) groups.push_back(m.groups(d));
+  out["groups"] = groups;
+  if (m.has_group_names() && m.coordinate()) {
+    Json names = Json::array();
+    Json local = Json::array();
+    for (size_t d = 0; d < m.ndim(); ++d) {
+      names.push_back(m.group_name(MeshDim{static_cast<int64_t>(d)}));
+      local.push_back(m.local_rank(rank.groups(), MeshDim{static_cast<int64_t>(d)}));
+    }
+    out["group_names"] = names;
+    out["local_ranks"] = local;
+  } else {
+    out["group_names"] = nullptr;
+    out["local_ranks"] = nullptr;
+  }
+  return out;
+}
+
+}  // namespace meshsim::sim

@@ -1,0 +1,45 @@
+// Observable facts about a rank (its coordinate in a mesh, the groups of a dim, a local shard...),
+// shared by the `dump` step and by expectations.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/run/rank_state.hpp"
+#include "sim/scenario/expression.hpp"
+#include "sim/scenario/load_context.hpp"
+#include "src/dtensor/placement.hpp"
+
+namespace meshsim::sim {
+
+class Query {
+ public:
+  // The query keys an [[expect]] table may hold, with what each needs.
+  static const std::vector<std::string_view>& keys();
+  // Parses the value of query key `key`; throws InputError naming the node.
+  static Query parse(std::string_view key, const toml::node& node, LoadContext& ctx);
+
+  Json observe(const RankState& rank) const;
+  // The expected value in the form observe() reports: owned indices written as plain index lists
+  // per dim become half-open runs [[start, stop], ...].
+  Json canonical_expected(Json expected) const;
+  // "coordinate(world)", "groups(world, tp)", ...
+  std::string describe() const;
+  // Whether the observed value is made of integers, so expected strings are expressions.
+  bool yields_integers() const;
+
+ private:
+  std::string key_;
+  std::string mesh_;
+  std::string dim_;     // "" = unspecified
+  std::string tensor_;  // the `tensor` query's tensor
+  std::vector<int64_t> global_shape_;
+  std::vector<Placement> placements_;
+  std::optional<Expression> expression_;
+};
+
+// Everything about one mesh on one rank, for `dump`.
+Json describe_mesh(const RankState& rank, const std::string& name);
+
+}  // namespace meshsim::sim

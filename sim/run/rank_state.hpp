@@ -1,0 +1,66 @@
+// One rank's view while it runs a scenario: its meshes, its process groups and what it records.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "sim/report/results.hpp"
+#include "sim/runtime/rank_activity.hpp"
+#include "sim/runtime/sim_backend.hpp"
+#include "sim/runtime/sim_collectives.hpp"
+#include "sim/runtime/sim_group_creator.hpp"
+#include "sim/scenario/expression.hpp"
+#include "sim/scenario/scenario.hpp"
+#include "src/mesh/device_mesh.hpp"
+#include "src/tensor/tensor.hpp"
+
+namespace meshsim::sim {
+
+class RankState final : public ExpressionEnv {
+ public:
+  RankState(const Scenario& scenario, int64_t rank, ScenarioResult& result,
+            SimCollectives& collectives, RankActivity& activity);
+
+  int64_t rank() const override { return rank_; }
+  int64_t world_size() const override { return scenario_.world_size; }
+  const std::string& device_type() const { return scenario_.device_type; }
+  // Dims are names, or indices spelled as decimal numbers; "" means "the only dim".
+  int64_t coord(const std::string& mesh, const std::string& dim) const override;
+  int64_t local_rank(const std::string& mesh, const std::string& dim) const override;
+  int64_t mesh_size(const std::string& mesh, const std::string& dim) const override;
+
+  GroupCreator& groups() { return groups_; }
+  const GroupCreator& groups() const { return groups_; }
+  // The collective backend this rank talks through.
+  Backend& backend() { return backend_; }
+  RankActivity& activity() { return activity_; }
+  // "WORLD", or the group of one dim of a mesh (or a flattened dim of its root) on this rank.
+  Group group(const std::string& mesh, const std::string& dim) const;
+
+  // Named tensors. Throws meshsim::Error (RuntimeError) for a name this rank never set.
+  const Tensor& tensor(const std::string& name) const;
+  void set_tensor(const std::string& name, Tensor value);
+  // Throws meshsim::Error (RuntimeError) when this rank has not created `name`.
+  const DeviceMesh& mesh(const std::string& name) const;
+  void set_mesh(const std::string& name, DeviceMesh mesh);
+  std::optional<MeshDim> dim_of(const std::string& dim) const;
+
+  // Records keep their values while the scenario's report stays under kMaxReportValueBytes.
+  void record_dump(const Step& step, std::string what, Json value);
+  void record_expectation(const Step& step, std::string what, bool passed, Json observed,
+                          Json expected);
+
+ private:
+  Json within_report_budget(Json value);
+
+  const Scenario& scenario_;
+  int64_t rank_;
+  ScenarioResult& result_;
+  RankActivity& activity_;
+  SimBackend backend_;
+  SimGroupCreator groups_;
+  std::map<std::string, DeviceMesh> meshes_;
+  std::map<std::string, Tensor> tensors_;
+};
+
+}  // namespace meshsim::sim

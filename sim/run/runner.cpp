@@ -1,0 +1,239 @@
+#include "sim/run/runner.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "sim/run/rank_error.hpp"
+#include "sim/run/rank_state.hpp"
+#include "sim/runtime/crash_handler.hpp"
+#include "sim/runtime/fiber_stack.hpp"
+#include "sim/runtime/hang_report.hpp"
+#include "sim/runtime/trace.hpp"
+
+namespace meshsim::sim {
+
+namespace {
+
+// Runs `f`; any exception but the runtime's own (abort, injected crash) comes back as the rank's
+// error instead of leaving the rank.
+template <typename F>
+std::optional<RankError> capture_rank_error(F&& f) {
+  try {
+    f();
+  } catch (const RankAborted&) {
+    throw;
+  } catch (const InjectedCrash&) {
+    throw;
+  } catch (...) {
+    forget_unwound_frames();
+    return classify_current_exception();
+  }
+  return std::nullopt;
+}
+
+// Runs one step on one rank; returns the failure that stops the rank, if any.
+std::optional<RankFailure> run_step(const Step& step, RankState& rank) {
+  auto failure = [&](const RankError& e, std::string suffix = {}) {
+    return RankFailure{step.where, step.kind, std::string(py_error_type_name(e.type)),
+                       e.message + suffix};
+  };
+  bool skip = false;
+  bool must_raise = false;
+  // `when` or `on` itself may fail on this rank.
+  if (std::optional<RankError> e = capture_rank_error([&] {
+        skip = step.when && step.when->evaluate(rank) == 0;
+        must_raise = !skip && step.raises && (!step.raises->on || step.raises->on->evaluate(rank));
+      })) {
+    return failure(*e);
+  }
+  if (skip) return std::nullopt;
+  if (std::optional<RankError> e = capture_rank_error([&] { step.run(rank); })) {
+    if (!must_raise) return failure(*e);
+    if (e->type == step.raises->type &&
+        std::string_view(e->message).find(step.raises->contains) != std::string_view::npos) {
+      return std::nullopt;
+    }
+    return failure(*e, fmt::format(" (expected {} containing \"{}\")",
+                                   py_error_type_name(step.raises->type), step.raises->contains));
+  }
+  if (must_raise) {
+    return RankFailure{step.where, step.kind, "meshsim",
+                       fmt::format("expected {} containing \"{}\", but the step succeeded",
+                                   py_error_type_name(step.raises->type), step.raises->contains)};
+  }
+  return std::nullopt;
+}
+
+// Why each blocked rank is aborted, naming the ranks it waited for, and first of all a rank
+// that failed (with its original error).
+std::vector<std::optional<std::string>> abort_reasons(const HangReport& hang,
+                                                      const std::vector<RankActivity>& activity) {
+  std::vector<std::optional<std::string>> out(activity.size());
+  for (size_t r = 0; r < activity.size(); ++r) {
+    if (activity[r].state != RankActivity::State::kBlocked) continue;
+    const std::vector<int64_t>& missing = hang.waits_for(static_cast<int64_t>(r));
+    const WaitInfo& w = *activity[r].wait;
+    const std::string where =
+        fmt::format("{} on group {} seq {}", collective_op_name(w.signature->op),
+                    display_group(w.group), w.seq);
+    const auto failed = std::find_if(missing.begin(), missing.end(), [&](int64_t m) {
+      return activity[static_cast<size_t>(m)].state == RankActivity::State::kFailed;
+    });
+    if (failed != missing.end()) {
+      const RankActivity& f = activity[static_cast<size_t>(*failed)];
+      out[r] = fmt::format("aborted in {}: rank {} failed at {}: {}", where, *failed,
+                           f.where.to_string(), f.error);
+    } else {
+      out[r] = fmt::format(
+          "aborted in {} after a {} ({}){}", where, hang.kind, hang_cause_name(hang.cause),
+          missing.empty() ? std::string()
+                          : fmt::format(", waiting for rank(s) {}", rank_ranges(missing)));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  ScenarioResult result;
+  result.name = scenario.name;
+  result.file = scenario.file;
+  result.description = scenario.description;
+  result.world_size = scenario.world_size;
+  result.outcome_expected = !scenario.outcomes.empty();
+  const auto n = static_cast<size_t>(scenario.world_size);
+  result.failures.resize(n);
+
+  World world(scenario.world_size, options.world);
+  std::vector<RankActivity> activity(n);
+  SimCollectives collectives(world, activity, scenario.cost);
+  std::vector<Fault> faults = scenario.faults;
+  if (options.faults_seed) {
+    for (const Fault& f : draw_faults(*options.faults_seed, scenario.world_size))
+      faults.push_back(f);
+  }
+  for (const Fault& f : faults)
+    result.faults.push_back(fmt::format("{} ({})", f.describe(), f.where.to_string()));
+  collectives.set_faults(&faults);
+  Trace trace;
+  if (options.trace) collectives.set_trace(&trace);
+  // The first stall or timeout is the one reported; later stalls (after aborts) only abort.
+  auto keep_hang = [&](const HangReport& report) {
+    if (result.hang) return;
+    result.hang_text = report.text();
+    result.hang = report.json();
+    result.hang_dot = (*result.hang)["dot"].get<std::string>();
+  };
+
+  // Crash messages name the rank and its scenario location while this world runs.
+  crash::watch(&world.stacks(), &activity);
+  struct Unwatch {
+    ~Unwatch() { crash::watch(nullptr, nullptr); }
+  } unwatch;
+  world.run(
+      [&](int64_t r) {
+        RankActivity& me = activity[static_cast<size_t>(r)];
+        RankState rank(scenario, r, result, collectives, me);
+        int64_t index = 0;
+        try {
+          for (const auto& step : scenario.steps) {
+            me.where = step->where;
+            me.step = step->kind;
+            for (const Fault* fault : faults_at(faults, r, Fault::Trigger::kStep, ++index)) {
+              if (fault->kind == Fault::Kind::kStall) me.clock += fault->seconds;
+              if (fault->kind == Fault::Kind::kStackOverflow) overflow_fiber_stack();
+              if (fault->kind == Fault::Kind::kCrash) {
+                throw InjectedCrash{fmt::format("injected crash ({}, {})", fault->describe(),
+                                                fault->where.to_string())};
+              }
+            }
+            const double started = me.clock;
+            std::optional<RankFailure> f = run_step(*step, rank);
+            if (options.trace) {
+              trace.slice(r, step->kind, "step", started, me.clock,
+                          {{"location", step->where.to_string()}});
+            }
+            if (f) {
+              me.state = RankActivity::State::kFailed;
+              me.error = fmt::format("{}: {}", f->error_type, f->message);
+              result.failures[static_cast<size_t>(r)] = std::move(f);
+              return;
+            }
+          }
+          me.state = RankActivity::State::kFinished;
+        } catch (const InjectedCrash& c) {
+          forget_unwound_frames();
+          me.state = RankActivity::State::kFailed;
+          me.error = "crash: " + c.what;
+          result.failures[static_cast<size_t>(r)] = RankFailure{me.where, me.step, "crash", c.what};
+        } catch (const RankAborted& a) {
+          forget_unwound_frames();
+          me.state = RankActivity::State::kAborted;
+          me.error = a.reason;
+          result.failures[static_cast<size_t>(r)] =
+              RankFailure{me.where, me.step, "aborted", a.reason};
+        } catch (...) {
+          // Outside any step (a fault, a trace record): still this rank's failure, never the
+          // process's.
+          forget_unwound_frames();
+          const RankError e = classify_current_exception();
+          me.state = RankActivity::State::kFailed;
+          me.error = fmt::format("{}: {}", py_error_type_name(e.type), e.message);
+          result.failures[static_cast<size_t>(r)] =
+              RankFailure{me.where, me.step, std::string(py_error_type_name(e.type)), e.message};
+        }
+      },
+      [&] {
+        const HangReport report = analyze_hang(activity, collectives);
+        keep_hang(report);
+        return abort_reasons(report, activity);
+      });
+  if (collectives.timeout()) keep_hang(analyze_hang(activity, collectives));
+  result.warnings = collectives.warnings();
+  if (result.omitted_values > 0) {
+    result.warnings.push_back(fmt::format(
+        "{} dumped or expected values were left out of the report, which reached its limit of {} "
+        "MiB of values; narrow the dumps and expectations (when = ...) to see them",
+        result.omitted_values, kMaxReportValueBytes >> 20));
+  }
+  for (const auto& outcome : scenario.outcomes)
+    result.expectations.push_back(outcome->check(result));
+  if (options.trace) result.trace = trace.events(0, scenario.name, scenario.world_size);
+  result.schedule_digest = world.schedule().digest;
+  result.schedule_decisions = world.schedule().decisions;
+  result.wall_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+uint64_t json_weight(const Json& value) {
+  uint64_t weight = 0;
+  std::vector<const Json*> pending{&value};
+  while (!pending.empty()) {
+    const Json* j = pending.back();
+    pending.pop_back();
+    weight += j->is_string() ? j->get_ref<const std::string&>().size() + 2 : 8;
+    if (j->is_structured()) {
+      for (const Json& child : *j) pending.push_back(&child);
+    }
+  }
+  return weight;
+}
+
+size_t ScenarioResult::failed_expectations() const {
+  size_t n = 0;
+  for (const ExpectationRecord& e : expectations) n += e.passed ? 0 : 1;
+  return n;
+}
+
+size_t ScenarioResult::failed_ranks() const {
+  size_t n = 0;
+  for (const auto& f : failures) n += f ? 1 : 0;
+  return n;
+}
+
+}  // namespace meshsim::sim

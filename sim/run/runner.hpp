@@ -1,0 +1,26 @@
+// Runs a scenario's program on every rank (one fiber per rank) and collects what happened.
+#pragma once
+
+#include <optional>
+
+#include "sim/report/results.hpp"
+#include "sim/runtime/world.hpp"
+#include "sim/scenario/scenario.hpp"
+
+namespace meshsim::sim {
+
+struct RunOptions {
+  WorldOptions world;  // schedule, seed, stack size
+  // When set, one fault drawn from this seed is added to the scenario's own.
+  std::optional<uint64_t> faults_seed;
+  // Record a Chrome trace into ScenarioResult::trace.
+  bool trace = false;
+};
+
+// Every rank runs the steps in order as a fiber. A step whose `when` is false is skipped; a model
+// error is checked against the step's `raises`; an unexpected error (or an expected one that did
+// not happen) stops that rank. When no rank can run, the hang is analysed (deadlock or desync),
+// the blocked ranks are aborted, and the report is kept in the result.
+ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options = {});
+
+}  // namespace meshsim::sim

@@ -1,0 +1,91 @@
+// What the loader knows while it reads a scenario file: its location, the declared meshes, and
+// typed access to TOML values that fails with file:line:col.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <toml++/toml.h>
+
+#include "sim/scenario/expression.hpp"
+#include "sim/scenario/source_location.hpp"
+
+namespace meshsim::sim {
+
+class LoadContext : public ExpressionSchema {
+ public:
+  LoadContext(std::string file, int64_t world_size, std::string device_type)
+      : file_(std::move(file)), world_size_(world_size), device_type_(std::move(device_type)) {}
+
+  const std::string& file() const { return file_; }
+  int64_t world_size() const { return world_size_; }
+  const std::string& device_type() const { return device_type_; }
+
+  // --- Meshes declared so far (statically, in file order) ---
+  struct MeshInfo {
+    size_t ndim = 0;
+    std::vector<std::string> dims;  // empty for a mesh without dim names
+    std::string root;               // name of the root mesh of its family (itself for a root)
+  };
+  void declare_mesh(const std::string& name, MeshInfo info) { meshes_[name] = std::move(info); }
+  const MeshInfo* mesh(const std::string& name) const;
+  void declare_flattened(const std::string& root, const std::string& name);
+  std::vector<std::string> flattened_of(const std::string& root) const;
+  std::optional<std::vector<std::string>> mesh_dims(const std::string& mesh) const override;
+  // The declared mesh `name`, spelled at `node`; InputError "unknown mesh" otherwise.
+  const MeshInfo& require_mesh(const toml::node& node, const std::string& name) const;
+  // A dim of `mesh` given at `node`: an index (as decimal text, range-checked when run) or a
+  // name among its dims or the flattened dims of its root; InputError otherwise.
+  std::string dim_name(const toml::node& node, const std::string& mesh, const MeshInfo& info) const;
+  // The `when` of the entry being read (null: none), for ranks_running_entry().
+  void set_entry_when(const Expression* when) { entry_when_ = when; }
+  // How many ranks run the entry being read: the world without `when`; with one that asks only
+  // about the rank, the ranks where it holds; with one that asks a mesh, at least one.
+  int64_t ranks_running_entry() const;
+  // Named tensors set so far.
+  void declare_tensor(const std::string& name) { tensors_.insert(name); }
+  // `name.0`, `name.1`, ... up to the world size (all_gather's results), without listing them.
+  void declare_tensor_per_rank(const std::string& name) { per_rank_tensors_.insert(name); }
+  bool has_tensor(const std::string& name) const;
+
+  // --- Typed TOML access; every failure is an InputError at the node ---
+  SourceLocation at(const toml::node& node) const;
+  SourceLocation at(const toml::source_region& region) const;
+  [[noreturn]] void fail(const toml::node& node, const std::string& message) const;
+  // Refuses keys outside `allowed`, naming the key and listing the accepted ones.
+  void only_keys(const toml::table& table, std::initializer_list<std::string_view> allowed,
+                 std::string_view what) const;
+  const toml::node& require(const toml::table& table, std::string_view key,
+                            std::string_view what) const;
+  std::string string_of(const toml::node& node, std::string_view what) const;
+  int64_t integer_of(const toml::node& node, std::string_view what) const;
+  bool boolean_of(const toml::node& node, std::string_view what) const;
+  // A duration or cost-model value: an integer or a float, finite, not negative, at most
+  // kMaxSeconds (so virtual clocks stay finite); when zero is refused, at least kMinPositive.
+  enum class Zero { kAllowed, kRefused };
+  static constexpr double kMaxSeconds = 1e9;
+  static constexpr double kMinPositive = 1e-9;
+  double seconds_of(const toml::node& node, std::string_view what, Zero zero) const;
+  std::vector<int64_t> integers_of(const toml::node& node, std::string_view what) const;
+  std::vector<std::string> strings_of(const toml::node& node, std::string_view what) const;
+  // An integer, or a string holding an expression; checked against the declared meshes.
+  Expression expression_of(const toml::node& node, std::string_view what) const;
+
+ private:
+  std::string file_;
+  int64_t world_size_;
+  std::string device_type_;
+  std::map<std::string, MeshInfo> meshes_;
+  std::map<std::string, std::vector<std::string>> flattened_;
+  std::set<std::string> tensors_;
+  std::set<std::string> per_rank_tensors_;
+  const Expression* entry_when_ = nullptr;
+};
+
+// "an integer", "a string", "a table", ... for messages.
+std::string describe_type(const toml::node& node);
+
+}  // namespace meshsim::sim

@@ -1,0 +1,213 @@
+#include "sim/scenario/outcome_expectation.hpp"
+
+#include <set>
+
+#include <fmt/format.h>
+
+#include "sim/runtime/hang_report.hpp"
+
+namespace meshsim::sim {
+
+namespace {
+
+// A json scalar or the list of distinct values (a single value when all agree).
+Json common(const std::vector<Json>& values) {
+  std::vector<Json> distinct;
+  for (const Json& v : values) {
+    if (std::find(distinct.begin(), distinct.end(), v) == distinct.end()) distinct.push_back(v);
+  }
+  if (distinct.size() == 1) return distinct[0];
+  return Json(distinct);
+}
+
+// What the run shows for each key the expectation names.
+Json observe_hang(const std::string& kind, const ScenarioResult& result) {
+  Json out = Json::object();
+  if (!result.hang || (*result.hang)["kind"] != kind) return out;
+  const Json& hang = *result.hang;
+  out["cause"] = hang["cause"];
+  std::vector<Json> ops, groups, seqs, group_ranks;
+  Json waiting = Json::array();
+  std::set<int64_t> missing;
+  for (const Json& r : hang["ranks"]) {
+    if (!r.contains("wait")) continue;
+    const Json& w = hang["waits"][r["wait"].get<size_t>()];
+    waiting.push_back(r["rank"]);
+    ops.push_back(w["op"]);
+    groups.push_back(w["group"]);
+    seqs.push_back(w["seq"]);
+    group_ranks.push_back(w.contains("group_ranks") ? w["group_ranks"] : Json(w["group_size"]));
+    for (const Json& m : w["missing"]) missing.insert(m.get<int64_t>());
+  }
+  out["waiting"] = waiting;
+  out["in"] = common(ops);
+  out["group"] = common(groups);
+  out["seq"] = common(seqs);
+  out["group_ranks"] = common(group_ranks);
+  out["missing"] = Json(std::vector<int64_t>(missing.begin(), missing.end()));
+  std::vector<Json> missing_in;
+  for (int64_t m : missing) {
+    const Json& r = hang["ranks"][static_cast<size_t>(m)];
+    missing_in.push_back(r.contains("wait") ? hang["waits"][r["wait"].get<size_t>()]["op"]
+                                            : r["state"]);
+  }
+  out["missing_in"] = common(missing_in);
+  if (hang.contains("desync")) {
+    out["group"] = hang["desync"]["group"];
+    out["seq"] = hang["desync"]["seq"];
+    Json arrived = Json::array();
+    Json signatures = Json::object();
+    for (const Json& a : hang["desync"]["arrivals"]) {
+      arrived.push_back(a["rank"]);
+      signatures[std::to_string(a["rank"].get<int64_t>())] = a["signature"];
+    }
+    out["ranks"] = arrived;
+    out["signatures"] = signatures;
+  }
+  if (hang.contains("timeout")) {
+    out["group"] = hang["timeout"]["group"];
+    out["seq"] = hang["timeout"]["seq"];
+    out["waiting"] = hang["timeout"]["timed_out"];
+    out["late"] = hang["timeout"]["late"];
+    out["in"] = hang["timeout"]["op"];
+  }
+  return out;
+}
+
+// Expected tables name only the entries that matter; strings may give a prefix ("all_reduce"
+// matches "all_reduce(float32[4], op=sum)"); everything else must be equal.
+bool matches(const Json& observed, const Json& expected) {
+  if (expected.is_object()) {
+    if (!observed.is_object()) return false;
+    for (const auto& [key, want] : expected.items()) {
+      if (!observed.contains(key) || !matches(observed[key], want)) return false;
+    }
+    return true;
+  }
+  if (expected.is_string() && observed.is_string()) {
+    return observed.get<std::string>().starts_with(expected.get<std::string>());
+  }
+  return observed == expected;
+}
+
+class HangExpectation final : public OutcomeExpectation {
+ public:
+  HangExpectation(std::string kind, Json expected)
+      : kind_(std::move(kind)), expected_(std::move(expected)) {}
+
+  ExpectationRecord check(const ScenarioResult& result) const override {
+    const Json all = observe_hang(kind_, result);
+    Json observed = Json::object();
+    bool passed = !all.empty();
+    for (const auto& [key, want] : expected_.items()) {
+      observed[key] = all.contains(key) ? all[key] : Json(nullptr);
+      passed = passed && matches(observed[key], want);
+    }
+    if (all.empty())
+      observed = result.hang ? Json{{"kind", (*result.hang)["kind"]}} : Json("no hang");
+    return {where, -1, kind_, passed, observed, expected_};
+  }
+
+ private:
+  std::string kind_;
+  Json expected_;
+};
+
+class RankFailedExpectation final : public OutcomeExpectation {
+ public:
+  ExpectationRecord check(const ScenarioResult& result) const override {
+    Json observed = "finished";
+    bool passed = false;
+    if (rank_ < static_cast<int64_t>(result.failures.size())) {
+      if (const auto& f = result.failures[static_cast<size_t>(rank_)]) {
+        observed = Json{{"type", f->error_type}, {"message", f->message}, {"line", f->where.line}};
+        passed = (type_.empty() || f->error_type == type_) &&
+                 f->message.find(contains_) != std::string::npos &&
+                 (line_ == 0 || f->where.line == line_);
+      }
+    }
+    Json expected{{"rank", rank_}, {"contains", contains_}};
+    if (!type_.empty()) expected["type"] = type_;
+    if (line_ != 0) expected["line"] = line_;
+    return {where, rank_, "rank_failed", passed, observed, expected};
+  }
+
+  int64_t rank_ = 0;
+  std::string type_;
+  std::string contains_;
+  int64_t line_ = 0;
+};
+
+Json to_json(const toml::node& node, const LoadContext& ctx) {
+  if (const auto* s = node.as_string()) return s->get();
+  if (const auto* i = node.as_integer()) return i->get();
+  if (const auto* b = node.as_boolean()) return b->get();
+  if (const auto* a = node.as_array()) {
+    Json out = Json::array();
+    for (const toml::node& item : *a) out.push_back(to_json(item, ctx));
+    return out;
+  }
+  if (const auto* t = node.as_table()) {
+    Json out = Json::object();
+    for (const auto& [k, v] : *t) out[std::string(k.str())] = to_json(v, ctx);
+    return out;
+  }
+  ctx.fail(node, "expected a string, integer, boolean, array or table, not " + describe_type(node));
+}
+
+}  // namespace
+
+const std::vector<std::string_view>& outcome_keys() {
+  static const std::vector<std::string_view> k{"deadlock", "desync", "timeout", "rank_failed"};
+  return k;
+}
+
+std::unique_ptr<OutcomeExpectation> parse_outcome(std::string_view key, const toml::node& node,
+                                                  const LoadContext& ctx) {
+  const toml::table* table = node.as_table();
+  if (table == nullptr) ctx.fail(node, fmt::format("{} must be a table", key));
+  std::unique_ptr<OutcomeExpectation> out;
+  if (key == "rank_failed") {
+    ctx.only_keys(*table, {"rank", "type", "contains", "line"}, "rank_failed");
+    auto e = std::make_unique<RankFailedExpectation>();
+    e->rank_ = ctx.integer_of(ctx.require(*table, "rank", "rank_failed"), "rank");
+    if (e->rank_ < 0 || e->rank_ >= ctx.world_size())
+      ctx.fail(*table->get("rank"), "rank is outside the world");
+    if (const toml::node* t = table->get("type")) e->type_ = ctx.string_of(*t, "type");
+    if (const toml::node* c = table->get("contains")) e->contains_ = ctx.string_of(*c, "contains");
+    if (const toml::node* l = table->get("line")) e->line_ = ctx.integer_of(*l, "line");
+    out = std::move(e);
+  } else {
+    if (key == "desync") {
+      ctx.only_keys(*table, {"cause", "group", "seq", "ranks", "signatures", "waiting", "missing"},
+                    "desync");
+    } else if (key == "timeout") {
+      ctx.only_keys(*table, {"group", "seq", "waiting", "late", "in"}, "timeout");
+    } else {
+      ctx.only_keys(
+          *table,
+          {"cause", "waiting", "in", "group", "group_ranks", "seq", "missing", "missing_in"},
+          "deadlock");
+    }
+    if (const toml::node* cause = table->get("cause")) {
+      const std::string c = ctx.string_of(*cause, "cause");
+      bool known = false;
+      for (HangCause h :
+           {HangCause::kMissingRank, HangCause::kSignatureMismatch, HangCause::kOrderInversion,
+            HangCause::kRankExitedEarly, HangCause::kRankFailed, HangCause::kTimeout}) {
+        known = known || hang_cause_name(h) == c;
+      }
+      if (!known) {
+        ctx.fail(*cause,
+                 fmt::format("unknown cause \"{}\" (expected missing rank, signature mismatch, "
+                             "cross-group order inversion, rank exited early, rank failed)",
+                             c));
+      }
+    }
+    out = std::make_unique<HangExpectation>(std::string(key), to_json(node, ctx));
+  }
+  out->where = ctx.at(node);
+  return out;
+}
+
+}  // namespace meshsim::sim

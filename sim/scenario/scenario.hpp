@@ -1,0 +1,64 @@
+// A loaded scenario: its header and the ordered program every rank runs.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/report/results.hpp"
+#include "sim/runtime/faults.hpp"
+#include "sim/runtime/sim_collectives.hpp"
+#include "sim/scenario/expression.hpp"
+#include "sim/scenario/source_location.hpp"
+#include "src/error.hpp"
+
+namespace meshsim::sim {
+
+class RankState;
+
+// `raises = { type = "KeyError", contains = "...", on = "rank > 1" }`: the step must fail this way
+// on the ranks where `on` holds (all ranks when absent) and succeed on the others.
+struct RaisesSpec {
+  PyErrorType type;
+  std::string contains;
+  std::optional<Expression> on;
+};
+
+// One entry of the program ([[mesh]], [[step]] or [[expect]]), run by every rank in file order.
+class Step {
+ public:
+  virtual ~Step() = default;
+  // Runs on one rank. Model errors propagate as meshsim::Error; the runner checks them against
+  // `raises` and attaches the location.
+  virtual void run(RankState& rank) const = 0;
+
+  SourceLocation where;
+  std::string kind;  // registry key, for reports
+  std::optional<Expression> when;
+  std::optional<RaisesSpec> raises;
+};
+
+// An expectation about how the whole run ends (deadlock, desync, timeout, a failed rank), checked
+// once after every rank has stopped.
+class OutcomeExpectation {
+ public:
+  virtual ~OutcomeExpectation() = default;
+  virtual ExpectationRecord check(const ScenarioResult& result) const = 0;
+  SourceLocation where;
+};
+
+struct Scenario {
+  std::string name;
+  std::string description;
+  std::string file;
+  int64_t world_size = 0;
+  std::string device_type = "cuda";
+  CostModel cost;
+  std::vector<std::unique_ptr<Step>> steps;
+  std::vector<std::unique_ptr<OutcomeExpectation>> outcomes;
+  std::vector<Fault> faults;  // [[fault]] entries
+};
+
+}  // namespace meshsim::sim

@@ -1,0 +1,254 @@
+#include "sim/scenario/scenario_loader.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "sim/scenario/input_files.hpp"
+#include "sim/scenario/outcome_expectation.hpp"
+#include "sim/scenario/step_registry.hpp"
+#include "sim/scenario/toml_guard.hpp"
+
+namespace meshsim::sim {
+
+namespace {
+
+constexpr int64_t kMaxWorldSize = int64_t{1} << 20;
+
+struct Entry {
+  toml::source_position position;
+  std::string_view array;  // "mesh", "step" or "expect"
+  const toml::table* table;
+};
+
+std::optional<RaisesSpec> parse_raises(const toml::table& entry, LoadContext& ctx) {
+  const toml::node* node = entry.get("raises");
+  if (node == nullptr) return std::nullopt;
+  const toml::table* table = node->as_table();
+  if (table == nullptr) ctx.fail(*node, "raises must be a table { type, contains, on }");
+  ctx.only_keys(*table, {"type", "contains", "on"}, "raises");
+  RaisesSpec spec;
+  const toml::node& type = ctx.require(*table, "type", "raises");
+  const std::string type_name = ctx.string_of(type, "type");
+  const std::optional<PyErrorType> parsed = parse_py_error_type(type_name);
+  if (!parsed) {
+    ctx.fail(type, fmt::format("unknown error type \"{}\" (expected RuntimeError, ValueError, "
+                               "KeyError, TypeError, IndexError, AttributeError, "
+                               "NotImplementedError, MemoryError, OverflowError, "
+                               "ZeroDivisionError or AssertionError)",
+                               type_name));
+  }
+  spec.type = *parsed;
+  if (const toml::node* contains = table->get("contains"))
+    spec.contains = ctx.string_of(*contains, "contains");
+  if (const toml::node* on = table->get("on")) {
+    if (on->is_array()) {
+      std::vector<std::string> terms;
+      for (int64_t r : ctx.integers_of(*on, "on")) terms.push_back(fmt::format("rank == {}", r));
+      if (terms.empty()) ctx.fail(*on, "on lists no ranks");
+      spec.on = Expression::parse(fmt::format("{}", fmt::join(terms, " or ")));
+    } else if (!(on->is_string() && ctx.string_of(*on, "on") == "all")) {
+      spec.on = ctx.expression_of(*on, "on");
+    }
+  }
+  return spec;
+}
+
+std::unique_ptr<Step> parse_entry(const Entry& e, LoadContext& ctx) {
+  const toml::table& table = *e.table;
+  std::optional<Expression> when;
+  if (const toml::node* w = table.get("when")) when = ctx.expression_of(*w, "when");
+  ctx.set_entry_when(when ? &*when : nullptr);
+  std::optional<RaisesSpec> raises = parse_raises(table, ctx);
+  std::unique_ptr<Step> step;
+  std::string kind(e.array);
+  if (e.array == "mesh") {
+    step = parse_mesh_definition(table, ctx, raises.has_value());
+  } else if (e.array == "expect") {
+    if (raises) ctx.fail(*table.get("raises"), "an expectation cannot take raises");
+    step = parse_expectation(table, ctx);
+  } else {
+    const toml::node* value = nullptr;
+    for (const auto& [key, v] : table) {
+      if (key.str() == "when" || key.str() == "raises") continue;
+      const StepRegistry::Kind* k = StepRegistry::builtin().find(key.str());
+      if (k == nullptr) {
+        throw InputError(ctx.at(key.source()),
+                         fmt::format("unknown step \"{}\" (expected one of: {}; plus when, raises)",
+                                     key.str(), fmt::join(StepRegistry::builtin().keys(), ", ")));
+      }
+      if (value != nullptr) {
+        throw InputError(ctx.at(key.source()),
+                         fmt::format("a [[step]] does one thing; found both \"{}\" and \"{}\"",
+                                     kind, key.str()));
+      }
+      value = &v;
+      kind = key.str();
+    }
+    if (value == nullptr)
+      ctx.fail(table, "a [[step]] needs a step key (" +
+                          fmt::format("{}", fmt::join(StepRegistry::builtin().keys(), ", ")) + ")");
+    step = StepRegistry::builtin().find(kind)->parse(*value, table, ctx);
+  }
+  ctx.set_entry_when(nullptr);  // `when` moves into the step
+  step->where = ctx.at(table);
+  step->kind = kind;
+  step->when = std::move(when);
+  step->raises = std::move(raises);
+  return step;
+}
+
+// [[fault]] tables: crash = { rank, step | collective }, stall = { rank, seconds, step |
+// collective }, backend_error = { rank, collective }.
+std::vector<Fault> parse_faults(const toml::node& node, const LoadContext& ctx) {
+  const toml::array* items = node.as_array();
+  if (items == nullptr) ctx.fail(node, "fault must be an array of tables: write [[fault]]");
+  std::vector<Fault> out;
+  for (const toml::node& item : *items) {
+    const toml::table* entry = item.as_table();
+    if (entry == nullptr || entry->size() != 1) {
+      ctx.fail(item,
+               "a [[fault]] holds exactly one of crash, stall, backend_error or "
+               "stack_overflow");
+    }
+    for (const auto& [key, value] : *entry) {
+      Fault f;
+      f.where = ctx.at(item);
+      if (key.str() == "crash") {
+        f.kind = Fault::Kind::kCrash;
+      } else if (key.str() == "stall") {
+        f.kind = Fault::Kind::kStall;
+      } else if (key.str() == "backend_error") {
+        f.kind = Fault::Kind::kBackendError;
+      } else if (key.str() == "stack_overflow") {
+        f.kind = Fault::Kind::kStackOverflow;
+      } else {
+        throw InputError(ctx.at(key.source()),
+                         fmt::format("unknown fault \"{}\" (expected crash, stall, "
+                                     "backend_error or stack_overflow)",
+                                     key.str()));
+      }
+      const toml::table* args = value.as_table();
+      if (args == nullptr) ctx.fail(value, fmt::format("{} must be a table", key.str()));
+      if (f.kind == Fault::Kind::kStall) {
+        ctx.only_keys(*args, {"rank", "seconds", "step", "collective"}, "stall");
+        f.seconds = ctx.seconds_of(ctx.require(*args, "seconds", "stall"), "seconds",
+                                   LoadContext::Zero::kRefused);
+      } else if (f.kind == Fault::Kind::kCrash || f.kind == Fault::Kind::kStackOverflow) {
+        ctx.only_keys(*args, {"rank", "step", "collective"}, key.str());
+      } else {
+        ctx.only_keys(*args, {"rank", "collective"}, "backend_error");
+      }
+      const toml::node& rank = ctx.require(*args, "rank", key.str());
+      f.rank = ctx.integer_of(rank, "rank");
+      if (f.rank < 0 || f.rank >= ctx.world_size()) ctx.fail(rank, "rank is outside the world");
+      const toml::node* step = args->get("step");
+      const toml::node* collective = args->get("collective");
+      if ((step == nullptr) == (collective == nullptr)) {
+        ctx.fail(value, fmt::format("{} needs exactly one of step or collective", key.str()));
+      }
+      f.trigger = step ? Fault::Trigger::kStep : Fault::Trigger::kCollective;
+      f.index = ctx.integer_of(step ? *step : *collective, step ? "step" : "collective");
+      if (f.index < 1) ctx.fail(step ? *step : *collective, "steps and collectives count from 1");
+      out.push_back(f);
+    }
+  }
+  return out;
+}
+
+// An [[expect]] about how the run ends, or nullptr for any other entry.
+std::unique_ptr<OutcomeExpectation> parse_outcome_entry(const Entry& e, LoadContext& ctx) {
+  if (e.array != "expect") return nullptr;
+  for (std::string_view key : outcome_keys()) {
+    const toml::node* node = e.table->get(key);
+    if (node == nullptr) continue;
+    if (e.table->size() != 1) {
+      ctx.fail(*e.table, fmt::format("an [[expect]] with {} holds nothing else", key));
+    }
+    std::unique_ptr<OutcomeExpectation> out = parse_outcome(key, *node, ctx);
+    out->where = ctx.at(*e.table);
+    return out;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+Scenario load_scenario_text(std::string_view text, const std::string& file) {
+  check_toml_text(text, file);
+  toml::table doc;
+  try {
+    doc = toml::parse(text, file);
+  } catch (const toml::parse_error& e) {
+    const auto& b = e.source().begin;
+    throw InputError({file, static_cast<int64_t>(b.line), static_cast<int64_t>(b.column)},
+                     fmt::format("TOML syntax error: {}", e.description()));
+  }
+  LoadContext header(file, 1, "cuda");
+  header.only_keys(doc, {"scenario", "mesh", "step", "expect", "fault"}, "a scenario file");
+  const toml::node* scenario_node = doc.get("scenario");
+  if (scenario_node == nullptr || !scenario_node->is_table()) {
+    throw InputError({file, 1, 1},
+                     "a scenario file needs a [scenario] table with name and world_size");
+  }
+  const toml::table& head = *scenario_node->as_table();
+  header.only_keys(
+      head,
+      {"name", "description", "world_size", "device", "timeout_s", "latency_us", "bandwidth_gbps"},
+      "[scenario]");
+  Scenario s;
+  s.file = file;
+  s.name = header.string_of(header.require(head, "name", "[scenario]"), "name");
+  if (const toml::node* d = head.get("description"))
+    s.description = header.string_of(*d, "description");
+  const toml::node& world = header.require(head, "world_size", "[scenario]");
+  s.world_size = header.integer_of(world, "world_size");
+  if (s.world_size < 1 || s.world_size > kMaxWorldSize) {
+    header.fail(world, fmt::format("world_size must be between 1 and {}", kMaxWorldSize));
+  }
+  if (const toml::node* d = head.get("device")) s.device_type = header.string_of(*d, "device");
+  auto positive = [&](std::string_view key, double scale, double& field) {
+    const toml::node* node = head.get(key);
+    if (node == nullptr) return;
+    field = header.seconds_of(*node, key, LoadContext::Zero::kRefused) * scale;
+  };
+  positive("timeout_s", 1.0, s.cost.timeout_s);
+  positive("latency_us", 1e-6, s.cost.latency_s);
+  positive("bandwidth_gbps", 1e9 / 8, s.cost.bandwidth_bytes_per_s);
+
+  std::vector<Entry> entries;
+  for (std::string_view array : {"mesh", "step", "expect"}) {
+    const toml::node* node = doc.get(array);
+    if (node == nullptr) continue;
+    const toml::array* items = node->as_array();
+    if (items == nullptr) {
+      header.fail(*node, fmt::format("{} must be an array of tables: write [[{}]]", array, array));
+    }
+    for (const toml::node& item : *items) {
+      const toml::table* table = item.as_table();
+      if (table == nullptr) header.fail(item, fmt::format("each {} entry must be a table", array));
+      entries.push_back({table->source().begin, array, table});
+    }
+  }
+  // The program reads top to bottom, whatever array an entry belongs to.
+  std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return std::pair(a.position.line, a.position.column) <
+           std::pair(b.position.line, b.position.column);
+  });
+  LoadContext ctx(file, s.world_size, s.device_type);
+  if (const toml::node* faults = doc.get("fault")) s.faults = parse_faults(*faults, ctx);
+  for (const Entry& e : entries) {
+    if (std::unique_ptr<OutcomeExpectation> outcome = parse_outcome_entry(e, ctx)) {
+      s.outcomes.push_back(std::move(outcome));
+    } else {
+      s.steps.push_back(parse_entry(e, ctx));
+    }
+  }
+  return s;
+}
+
+Scenario load_scenario_file(const std::string& path) {
+  return load_scenario_text(read_scenario_file(path), path);
+}
+
+}  // namespace meshsim::sim

@@ -1,0 +1,17 @@
+// Reads a scenario file into a Scenario, refusing anything it cannot run before anything runs.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "sim/scenario/scenario.hpp"
+
+namespace meshsim::sim {
+
+// Throws InputError naming file:line:col for unreadable files, TOML syntax errors, unknown keys or
+// steps, wrong types, unknown meshes or dims, meshes larger than the world and bad expressions.
+Scenario load_scenario_file(const std::string& path);
+// The same from text; `file` is the name used in locations.
+Scenario load_scenario_text(std::string_view text, const std::string& file);
+
+}  // namespace meshsim::sim

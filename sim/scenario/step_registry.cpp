@@ -1,0 +1,47 @@
+#include "sim/scenario/step_registry.hpp"
+
+#include <fmt/format.h>
+
+namespace meshsim::sim {
+
+void StepRegistry::add(std::string key, std::string summary, StepParser parse) {
+  kinds_.push_back({std::move(key), std::move(summary), std::move(parse)});
+}
+
+const StepRegistry::Kind* StepRegistry::find(std::string_view key) const {
+  for (const Kind& k : kinds_) {
+    if (k.key == key) return &k;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> StepRegistry::keys() const {
+  std::vector<std::string> out;
+  for (const Kind& k : kinds_) out.push_back(k.key);
+  return out;
+}
+
+const StepRegistry& StepRegistry::builtin() {
+  static const StepRegistry registry = [] {
+    StepRegistry r;
+    r.add("mesh", "create a DeviceMesh (same keys as a [[mesh]] table)",
+          [](const toml::node& value, const toml::table& entry, LoadContext& ctx) {
+            const toml::table* table = value.as_table();
+            if (table == nullptr) ctx.fail(value, "mesh must be a table, like a [[mesh]] entry");
+            return parse_mesh_definition(*table, ctx, entry.contains("raises"));
+          });
+    r.add("dump", "record a mesh's groups and coordinate (and a local shard) per rank", parse_dump);
+    r.add("expect", "an expectation (same keys as an [[expect]] table)",
+          [](const toml::node& value, const toml::table&, LoadContext& ctx) {
+            const toml::table* table = value.as_table();
+            if (table == nullptr)
+              ctx.fail(value, "expect must be a table, like an [[expect]] entry");
+            return parse_expectation(*table, ctx);
+          });
+    register_collective_steps(r);
+    return r;
+  }();
+  return registry;
+}
+
+}  // namespace meshsim::sim

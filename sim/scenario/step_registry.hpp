@@ -1,0 +1,53 @@
+// The step kinds a scenario can use, by the key that names them in a [[step]] table. Later parts
+// (collectives, random ops, save/load) register theirs here.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sim/scenario/load_context.hpp"
+#include "sim/scenario/scenario.hpp"
+
+namespace meshsim::sim {
+
+// Builds a step from the value of its key; `entry` is the whole [[step]] table.
+using StepParser = std::function<std::unique_ptr<Step>(const toml::node& value,
+                                                       const toml::table& entry, LoadContext& ctx)>;
+
+class StepRegistry {
+ public:
+  struct Kind {
+    std::string key;
+    std::string summary;
+    StepParser parse;
+  };
+
+  void add(std::string key, std::string summary, StepParser parse);
+  const Kind* find(std::string_view key) const;
+  const std::vector<Kind>& kinds() const { return kinds_; }
+  std::vector<std::string> keys() const;
+
+  // Every step kind meshsim ships.
+  static const StepRegistry& builtin();
+
+ private:
+  std::vector<Kind> kinds_;
+};
+
+// Parsers the loader also calls for the [[mesh]] and [[expect]] arrays.
+std::unique_ptr<Step> parse_mesh_definition(const toml::table& table, LoadContext& ctx,
+                                            bool expects_error);
+std::unique_ptr<Step> parse_expectation(const toml::table& table, LoadContext& ctx);
+std::unique_ptr<Step> parse_dump(const toml::node& value, const toml::table& entry,
+                                 LoadContext& ctx);
+
+// Registers tensor, the collectives, send/recv, object collectives and sleep.
+void register_collective_steps(StepRegistry& registry);
+
+// Keys every entry may carry besides its kind.
+inline constexpr std::string_view kCommonKeys[] = {"when", "raises"};
+
+}  // namespace meshsim::sim

@@ -1,0 +1,182 @@
+#include "sim/scenario/scenario_loader.hpp"
+
+#include <catch2/catch.hpp>
+
+#include "sim/run/runner.hpp"
+
+using namespace meshsim::sim;
+
+namespace {
+
+std::string load_error(const std::string& body) {
+  try {
+    load_scenario_text("[scenario]\nname = \"t\"\nworld_size = 4\n" + body, "t.toml");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(loaded)";
+}
+
+ScenarioResult run_text(const std::string& body) {
+  const Scenario s =
+      load_scenario_text("[scenario]\nname = \"t\"\nworld_size = 4\n" + body, "t.toml");
+  return run_scenario(s);
+}
+
+}  // namespace
+
+TEST_CASE("scenario_loader: the program keeps file order", "[sim][loader]") {
+  const Scenario s = load_scenario_text(R"toml([scenario]
+name = "order"
+world_size = 2
+[[mesh]]
+name = "a"
+shape = [2]
+dims = ["x"]
+[[expect]]
+coordinate = "a"
+equals = ["rank"]
+[[step]]
+dump = "a"
+[[mesh]]
+name = "b"
+from = "a"
+flatten = "y"
+)toml",
+                                        "o.toml");
+  REQUIRE(s.steps.size() == 4);
+  CHECK(s.steps[0]->kind == "mesh");
+  CHECK(s.steps[1]->kind == "expect");
+  CHECK(s.steps[2]->kind == "dump");
+  CHECK(s.steps[3]->kind == "mesh");
+  CHECK(s.steps[1]->where.to_string() == "o.toml:8:1");
+  const ScenarioResult r = run_scenario(s);
+  CHECK(r.passed());
+  CHECK(r.expectations.size() == 2);
+  CHECK(r.dumps.size() == 2);
+}
+
+TEST_CASE("scenario_loader: mistakes are refused with file:line:col", "[sim][loader][errors]") {
+  CHECK_THAT(load_error("[[step]]\nfrob = 1\n"),
+             Catch::StartsWith("t.toml:5:1: unknown step \"frob\" (expected one of: mesh, dump, "
+                               "expect, tensor, all_reduce,"));
+  CHECK(load_error("[[mesh]]\nname = \"m\"\nshape = [2]\nfrom = \"x\"\n") ==
+        "t.toml:4:1: mesh \"m\" needs exactly one of shape, ranks or from");
+  CHECK(load_error("[[mesh]]\nname = \"m\"\nshape = [2, 4]\n") ==
+        "t.toml:6:9: mesh \"m\" has 8 ranks, more than the world size 4");
+  CHECK(load_error("[[mesh]]\nname = \"m\"\nshape = [2, 2]\ndims = [\"a\"]\n") ==
+        "t.toml:7:8: 1 dims named for a 2-d shape");
+  CHECK(load_error("[[mesh]]\nname = \"m\"\nranks = [[0, 1], [2]]\n") ==
+        "t.toml:6:18: ranks is ragged: expected 2 entries at depth 2, found 1");
+  CHECK(load_error("[[mesh]]\nname = \"m\"\nshape = [4]\ndims = [\"x\"]\n[[mesh]]\nname = \"s\"\n"
+                   "from = \"m\"\nslice = [\"y\"]\n") ==
+        "t.toml:11:9: mesh \"m\" has no dim \"y\" to slice (valid: x)");
+  CHECK(load_error("[[mesh]]\nname = \"m\"\nshape = [4]\ndims = [\"x\"]\n[[mesh]]\nname = \"f\"\n"
+                   "from = \"m\"\nflatten = false\n") ==
+        "t.toml:11:11: flatten = false does nothing; remove it");
+  CHECK(load_error("[[expect]]\nvalue = 1\n") ==
+        "t.toml:4:1: an expectation needs exactly one of equals or by_rank");
+  CHECK(load_error("[[expect]]\nvalue = 1\nby_rank = [1, 2]\n") ==
+        "t.toml:6:11: by_rank must be an array with one value per rank (4)");
+  CHECK(load_error("[[expect]]\nvalue = 1\ncoordinate = \"m\"\nequals = 1\n") ==
+        "t.toml:6:1: an expectation checks one query; found both \"value\" and \"coordinate\"");
+  CHECK(load_error("[[step]]\ndump = \"m\"\nwhen = \"rank ==\"\n") ==
+        "t.toml:6:16: bad expression in when: expression ends too early in \"rank ==\"");
+  CHECK(load_error("[[mesh]]\nname = \"m\"\nshape = [4]\nraises = { type = \"Oops\" }\n") ==
+        "t.toml:7:19: unknown error type \"Oops\" (expected RuntimeError, ValueError, KeyError, "
+        "TypeError, IndexError, AttributeError, NotImplementedError, MemoryError, OverflowError, "
+        "ZeroDivisionError or AssertionError)");
+  CHECK_THAT(load_error("[[step]]\n"),
+             Catch::StartsWith("t.toml:4:1: a [[step]] needs a step key"));
+  CHECK_THAT(load_error("[other]\n"), Catch::StartsWith("t.toml:4:2: unknown key \"other\""));
+}
+
+TEST_CASE("scenario_loader: collective groups name declared meshes and dims",
+          "[sim][loader][errors]") {
+  const std::string mesh = "[[mesh]]\nname = \"m\"\nshape = [2, 2]\ndims = [\"dp\", \"tp\"]\n";
+  CHECK(load_error(mesh + "[[step]]\nbarrier = { group = { mesh = \"m\", dim = \"pp\" } }\n") ==
+        "t.toml:9:41: mesh \"m\" has no dim \"pp\" (its dims: dp, tp)");
+  CHECK(load_error("[[step]]\nbarrier = { group = { mesh = \"nope\" } }\n") ==
+        "t.toml:5:30: unknown mesh \"nope\"");
+  CHECK(load_error(mesh + "[[step]]\nbarrier = { group = { mesh = \"m\" } }\n") ==
+        "t.toml:9:21: mesh \"m\" has 2 dims: name one with dim");
+  CHECK(load_error("[[step]]\ndump = \"nope\"\n") == "t.toml:5:8: unknown mesh \"nope\"");
+}
+
+TEST_CASE("scenario_loader: [[fault]] tables are checked", "[sim][loader][errors]") {
+  CHECK(load_error("[[fault]]\nexplode = { rank = 1, step = 1 }\n") ==
+        "t.toml:5:1: unknown fault \"explode\" (expected crash, stall, backend_error or "
+        "stack_overflow)");
+  CHECK(load_error("[[fault]]\ncrash = { rank = 9, step = 1 }\n") ==
+        "t.toml:5:18: rank is outside the world");
+  CHECK(load_error("[[fault]]\ncrash = { rank = 1 }\n") ==
+        "t.toml:5:9: crash needs exactly one of step or collective");
+  CHECK(load_error("[[fault]]\nstall = { rank = 1, seconds = -2, step = 1 }\n") ==
+        "t.toml:5:31: seconds must be positive (at least 1e-9), got -2");
+  CHECK(load_error("[[fault]]\nbackend_error = { rank = 1, step = 1 }\n") ==
+        "t.toml:5:29: unknown key \"step\" in backend_error (expected one of: rank, collective)");
+  const Scenario s = load_scenario_text(
+      "[scenario]\nname = \"t\"\nworld_size = 4\n[[fault]]\nstall = { rank = 2, seconds = 1.5, "
+      "collective = 3 }\n",
+      "t.toml");
+  REQUIRE(s.faults.size() == 1);
+  CHECK(s.faults[0].describe() == "stall rank 2 for 1.5 s at its collective 3");
+}
+
+TEST_CASE("scenario_loader: the header is checked", "[sim][loader][errors]") {
+  CHECK_THROWS_WITH(
+      load_scenario_text("", "e.toml"),
+      "e.toml:1:1: a scenario file needs a [scenario] table with name and world_size");
+  CHECK_THROWS_WITH(load_scenario_text("[scenario]\nname = \"x\"\nworld_size = 0\n", "e.toml"),
+                    "e.toml:3:14: world_size must be between 1 and 1048576");
+  CHECK_THROWS_WITH(
+      load_scenario_text("step = 3\n[scenario]\nname = \"x\"\nworld_size = 2\n", "e.toml"),
+      "e.toml:1:8: step must be an array of tables: write [[step]]");
+  CHECK_THROWS_WITH(load_scenario_text("[scenario]\nworld_size = 2\n", "e.toml"),
+                    "e.toml:1:1: [scenario] needs the key \"name\"");
+}
+
+TEST_CASE("runner: raises, when and unexpected errors", "[sim][runner]") {
+  const ScenarioResult ok = run_text(R"toml(
+[[mesh]]
+name = "m"
+shape = [2, 2]
+dims = ["a", "b"]
+[[mesh]]
+name = "bad"
+from = "m"
+slice = ["b", "a"]
+raises = { type = "KeyError", contains = "ascending order", on = "all" }
+[[expect]]
+value = "coord(m, a)"
+equals = 1
+when = "rank >= 2"
+)toml");
+  CHECK(ok.passed());
+  CHECK(ok.expectations.size() == 2);
+
+  const ScenarioResult missing = run_text(R"toml(
+[[mesh]]
+name = "m"
+shape = [4]
+raises = { type = "RuntimeError", contains = "x", on = [1] }
+)toml");
+  CHECK_FALSE(missing.passed());
+  CHECK(missing.failed_ranks() == 1);
+  REQUIRE(missing.failures[1]);
+  CHECK(missing.failures[1]->message ==
+        "expected RuntimeError containing \"x\", but the step succeeded");
+
+  const ScenarioResult unexpected = run_text(R"toml(
+[[mesh]]
+name = "m"
+shape = [2]
+[[expect]]
+value = "coord(m, 0)"
+equals = 0
+)toml");
+  CHECK(unexpected.failed_ranks() == 2);  // ranks 2 and 3 are not in m
+  REQUIRE(unexpected.failures[3]);
+  CHECK(unexpected.failures[3]->where.to_string() == "t.toml:8:1");
+  CHECK(unexpected.failures[3]->message == "coord(m, 0): rank 3 is not in mesh \"m\"");
+}
