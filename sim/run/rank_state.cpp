@@ -7,16 +7,17 @@
 namespace meshsim::sim {
 
 RankState::RankState(const Scenario& scenario, int64_t rank, ScenarioResult& result,
-                     SimCollectives& collectives, RankActivity& activity)
+                     SimCollectives& collectives, std::shared_ptr<GroupTable> group_table,
+                     RankActivity& activity)
     : scenario_(scenario),
       rank_(rank),
       result_(result),
       activity_(activity),
       backend_(rank, collectives),
-      groups_(rank, scenario.world_size, collectives) {}
+      groups_(rank, std::move(group_table), collectives) {}
 
 Group RankState::group(const std::string& mesh_name, const std::string& dim) const {
-  if (mesh_name.empty()) return groups_.world();
+  if (mesh_name.empty()) return Group{groups_.world_group_name(), groups_.world_ranks()};
   const DeviceMesh& m = mesh(mesh_name);
   const std::string name = m.group_name(dim_of(dim));
   RankList ranks = groups_.group_ranks(name);

@@ -19,7 +19,8 @@ namespace meshsim::sim {
 class RankState final : public ExpressionEnv {
  public:
   RankState(const Scenario& scenario, int64_t rank, ScenarioResult& result,
-            SimCollectives& collectives, RankActivity& activity);
+            SimCollectives& collectives, std::shared_ptr<GroupTable> group_table,
+            RankActivity& activity);
 
   int64_t rank() const override { return rank_; }
   int64_t world_size() const override { return scenario_.world_size; }

@@ -111,6 +111,7 @@ ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options)
   World world(scenario.world_size, options.world);
   std::vector<RankActivity> activity(n);
   SimCollectives collectives(world, activity, scenario.cost);
+  const auto group_table = std::make_shared<GroupTable>(scenario.world_size);
   std::vector<Fault> faults = scenario.faults;
   if (options.faults_seed) {
     for (const Fault& f : draw_faults(*options.faults_seed, scenario.world_size))
@@ -137,7 +138,7 @@ ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options)
   world.run(
       [&](int64_t r) {
         RankActivity& me = activity[static_cast<size_t>(r)];
-        RankState rank(scenario, r, result, collectives, me);
+        RankState rank(scenario, r, result, collectives, group_table, me);
         int64_t index = 0;
         try {
           for (const auto& step : scenario.steps) {

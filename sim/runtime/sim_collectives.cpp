@@ -237,18 +237,17 @@ void SimCollectives::compute_results(Rendezvous& r) {
     case CollectiveOp::kBarrier:
       break;
     case CollectiveOp::kNewGroup: {
-      const RankList& asked = r.inputs[0].new_group_members;
+      const GroupBatch& asked = *r.inputs[0].new_groups;
       const bool agree = std::all_of(r.inputs.begin(), r.inputs.end(), [&](const Payload& p) {
-        return p.new_group_members == asked;
+        return p.new_groups->same_groups(asked);
       });
       if (!agree) {
-        std::map<std::vector<int64_t>, std::vector<int64_t>> by_members;
+        std::map<std::string, std::vector<int64_t>> by_request;
         for (size_t i = 0; i < n; ++i)
-          by_members[*r.inputs[i].new_group_members].push_back(members[i]);
+          by_request[r.inputs[i].new_groups->describe()].push_back(members[i]);
         std::vector<std::string> parts;
-        for (const auto& [wanted, who] : by_members) {
-          parts.push_back(
-              fmt::format("rank(s) {} passed [{}]", fmt::join(who, ", "), fmt::join(wanted, ", ")));
+        for (const auto& [wanted, who] : by_request) {
+          parts.push_back(fmt::format("rank(s) {} passed {}", fmt::join(who, ", "), wanted));
         }
         warnings_.push_back(fmt::format("new_group #{} was created with different ranks: {}", r.seq,
                                         fmt::join(parts, "; ")));

@@ -15,6 +15,7 @@
 #include "sim/runtime/trace.hpp"
 #include "sim/runtime/world.hpp"
 #include "src/comm/collective.hpp"
+#include "src/comm/group_batch.hpp"
 
 namespace meshsim::sim {
 
@@ -28,13 +29,13 @@ struct CostModel {
 // What one rank brings to, or gets from, a collective.
 struct Payload {
   Payload() = default;
-  Payload(std::vector<Tensor> t, std::vector<std::string> o = {}, RankList members = nullptr)
-      : tensors(std::move(t)), objects(std::move(o)), new_group_members(std::move(members)) {}
+  Payload(std::vector<Tensor> t, std::vector<std::string> o = {}, SharedGroupBatch groups = nullptr)
+      : tensors(std::move(t)), objects(std::move(o)), new_groups(std::move(groups)) {}
 
   std::vector<Tensor> tensors;
   std::vector<std::string> objects;
-  // new_group: the members this rank asked for (pooled, so equal lists are the same pointer).
-  RankList new_group_members;
+  // new_group: the groups this rank asked for (shared, so equal requests are the same pointer).
+  SharedGroupBatch new_groups;
 };
 
 // A collective whose participants disagree on the signature.
@@ -78,8 +79,6 @@ class SimCollectives {
   // Things that did not stop the run but are almost certainly bugs (groups created with
   // different members on different ranks), in the order they happened.
   const std::vector<std::string>& warnings() const { return warnings_; }
-  // The pool every rank of this world interns its group member lists in.
-  const std::shared_ptr<RankListPool>& rank_lists() const { return rank_lists_; }
 
   // A collective some rank is parked in: who arrived (with what) and who has not.
   struct OpenWait {

@@ -48,7 +48,10 @@ int64_t Group::group_rank(int64_t global_rank) const {
 std::string Signature::describe() const {
   std::vector<std::string> parts;
   if (op == CollectiveOp::kNewGroup) {
-    if (!ranks.empty()) parts.push_back(fmt::format("ranks=[{}]", fmt::join(ranks, ", ")));
+    // A mesh dim creates its groups as one batch; one group says nothing more.
+    if (!shapes.empty() && !shapes[0].empty() && shapes[0][0] != 1) {
+      parts.push_back(fmt::format("groups={}", shapes[0][0]));
+    }
   } else if (op != CollectiveOp::kBarrier) {
     std::vector<std::string> tensors;
     for (const auto& s : shapes)

@@ -2,21 +2,12 @@
 
 #include <algorithm>
 #include <charconv>
-#include <numeric>
 
 #include <fmt/format.h>
 
 #include "src/error.hpp"
 
 namespace meshsim {
-
-LocalGroupCreator::LocalGroupCreator(int64_t rank, int64_t world_size,
-                                     std::shared_ptr<RankListPool> pool)
-    : rank_(rank), world_size_(world_size), pool_(std::move(pool)) {
-  std::vector<int64_t> world(static_cast<size_t>(world_size));
-  std::iota(world.begin(), world.end(), 0);
-  groups_.push_back(pool_->intern(world));
-}
 
 std::vector<int64_t> check_group_ranks(std::span<const int64_t> ranks, int64_t world_size) {
   std::vector<int64_t> sorted(ranks.begin(), ranks.end());
@@ -40,31 +31,47 @@ std::vector<int64_t> check_group_ranks(std::span<const int64_t> ranks, int64_t w
   return sorted;
 }
 
-std::optional<std::string> LocalGroupCreator::new_group(std::span<const int64_t> ranks) {
-  const std::vector<int64_t> members = check_group_ranks(ranks, world_size_);
-  groups_.push_back(pool_->intern(members));
-  if (!std::binary_search(members.begin(), members.end(), rank_)) return std::nullopt;
-  return std::to_string(groups_.size() - 1);
+GroupCreator::GroupCreator(int64_t rank, std::shared_ptr<GroupTable> table)
+    : rank_(rank), table_(std::move(table)) {}
+
+std::optional<std::string> GroupCreator::create(const SharedGroupBatch& batch) {
+  store_barrier(batch);
+  const int64_t first = next_id_;
+  table_->define(first, batch, rank_);
+  next_id_ += static_cast<int64_t>(batch->count());
+  const int64_t mine = batch->group_of(rank_);
+  if (mine < 0) return std::nullopt;
+  return std::to_string(first + mine);
 }
 
-RankList LocalGroupCreator::group_ranks(const std::string& name) const {
-  size_t index = 0;
-  const auto [end, ec] = std::from_chars(name.data(), name.data() + name.size(), index);
-  if (ec != std::errc() || end != name.data() + name.size() || index >= groups_.size()) {
+std::optional<std::string> GroupCreator::new_group(std::span<const int64_t> ranks) {
+  const std::vector<int64_t> members = check_group_ranks(ranks, world_size());
+  return create(table_->explicit_group(members));
+}
+
+std::optional<std::string> GroupCreator::new_groups(const Axis& axis, const SharedRankMap& map) {
+  const SharedGroupBatch batch = table_->axis_groups(axis, map);
+  std::optional<std::string> mine;
+  if (batch->count() > 0) mine = create(batch);
+  if (!batch->invalid().empty()) throw value_error(batch->invalid());
+  return mine;
+}
+
+RankList GroupCreator::group_ranks(const std::string& name) const {
+  int64_t id = 0;
+  const auto [end, ec] = std::from_chars(name.data(), name.data() + name.size(), id);
+  if (ec != std::errc() || end != name.data() + name.size() || id < 0 || id >= next_id_) {
     return nullptr;
   }
-  return groups_[index];
+  return table_->members(id, rank_);
 }
 
-std::optional<std::string> LocalGroupCreator::find_group(std::span<const int64_t> ranks) const {
+std::optional<std::string> GroupCreator::find_group(std::span<const int64_t> ranks) const {
   std::vector<int64_t> sorted(ranks.begin(), ranks.end());
   std::sort(sorted.begin(), sorted.end());
-  for (size_t i = groups_.size(); i-- > 0;) {
-    if (*groups_[i] == sorted) {
-      return std::to_string(i);
-    }
-  }
-  return std::nullopt;
+  const std::optional<int64_t> id = table_->find(sorted, next_id_, rank_);
+  if (!id) return std::nullopt;
+  return std::to_string(*id);
 }
 
 }  // namespace meshsim

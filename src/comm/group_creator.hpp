@@ -1,26 +1,36 @@
 // How a rank creates process groups (c10d `new_group`): the seam between the mesh model and the
-// runtime. The runtime's implementation makes creation a collective over WORLD.
+// runtime. A rank's view of the world's group table, plus the store barrier that makes creation
+// a collective over WORLD (the runtime's; nothing when one rank is modelled alone).
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
-#include "src/comm/rank_list.hpp"
+#include "src/comm/group_table.hpp"
 
 namespace meshsim {
 
+// c10d's checks of a new group's ranks, in its order: sorted, no repeats, no more than the world,
+// each within it. Returns the sorted members; throws ValueError with c10d's messages.
+std::vector<int64_t> check_group_ranks(std::span<const int64_t> ranks, int64_t world_size);
+
 class GroupCreator {
  public:
+  GroupCreator(int64_t rank, std::shared_ptr<GroupTable> table);
   virtual ~GroupCreator() = default;
 
   // The calling rank and the size of WORLD.
-  virtual int64_t rank() const = 0;
-  virtual int64_t world_size() const = 0;
+  int64_t rank() const { return rank_; }
+  int64_t world_size() const { return table_->world_size(); }
   // Name of the default group (c10d names it "0").
-  virtual std::string world_group_name() const = 0;
+  std::string world_group_name() const { return "0"; }
+  // The world's shared tables (rank maps, group batches).
+  GroupTable& table() { return *table_; }
+  const RankList& world_ranks() const { return table_->world(); }
 
   // Collective over WORLD: every rank must call it with the same `ranks`, in the same order
   // relative to its other calls. Names come from a per-process counter in creation order, so
@@ -28,41 +38,43 @@ class GroupCreator {
   // sorted: a rank's position in the group (its group rank) follows ascending global rank. Returns
   // the name when the caller is in `ranks`, otherwise nullopt. Throws ValueError, before any
   // communication, for repeated ranks or ranks outside the world (check_group_ranks).
-  virtual std::optional<std::string> new_group(std::span<const int64_t> ranks) = 0;
+  std::optional<std::string> new_group(std::span<const int64_t> ranks);
+  // new_group for every replica group of `axis` over `map`, in order, as one store barrier:
+  // what DeviceMesh does for one dim. Returns the name of the caller's group. When a group is
+  // invalid, the groups before it are created and its ValueError is thrown.
+  std::optional<std::string> new_groups(const Axis& axis, const SharedRankMap& map);
 
   // Ranks of a group this rank created or joined, by name; null if unknown.
-  virtual RankList group_ranks(const std::string& name) const = 0;
-
+  RankList group_ranks(const std::string& name) const;
   // The most recently created group with exactly these members (in any order); nullopt if none.
-  virtual std::optional<std::string> find_group(std::span<const int64_t> ranks) const = 0;
-};
+  std::optional<std::string> find_group(std::span<const int64_t> ranks) const;
+  // How many groups this rank has created, WORLD included: the next group's name.
+  size_t groups_created() const { return static_cast<size_t>(next_id_); }
 
-// c10d's checks of a new group's ranks, in its order: sorted, no repeats, no more than the world,
-// each within it. Returns the sorted members; throws ValueError with c10d's messages.
-std::vector<int64_t> check_group_ranks(std::span<const int64_t> ranks, int64_t world_size);
-
-// A rank's own counter and group table, with no communication: what one rank sees when every
-// rank creates the same groups in the same order. Ranks that share `pool` share member lists.
-class LocalGroupCreator final : public GroupCreator {
- public:
-  LocalGroupCreator(int64_t rank, int64_t world_size,
-                    std::shared_ptr<RankListPool> pool = std::make_shared<RankListPool>());
-
-  int64_t rank() const override { return rank_; }
-  int64_t world_size() const override { return world_size_; }
-  std::string world_group_name() const override { return "0"; }
-  std::optional<std::string> new_group(std::span<const int64_t> ranks) override;
-  RankList group_ranks(const std::string& name) const override;
-  std::optional<std::string> find_group(std::span<const int64_t> ranks) const override;
-
-  // Every group created so far, in creation order (WORLD first).
-  const std::vector<RankList>& groups() const { return groups_; }
+ protected:
+  // c10d's store barrier before the groups of `batch` get their names: every rank of WORLD must
+  // reach it. Throws what the runtime throws for a hang or an abort.
+  virtual void store_barrier(const SharedGroupBatch& batch) = 0;
 
  private:
+  std::optional<std::string> create(const SharedGroupBatch& batch);
+
   int64_t rank_;
-  int64_t world_size_;
-  std::shared_ptr<RankListPool> pool_;
-  std::vector<RankList> groups_;  // index = group name
+  std::shared_ptr<GroupTable> table_;
+  int64_t next_id_ = 1;  // "0" is WORLD
+};
+
+// What one rank sees when every rank creates the same groups in the same order, with no
+// communication. Ranks that share `table` share its member lists.
+class LocalGroupCreator final : public GroupCreator {
+ public:
+  LocalGroupCreator(int64_t rank, int64_t world_size)
+      : GroupCreator(rank, std::make_shared<GroupTable>(world_size)) {}
+  LocalGroupCreator(int64_t rank, std::shared_ptr<GroupTable> table)
+      : GroupCreator(rank, std::move(table)) {}
+
+ protected:
+  void store_barrier(const SharedGroupBatch&) override {}
 };
 
 }  // namespace meshsim

@@ -70,25 +70,66 @@ uint64_t fnv1a(uint64_t h, std::string_view bytes) {
   return h;
 }
 
+// The same as locate(layout.full_mesh_tensor(map), rank) without building the table: when the
+// layout's modes and their complement form one mixed-radix numbering of the table's positions,
+// the rank's position splits into digits, and the digits of each dim (and of the complement) are
+// its coordinate (and its replica). nullopt when the layout is not of that kind or the map repeats
+// a rank; the caller then takes the general path.
+std::optional<std::optional<Located>> locate_by_digits(const MeshLayout& layout, const RankMap& map,
+                                                       int64_t rank) {
+  if (map.has_repeats()) return std::nullopt;
+  const auto table_size = static_cast<int64_t>(map.size());
+  const Axis complement = layout.collapse().complement(table_size);
+  struct Digit {
+    int64_t size, stride;
+    size_t owner;  // mesh dim, or ndim for the complement
+  };
+  std::vector<Digit> digits;
+  for (size_t d = 0; d <= layout.ndim(); ++d) {
+    const Axis& axis = d < layout.ndim() ? layout[d] : complement;
+    for (const Mode& m : axis.modes()) digits.push_back({m.size, m.stride, d});
+  }
+  std::vector<Digit> by_stride = digits;
+  std::sort(by_stride.begin(), by_stride.end(),
+            [](const Digit& a, const Digit& b) { return a.stride < b.stride; });
+  int64_t span = 1;
+  for (const Digit& g : by_stride) {
+    if (g.stride != span) return std::nullopt;
+    span *= g.size;  // no overflow: the product covers the table once
+  }
+  if (span != table_size) return std::nullopt;
+  const int64_t position = map.position(rank);
+  const int64_t replicas = complement.numel();
+  if (position < 0) {
+    if (replicas != 1) throw runtime_error(kNotInMeshTensor);
+    return std::optional<Located>{};
+  }
+  Located out{0, std::vector<int64_t>(layout.ndim(), 0)};
+  int64_t replica = 0;
+  for (const Digit& g : digits) {  // per owner, first mode most significant
+    const int64_t digit = (position / g.stride) % g.size;
+    int64_t& value = g.owner < layout.ndim() ? out.coordinate[g.owner] : replica;
+    value = value * g.size + digit;
+  }
+  out.replica = static_cast<size_t>(replica);
+  return std::optional<Located>{std::move(out)};
+}
+
 }  // namespace
 
 std::span<const int64_t> DeviceMesh::rank_map() const {
-  return family_->rank_map;
+  return family_->rank_map->ranks();
 }
 
 std::optional<std::string> DeviceMesh::create_groups(GroupCreator& groups, const Axis& axis,
-                                                     std::span<const int64_t> rank_map) {
+                                                     const SharedRankMap& rank_map) {
   // An axis as large as the world reuses the default group, on every rank.
   if (axis.numel() == groups.world_size()) return groups.world_group_name();
-  std::optional<std::string> mine;
-  for (const std::vector<int64_t>& ranks : global_ranks(axis, rank_map)) {
-    if (std::optional<std::string> name = groups.new_group(ranks)) mine = std::move(name);
-  }
-  return mine;
+  return groups.new_groups(axis, rank_map);
 }
 
 std::optional<std::vector<std::string>> DeviceMesh::create_all_groups(
-    GroupCreator& groups, const MeshLayout& layout, std::span<const int64_t> rank_map) {
+    GroupCreator& groups, const MeshLayout& layout, const SharedRankMap& rank_map) {
   std::vector<std::string> names;
   bool member = true;
   for (const Axis& axis : layout.axes()) {
@@ -106,13 +147,15 @@ DeviceMesh::State DeviceMesh::derived_state(MeshLayout layout, DimNames dim_name
   s.layout = std::move(layout);
   s.dim_names = std::move(dim_names);
   s.rank = state_.rank;
-  const RankTensor full = s.layout.full_mesh_tensor(family_->rank_map);
-  if (std::optional<Located> where = locate(full, s.rank)) s.coordinate = where->coordinate;
+  std::optional<std::optional<Located>> where =
+      locate_by_digits(s.layout, *family_->rank_map, s.rank);
+  if (!where) where = locate(s.layout.full_mesh_tensor(rank_map()), s.rank);
+  if (*where) s.coordinate = (*where)->coordinate;
   return s;
 }
 
 DeviceMesh DeviceMesh::make_root(GroupCreator& groups, const std::string& device_type,
-                                 std::vector<int64_t> rank_map, MeshLayout layout,
+                                 SharedRankMap rank_map, MeshLayout layout,
                                  const DimNames& dim_names) {
   if (device_type.empty() || !std::all_of(device_type.begin(), device_type.end(),
                                           [](unsigned char c) { return std::isalpha(c); })) {
@@ -127,7 +170,6 @@ DeviceMesh DeviceMesh::make_root(GroupCreator& groups, const std::string& device
                     groups.world_size(), layout.numel()));
   }
   auto family = std::make_shared<Family>();
-  family->reserved = MemoryReservation(rank_map.size() * sizeof(int64_t), "a mesh's rank table");
   family->rank_map = std::move(rank_map);
   DeviceMesh mesh(family, State{}, true);
   mesh.state_.device_type = device_type;
@@ -168,8 +210,7 @@ DeviceMesh DeviceMesh::init(GroupCreator& groups, const std::string& device_type
         groups.world_size(), numel ? std::to_string(*numel) : std::string("more than 2^63")));
   }
   MeshLayout layout = MeshLayout::from_sizes_strides(shape);
-  std::vector<int64_t> rank_map(static_cast<size_t>(layout.numel()));
-  for (size_t i = 0; i < rank_map.size(); ++i) rank_map[i] = static_cast<int64_t>(i);
+  SharedRankMap rank_map = groups.table().identity_map(layout.numel());
   return make_root(groups, device_type, std::move(rank_map), std::move(layout), dim_names);
 }
 
@@ -185,8 +226,8 @@ DeviceMesh DeviceMesh::from_rank_table(GroupCreator& groups, const std::string& 
     throw runtime_error(fmt::format("mesh has {} dims but {} mesh_dim_names", table.shape.size(),
                                     dim_names->size()));
   }
-  return make_root(groups, device_type, table.values, MeshLayout::from_sizes_strides(table.shape),
-                   dim_names);
+  return make_root(groups, device_type, groups.table().rank_map(table.values),
+                   MeshLayout::from_sizes_strides(table.shape), dim_names);
 }
 
 DeviceMesh DeviceMesh::root() const {
@@ -213,11 +254,11 @@ size_t DeviceMesh::dim_index(const MeshDim& dim) const {
 }
 
 std::vector<std::vector<int64_t>> DeviceMesh::groups(size_t dim) const {
-  return global_ranks(state_.layout[dim], family_->rank_map);
+  return global_ranks(state_.layout[dim], rank_map());
 }
 
 RankTensor DeviceMesh::full_mesh() const {
-  return state_.layout.full_mesh_tensor(family_->rank_map);
+  return state_.layout.full_mesh_tensor(rank_map());
 }
 
 RankTensor DeviceMesh::mesh() const {
@@ -272,8 +313,9 @@ int64_t DeviceMesh::local_rank(const GroupCreator& groups, std::optional<MeshDim
   const std::string name = group_name(dim ? *dim : MeshDim{int64_t{0}});
   const RankList ranks = groups.group_ranks(name);
   if (!ranks) throw runtime_error(fmt::format("process group {} does not exist", name));
-  const auto it = std::find(ranks->begin(), ranks->end(), state_.rank);
-  return it == ranks->end() ? -1 : static_cast<int64_t>(it - ranks->begin());
+  // Group members are sorted (new_group sorts them).
+  const auto it = std::lower_bound(ranks->begin(), ranks->end(), state_.rank);
+  return it == ranks->end() || *it != state_.rank ? -1 : static_cast<int64_t>(it - ranks->begin());
 }
 
 DeviceMesh DeviceMesh::slice(const std::vector<std::string>& names) const {
@@ -437,7 +479,7 @@ void DeviceMesh::rebind_groups(const GroupCreator& groups) {
       continue;
     }
     std::optional<std::string> found;
-    for (const std::vector<int64_t>& ranks : global_ranks(axis, family_->rank_map)) {
+    for (const std::vector<int64_t>& ranks : global_ranks(axis, rank_map())) {
       if (std::find(ranks.begin(), ranks.end(), state_.rank) != ranks.end()) {
         found = groups.find_group(ranks);
       }
@@ -459,13 +501,15 @@ DeviceMesh DeviceMesh::without_group_names() const {
 }
 
 bool operator==(const DeviceMesh& a, const DeviceMesh& b) {
-  return a.family_->rank_map == b.family_->rank_map && a.state_.layout == b.state_.layout &&
+  const bool same_table =
+      a.family_->rank_map == b.family_->rank_map || std::ranges::equal(a.rank_map(), b.rank_map());
+  return same_table && a.state_.layout == b.state_.layout &&
          a.state_.device_type == b.state_.device_type && a.state_.dim_names == b.state_.dim_names;
 }
 
 uint64_t DeviceMesh::hash() const {
   uint64_t h = 0xcbf29ce484222325ULL;
-  for (int64_t r : family_->rank_map) h = fnv1a(h, std::to_string(r) + ",");
+  for (int64_t r : rank_map()) h = fnv1a(h, std::to_string(r) + ",");
   h = fnv1a(h, state_.layout.to_string());
   h = fnv1a(h, state_.device_type);
   if (state_.dim_names) h = fnv1a(h, py_tuple(*state_.dim_names));

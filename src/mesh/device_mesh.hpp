@@ -13,7 +13,6 @@
 
 #include "src/comm/group_creator.hpp"
 #include "src/mesh/mesh_layout.hpp"
-#include "src/tensor/memory_budget.hpp"
 
 namespace meshsim {
 
@@ -106,10 +105,7 @@ class DeviceMesh {
   };
   // What a root and all meshes derived from it share.
   struct Family {
-    // Each rank holds its own copy of the rank table: counted, so that a mesh over a huge world
-    // fails with MemoryError rather than exhaust the machine.
-    MemoryReservation reserved;
-    std::vector<int64_t> rank_map;
+    SharedRankMap rank_map;  // one per world, shared by every rank's family
     State root;
     std::map<std::string, State> flattened;
   };
@@ -117,13 +113,13 @@ class DeviceMesh {
   DeviceMesh(std::shared_ptr<Family> family, State state, bool is_root)
       : family_(std::move(family)), state_(std::move(state)), is_root_(is_root) {}
   static DeviceMesh make_root(GroupCreator& groups, const std::string& device_type,
-                              std::vector<int64_t> rank_map, MeshLayout layout,
-                              const DimNames& dim_names);
+                              SharedRankMap rank_map, MeshLayout layout, const DimNames& dim_names);
   State derived_state(MeshLayout layout, DimNames dim_names) const;
   static std::optional<std::string> create_groups(GroupCreator& groups, const Axis& axis,
-                                                  std::span<const int64_t> rank_map);
-  static std::optional<std::vector<std::string>> create_all_groups(
-      GroupCreator& groups, const MeshLayout& layout, std::span<const int64_t> rank_map);
+                                                  const SharedRankMap& rank_map);
+  static std::optional<std::vector<std::string>> create_all_groups(GroupCreator& groups,
+                                                                   const MeshLayout& layout,
+                                                                   const SharedRankMap& rank_map);
   const std::string& group_name_at(size_t dim) const;
   // PyTorch's error for a dim-less query on a mesh of more than one dim.
   void require_dim_unless_1d() const;

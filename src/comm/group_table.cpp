@@ -1,0 +1,111 @@
+#include "src/comm/group_table.hpp"
+
+#include <algorithm>
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "src/error.hpp"
+
+namespace meshsim {
+
+GroupTable::GroupTable(int64_t world_size) : world_size_(world_size) {
+  std::vector<int64_t> all(static_cast<size_t>(world_size));
+  std::iota(all.begin(), all.end(), 0);
+  world_ = lists_.intern(all);
+  entries_.push_back({0, GroupBatch::of_members(world_)});
+}
+
+SharedRankMap GroupTable::identity_map(int64_t n) {
+  SharedRankMap& slot = identities_[n];
+  if (!slot) {
+    std::vector<int64_t> ranks(static_cast<size_t>(n));
+    std::iota(ranks.begin(), ranks.end(), 0);
+    slot = std::make_shared<const RankMap>(std::move(ranks), world_size_);
+  }
+  return slot;
+}
+
+SharedRankMap GroupTable::rank_map(std::span<const int64_t> ranks) {
+  uint64_t h = 0xcbf29ce484222325ULL ^ ranks.size();
+  for (int64_t r : ranks) h = (h ^ static_cast<uint64_t>(r)) * 0x100000001b3ULL;
+  std::vector<SharedRankMap>& bucket = maps_by_hash_[h];
+  for (const SharedRankMap& m : bucket) {
+    if (std::ranges::equal(m->ranks(), ranks)) return m;
+  }
+  bucket.push_back(std::make_shared<const RankMap>(std::vector<int64_t>(ranks.begin(), ranks.end()),
+                                                   world_size_));
+  return bucket.back();
+}
+
+SharedGroupBatch GroupTable::axis_groups(const Axis& axis, const SharedRankMap& map) {
+  SharedGroupBatch& slot = axis_batches_[{map.get(), axis.to_string()}];
+  if (!slot) slot = GroupBatch::of_axis(axis, map, world_size_);
+  return slot;
+}
+
+SharedGroupBatch GroupTable::explicit_group(std::span<const int64_t> sorted_members) {
+  const RankList members = lists_.intern(sorted_members);
+  SharedGroupBatch& slot = explicit_batches_[members.get()];
+  if (!slot) slot = GroupBatch::of_members(members);
+  return slot;
+}
+
+const GroupTable::Entry* GroupTable::covering(const std::vector<Entry>& entries, int64_t id) {
+  const auto it = std::upper_bound(entries.begin(), entries.end(), id,
+                                   [](int64_t v, const Entry& e) { return v < e.first; });
+  if (it == entries.begin()) return nullptr;
+  const Entry& e = *std::prev(it);
+  return id < e.end() ? &e : nullptr;
+}
+
+void GroupTable::define(int64_t first, SharedGroupBatch batch, int64_t rank) {
+  if (batch->count() == 0) return;
+  const int64_t end = entries_.back().end();
+  if (first == end) {
+    entries_.push_back({first, std::move(batch)});
+    return;
+  }
+  MESHSIM_ASSERT(first < end,
+                 fmt::format("rank {} names group {} before group {} exists", rank, first, end));
+  const Entry* e = covering(entries_, first);
+  if (e != nullptr && e->first == first && e->batch->same_groups(*batch)) return;
+  std::vector<Entry>& mine = overrides_[rank];
+  MESHSIM_ASSERT(mine.empty() || mine.back().end() <= first,
+                 fmt::format("rank {} names group {} twice", rank, first));
+  mine.push_back({first, std::move(batch)});
+}
+
+RankList GroupTable::members(int64_t id, int64_t rank) const {
+  if (!overrides_.empty()) {
+    const auto it = overrides_.find(rank);
+    if (it != overrides_.end()) {
+      if (const Entry* e = covering(it->second, id)) {
+        return e->batch->members(static_cast<size_t>(id - e->first));
+      }
+    }
+  }
+  const Entry* e = covering(entries_, id);
+  return e == nullptr ? nullptr : e->batch->members(static_cast<size_t>(id - e->first));
+}
+
+std::optional<int64_t> GroupTable::find(std::span<const int64_t> sorted_members, int64_t limit,
+                                        int64_t rank) const {
+  if (sorted_members.empty()) return std::nullopt;
+  std::optional<int64_t> best;
+  const auto consider = [&](const std::vector<Entry>& entries) {
+    for (const Entry& e : entries) {
+      const int64_t g = e.batch->group_of(sorted_members.front());
+      if (g < 0) continue;
+      const int64_t id = e.first + g;
+      if (id >= limit || (best && *best >= id)) continue;
+      const RankList seen = members(id, rank);
+      if (seen && std::ranges::equal(*seen, sorted_members)) best = id;
+    }
+  };
+  consider(entries_);
+  if (const auto it = overrides_.find(rank); it != overrides_.end()) consider(it->second);
+  return best;
+}
+
+}  // namespace meshsim

@@ -1,0 +1,69 @@
+// The process groups of one world, built once and shared by every rank. Group names are c10d's:
+// a counter every rank advances on every new_group, member or not, so the n-th group created is
+// named "n" on every rank ("0" is WORLD). Ranks that asked for other members under the same
+// names keep their own view (an override), as their c10d state would.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "src/comm/group_batch.hpp"
+#include "src/comm/rank_list.hpp"
+#include "src/comm/rank_map.hpp"
+#include "src/mesh/axis.hpp"
+
+namespace meshsim {
+
+class GroupTable {
+ public:
+  explicit GroupTable(int64_t world_size);
+
+  int64_t world_size() const { return world_size_; }
+  // WORLD's members, 0..world_size-1.
+  const RankList& world() const { return world_; }
+
+  // The shared rank map of a mesh: the identity over `n` ranks (init_device_mesh), or equal to
+  // `ranks` (an explicit table). Created on first use; MemoryError when it does not fit.
+  SharedRankMap identity_map(int64_t n);
+  SharedRankMap rank_map(std::span<const int64_t> ranks);
+  // The replica groups of `axis` over `map`, computed on first use.
+  SharedGroupBatch axis_groups(const Axis& axis, const SharedRankMap& map);
+  // One group of these members (sorted, checked), shared by equal requests.
+  SharedGroupBatch explicit_group(std::span<const int64_t> sorted_members);
+
+  // Names `batch`'s groups first, first + 1, ... as `rank` sees them. The first rank to define a
+  // name defines it for every rank that agrees; a rank with other members keeps its own.
+  void define(int64_t first, SharedGroupBatch batch, int64_t rank);
+  // Members of group `id` as `rank` sees it; null when no such group was defined.
+  RankList members(int64_t id, int64_t rank) const;
+  // The newest group below `limit` whose members are `sorted_members`, as `rank` sees it.
+  std::optional<int64_t> find(std::span<const int64_t> sorted_members, int64_t limit,
+                              int64_t rank) const;
+
+ private:
+  struct Entry {
+    int64_t first;
+    SharedGroupBatch batch;
+    int64_t end() const { return first + static_cast<int64_t>(batch->count()); }
+  };
+  // The entry holding `id` in `entries` (sorted by first), or null.
+  static const Entry* covering(const std::vector<Entry>& entries, int64_t id);
+
+  int64_t world_size_;
+  RankList world_;
+  std::vector<Entry> entries_;                       // what every agreeing rank sees
+  std::map<int64_t, std::vector<Entry>> overrides_;  // by rank: names it sees differently
+  RankListPool lists_;
+  std::map<int64_t, SharedRankMap> identities_;
+  std::unordered_map<uint64_t, std::vector<SharedRankMap>> maps_by_hash_;
+  std::map<std::pair<const RankMap*, std::string>, SharedGroupBatch> axis_batches_;
+  std::map<const std::vector<int64_t>*, SharedGroupBatch> explicit_batches_;
+};
+
+}  // namespace meshsim
