@@ -1,15 +1,20 @@
 // The fiber runtime at scale: creating and joining worlds, memory per idle rank, collectives per
-// rank, and deadlock detection with its full report.
+// rank against a plain fiber barrier measured in the same run, and deadlock detection with its
+// full report.
 #include <benchmark/benchmark.h>
 
+#include <linux/perf_event.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+#include <chrono>
 #include <fstream>
 
 #include <boost/fiber/barrier.hpp>
 
+#include "sim/runtime/backend_factory.hpp"
 #include "sim/runtime/fiber_stack.hpp"
 #include "sim/runtime/hang_report.hpp"
-#include "sim/runtime/sim_collectives.hpp"
 #include "sim/runtime/world.hpp"
 
 namespace {
@@ -24,25 +29,48 @@ size_t resident_bytes() {
   return resident * static_cast<size_t>(sysconf(_SC_PAGESIZE));
 }
 
-Group world_group(int64_t n) {
+RankList world_ranks(int64_t n) {
   std::vector<int64_t> ranks;
   for (int64_t r = 0; r < n; ++r) ranks.push_back(r);
-  return Group{"0", ranks};
+  return std::make_shared<const std::vector<int64_t>>(std::move(ranks));
 }
 
-const Signature kBarrier{CollectiveOp::kBarrier, DType::kFloat32, {}, {}, {}, {}};
-
-// A world of n ranks over the simulated collectives, with WORLD as a group.
+// A world of n ranks over the simulated backend; every rank's Backend is made before it runs.
 struct SimWorld {
   SimWorld(int64_t n, WorldOptions options = {})
-      : world(n, options),
-        activity(static_cast<size_t>(n)),
-        collectives(world, activity, CostModel{}),
-        group(world_group(n)) {}
+      : world(n, options), activity(static_cast<size_t>(n)), factory(world, activity, {}) {
+    for (int64_t r = 0; r < n; ++r) backends.push_back(factory.backend(r));
+  }
   World world;
   std::vector<RankActivity> activity;
-  SimCollectives collectives;
-  Group group;
+  BackendFactory factory;
+  std::vector<std::unique_ptr<Backend>> backends;
+};
+
+// User-space instructions retired by this thread, where the machine exposes a PMU (many VMs do
+// not: then every read is nullopt and no instruction counters are reported).
+class InstructionCounter {
+ public:
+  InstructionCounter() {
+    perf_event_attr attr{};
+    attr.type = PERF_TYPE_HARDWARE;
+    attr.size = sizeof attr;
+    attr.config = PERF_COUNT_HW_INSTRUCTIONS;
+    attr.exclude_kernel = 1;
+    attr.exclude_hv = 1;
+    fd_ = static_cast<int>(syscall(__NR_perf_event_open, &attr, 0, -1, -1, 0));
+  }
+  ~InstructionCounter() {
+    if (fd_ >= 0) close(fd_);
+  }
+  std::optional<double> read() const {
+    uint64_t count = 0;
+    if (fd_ < 0 || ::read(fd_, &count, sizeof count) != sizeof count) return std::nullopt;
+    return static_cast<double>(count);
+  }
+
+ private:
+  int fd_ = -1;
 };
 
 std::vector<std::optional<std::string>> abort_blocked(const std::vector<RankActivity>& activity) {
@@ -54,7 +82,7 @@ std::vector<std::optional<std::string>> abort_blocked(const std::vector<RankActi
 }
 
 // Benchmarks of the collective path use canary stacks: the same creation cost as the floor.
-const WorldOptions kCanaryStacks{SchedulePolicy::kFifo, 0, 64 * 1024, StackGuard::kCanary};
+const WorldOptions kCanaryStacks{SchedulePolicy::kFifo, 0, kDefaultStackBytes, StackGuard::kCanary};
 
 StackGuard guard_of(int64_t arg) {
   return arg == 0 ? StackGuard::kCanary : StackGuard::kGuardPages;
@@ -78,23 +106,6 @@ BENCHMARK(BM_runtime_world_create_join)
     ->Args({16384, 1})
     ->Unit(benchmark::kMillisecond);
 
-// The floor for a collective: K rounds of a plain Boost.Fiber barrier across N rank fibers.
-void BM_runtime_fiber_barrier_floor(benchmark::State& state) {
-  const int64_t n = state.range(0);
-  constexpr int kRounds = 200;
-  for (auto _ : state) {
-    World world(n, kCanaryStacks);
-    boost::fibers::barrier barrier(static_cast<size_t>(n));
-    world.run(
-        [&](int64_t) {
-          for (int k = 0; k < kRounds; ++k) barrier.wait();
-        },
-        [] { return std::vector<std::optional<std::string>>(); });
-  }
-  state.SetItemsProcessed(state.iterations() * n * kRounds);
-}
-BENCHMARK(BM_runtime_fiber_barrier_floor)->Arg(1024)->Unit(benchmark::kMillisecond);
-
 // Resident memory per rank while every rank but the last is parked in a WORLD barrier.
 void BM_runtime_idle_rank_memory(benchmark::State& state) {
   const int64_t n = state.range(0);
@@ -102,15 +113,15 @@ void BM_runtime_idle_rank_memory(benchmark::State& state) {
   double per_rank = 0;
   for (auto _ : state) {
     SimWorld w(n, WorldOptions{SchedulePolicy::kFifo, 0, stack, guard_of(state.range(2))});
-    auto& [world, activity, collectives, g] = w;
+    const RankList all = world_ranks(n);
     const size_t before = resident_bytes();
-    world.run(
+    w.world.run(
         [&](int64_t r) {
           if (r == n - 1)
             per_rank = static_cast<double>(resident_bytes() - before) / static_cast<double>(n);
-          collectives.collective(r, g, kBarrier, {});
+          w.backends[static_cast<size_t>(r)]->barrier(Group{"0", all, r});
         },
-        [&] { return abort_blocked(activity); });
+        [&] { return abort_blocked(w.activity); });
   }
   state.counters["bytes_per_idle_rank"] = per_rank;
   state.SetItemsProcessed(state.iterations() * n);
@@ -121,28 +132,85 @@ BENCHMARK(BM_runtime_idle_rank_memory)
     ->Args({16384, 16, 0})
     ->Unit(benchmark::kMillisecond);
 
-// K all_reduces of one float across N ranks; items = rank-collectives, so the time per item is
-// the amortised cost per rank per collective.
-void BM_runtime_all_reduce_1_float(benchmark::State& state) {
+// The cost per rank per collective of K all_reduces of one float, against the floor: K rounds of
+// a plain Boost.Fiber barrier over the same number of rank fibers, timed in the same iteration.
+// Arguments: world size, and the group (0: WORLD, 8: tp groups of 8 consecutive ranks). The
+// benchmark's time is the all_reduce's; the counters give the floor and the ratio (and the same
+// for instructions where the machine can count them).
+void BM_runtime_all_reduce_vs_floor(benchmark::State& state) {
   const int64_t n = state.range(0);
-  constexpr int kRounds = 200;
+  const int64_t group_size = state.range(1) == 0 ? n : state.range(1);
+  constexpr int kRounds = 100;
+  const InstructionCounter instructions;
+  double floor_s = 0, op_s = 0, floor_instr = 0, op_instr = 0;
+  bool counted = true;
   for (auto _ : state) {
+    {
+      World world(n, kCanaryStacks);
+      boost::fibers::barrier barrier(static_cast<size_t>(n));
+      const auto i0 = instructions.read();
+      const auto t0 = std::chrono::steady_clock::now();
+      world.run(
+          [&](int64_t) {
+            for (int k = 0; k < kRounds; ++k) barrier.wait();
+          },
+          [] { return std::vector<std::optional<std::string>>(); });
+      floor_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const auto i1 = instructions.read();
+      counted = counted && i0 && i1;
+      if (counted) floor_instr += *i1 - *i0;
+    }
     SimWorld w(n, kCanaryStacks);
-    auto& [world, activity, collectives, g] = w;
-    world.run(
+    // Groups as every rank holds them, built before the clock starts.
+    std::vector<Group> groups;
+    std::vector<RankList> lists;
+    for (int64_t first = 0; first < n; first += group_size) {
+      std::vector<int64_t> members;
+      for (int64_t r = first; r < first + group_size; ++r) members.push_back(r);
+      lists.push_back(std::make_shared<const std::vector<int64_t>>(std::move(members)));
+    }
+    for (int64_t r = 0; r < n; ++r) {
+      const int64_t index = r / group_size;
+      groups.emplace_back(group_size == n ? "0" : std::to_string(1 + index),
+                          lists[static_cast<size_t>(index)], r);
+    }
+    const auto i0 = instructions.read();
+    const auto t0 = std::chrono::steady_clock::now();
+    w.world.run(
         [&](int64_t r) {
           Tensor t = Tensor::full({1}, 1, DType::kFloat32);
-          const Signature sig{
-              CollectiveOp::kAllReduce, DType::kFloat32, {{1}}, {}, ReduceOp::kSum, {}};
-          for (int k = 0; k < kRounds; ++k) {
-            t = collectives.collective(r, g, sig, Payload{{t}, {}}).tensors.at(0);
-          }
+          Backend& b = *w.backends[static_cast<size_t>(r)];
+          const Group& g = groups[static_cast<size_t>(r)];
+          for (int k = 0; k < kRounds; ++k) b.all_reduce(t, ReduceOp::kSum, g);
+          benchmark::DoNotOptimize(t);
         },
-        [&] { return abort_blocked(activity); });
+        [&] { return abort_blocked(w.activity); });
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    op_s += seconds;
+    const auto i1 = instructions.read();
+    counted = counted && i0 && i1;
+    if (counted) op_instr += *i1 - *i0;
+    state.SetIterationTime(seconds);
+  }
+  const double per = static_cast<double>(state.iterations() * n * kRounds);
+  state.counters["floor_ns_per_rank_op"] = floor_s / per * 1e9;
+  state.counters["ns_per_rank_op"] = op_s / per * 1e9;
+  state.counters["ratio_to_floor"] = op_s / floor_s;
+  if (counted) {
+    state.counters["floor_instructions_per_rank_op"] = floor_instr / per;
+    state.counters["instructions_per_rank_op"] = op_instr / per;
+    state.counters["instruction_ratio"] = op_instr / floor_instr;
   }
   state.SetItemsProcessed(state.iterations() * n * kRounds);
 }
-BENCHMARK(BM_runtime_all_reduce_1_float)->Arg(1024)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_runtime_all_reduce_vs_floor)
+    ->Args({1024, 0})
+    ->Args({1024, 8})
+    ->Args({65536, 0})
+    ->Args({65536, 8})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
 
 // N-1 ranks wait in a barrier for a rank that exited: run, detect, analyse, render text/JSON/DOT.
 void BM_runtime_deadlock_report(benchmark::State& state) {
@@ -150,11 +218,12 @@ void BM_runtime_deadlock_report(benchmark::State& state) {
   size_t report_bytes = 0;
   for (auto _ : state) {
     SimWorld w(n);
-    auto& [world, activity, collectives, g] = w;
-    world.run(
+    const RankList all = world_ranks(n);
+    auto& activity = w.activity;
+    w.world.run(
         [&](int64_t r) {
           try {
-            if (r != n / 2) collectives.collective(r, g, kBarrier, {});
+            if (r != n / 2) w.backends[static_cast<size_t>(r)]->barrier(Group{"0", all, r});
             activity[static_cast<size_t>(r)].state = RankActivity::State::kFinished;
           } catch (const RankAborted&) {
             forget_unwound_frames();
@@ -162,7 +231,8 @@ void BM_runtime_deadlock_report(benchmark::State& state) {
           }
         },
         [&] {
-          const HangReport report = analyze_hang(activity, collectives);
+          const HangReport report =
+              analyze_hang(activity, w.factory.rendezvous(), w.factory.timeout());
           report_bytes = report.text().size() + report.json().dump().size() + report.dot().size();
           return abort_blocked(activity);
         });
@@ -177,15 +247,13 @@ void BM_runtime_meta_world(benchmark::State& state) {
   const int64_t n = state.range(0);
   for (auto _ : state) {
     SimWorld w(n, WorldOptions{SchedulePolicy::kFifo, 0, 16 * 1024});
-    auto& [world, activity, collectives, g] = w;
-    world.run(
+    const RankList all = world_ranks(n);
+    w.world.run(
         [&](int64_t r) {
-          const Tensor t({1 << 14, 1 << 14}, DType::kFloat32, Tensor::Storage::kMeta);
-          const Signature sig{
-              CollectiveOp::kAllReduce, DType::kFloat32, {t.shape()}, {}, ReduceOp::kSum, {}};
-          benchmark::DoNotOptimize(collectives.collective(r, g, sig, Payload{{t}, {}}));
+          Tensor t({1 << 14, 1 << 14}, DType::kFloat32, Tensor::Storage::kMeta);
+          w.backends[static_cast<size_t>(r)]->all_reduce(t, ReduceOp::kSum, Group{"0", all, r});
         },
-        [&] { return abort_blocked(activity); });
+        [&] { return abort_blocked(w.activity); });
   }
   state.SetItemsProcessed(state.iterations() * n);
 }

@@ -48,7 +48,8 @@ struct RunFlags {
   bool with_time = true;
   std::string schedule = "fifo";
   uint64_t seed = 0;
-  size_t stack_kib = 64;
+  size_t stack_kib = kDefaultStackBytes / 1024;
+  std::string backend = "sim";
   std::optional<uint64_t> faults_seed;
   uint64_t max_memory = 0;
   std::string max_memory_text;  // as given, for the rerun line
@@ -67,7 +68,9 @@ std::string rerun_line(const std::string& file, const RunFlags& flags) {
   std::string line = "meshsim run " + file;
   if (flags.schedule != "fifo")
     line += fmt::format(" --schedule {} --seed {}", flags.schedule, flags.seed);
-  if (flags.stack_kib != 64) line += fmt::format(" --stack-kib {}", flags.stack_kib);
+  if (flags.backend != "sim") line += " --backend " + flags.backend;
+  if (flags.stack_kib != kDefaultStackBytes / 1024)
+    line += fmt::format(" --stack-kib {}", flags.stack_kib);
   if (flags.stack_guard != "auto") line += " --stack-guard " + flags.stack_guard;
   if (flags.faults_seed) line += fmt::format(" --faults-seed {}", *flags.faults_seed);
   if (!flags.max_memory_text.empty()) line += " --max-memory " + flags.max_memory_text;
@@ -93,6 +96,7 @@ int run_command(const std::vector<std::string>& paths, const RunFlags& flags) {
                               : flags.stack_guard == "canary" ? StackGuard::kCanary
                                                               : StackGuard::kAuto;
   options.faults_seed = flags.faults_seed;
+  options.backend = *parse_backend_kind(flags.backend);  // CLI11 checked the name
   options.trace = !flags.trace_path.empty();
   nlohmann::json trace_events = nlohmann::json::array();
   std::string dot;
@@ -206,8 +210,15 @@ int main(int argc, char** argv) {
   run->add_option("--faults-seed", faults_seed_text,
                   "inject one fault (crash, stall or backend error) drawn from this seed");
   run->add_option("--stack-kib", stack_text,
-                  fmt::format("fiber stack size per rank in KiB, {} to {} (default 64)",
-                              kMinStackKib, kMaxStackKib));
+                  fmt::format("fiber stack size per rank in KiB, {} to {} (default {})",
+                              kMinStackKib, kMaxStackKib, kDefaultStackBytes / 1024));
+  std::vector<std::string> backend_names;
+  for (BackendKind kind : backend_kinds()) backend_names.emplace_back(backend_kind_name(kind));
+  run->add_option("--backend", flags.backend,
+                  fmt::format("the collective backend: {} (default sim: simulated collectives "
+                              "with exact results in virtual time)",
+                              fmt::join(backend_names, ", ")))
+      ->check(CLI::IsMember(backend_names));
   run->add_option("--stack-guard", flags.stack_guard,
                   "how a fiber stack overflow is caught: auto (default: guard pages while "
                   "vm.max_map_count allows them, else canaries), pages or canary")

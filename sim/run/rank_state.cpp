@@ -7,24 +7,23 @@
 namespace meshsim::sim {
 
 RankState::RankState(const Scenario& scenario, int64_t rank, ScenarioResult& result,
-                     SimCollectives& collectives, std::shared_ptr<GroupTable> group_table,
-                     RankActivity& activity)
+                     BackendFactory& backends, RankActivity& activity)
     : scenario_(scenario),
       rank_(rank),
       result_(result),
       activity_(activity),
-      backend_(rank, collectives),
-      groups_(rank, std::move(group_table), collectives) {}
+      backend_(backends.backend(rank)),
+      groups_(backends.group_creator(rank)) {}
 
 Group RankState::group(const std::string& mesh_name, const std::string& dim) const {
-  if (mesh_name.empty()) return Group{groups_.world_group_name(), groups_.world_ranks()};
+  if (mesh_name.empty()) return Group{groups_->world_group_name(), groups_->world_ranks(), rank_};
   const DeviceMesh& m = mesh(mesh_name);
   const std::string name = m.group_name(dim_of(dim));
-  RankList ranks = groups_.group_ranks(name);
+  RankList ranks = groups_->group_ranks(name);
   if (!ranks) {
     throw runtime_error(fmt::format("process group {} does not exist on rank {}", name, rank_));
   }
-  return Group{name, std::move(ranks)};
+  return Group{name, std::move(ranks), rank_};
 }
 
 const Tensor& RankState::tensor(const std::string& name) const {
@@ -72,7 +71,7 @@ int64_t RankState::coord(const std::string& mesh_name, const std::string& dim) c
 }
 
 int64_t RankState::local_rank(const std::string& mesh_name, const std::string& dim) const {
-  return mesh(mesh_name).local_rank(groups_, dim_of(dim));
+  return mesh(mesh_name).local_rank(*groups_, dim_of(dim));
 }
 
 int64_t RankState::mesh_size(const std::string& mesh_name, const std::string& dim) const {

@@ -5,10 +5,8 @@
 #include <string>
 
 #include "sim/report/results.hpp"
+#include "sim/runtime/backend_factory.hpp"
 #include "sim/runtime/rank_activity.hpp"
-#include "sim/runtime/sim_backend.hpp"
-#include "sim/runtime/sim_collectives.hpp"
-#include "sim/runtime/sim_group_creator.hpp"
 #include "sim/scenario/expression.hpp"
 #include "sim/scenario/scenario.hpp"
 #include "src/mesh/device_mesh.hpp"
@@ -19,8 +17,7 @@ namespace meshsim::sim {
 class RankState final : public ExpressionEnv {
  public:
   RankState(const Scenario& scenario, int64_t rank, ScenarioResult& result,
-            SimCollectives& collectives, std::shared_ptr<GroupTable> group_table,
-            RankActivity& activity);
+            BackendFactory& backends, RankActivity& activity);
 
   int64_t rank() const override { return rank_; }
   int64_t world_size() const override { return scenario_.world_size; }
@@ -30,10 +27,10 @@ class RankState final : public ExpressionEnv {
   int64_t local_rank(const std::string& mesh, const std::string& dim) const override;
   int64_t mesh_size(const std::string& mesh, const std::string& dim) const override;
 
-  GroupCreator& groups() { return groups_; }
-  const GroupCreator& groups() const { return groups_; }
+  GroupCreator& groups() { return *groups_; }
+  const GroupCreator& groups() const { return *groups_; }
   // The collective backend this rank talks through.
-  Backend& backend() { return backend_; }
+  Backend& backend() { return *backend_; }
   RankActivity& activity() { return activity_; }
   // "WORLD", or the group of one dim of a mesh (or a flattened dim of its root) on this rank.
   Group group(const std::string& mesh, const std::string& dim) const;
@@ -58,8 +55,8 @@ class RankState final : public ExpressionEnv {
   int64_t rank_;
   ScenarioResult& result_;
   RankActivity& activity_;
-  SimBackend backend_;
-  SimGroupCreator groups_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<GroupCreator> groups_;
   std::map<std::string, DeviceMesh> meshes_;
   std::map<std::string, Tensor> tensors_;
 };

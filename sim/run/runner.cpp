@@ -74,10 +74,9 @@ std::vector<std::optional<std::string>> abort_reasons(const HangReport& hang,
   for (size_t r = 0; r < activity.size(); ++r) {
     if (activity[r].state != RankActivity::State::kBlocked) continue;
     const std::vector<int64_t>& missing = hang.waits_for(static_cast<int64_t>(r));
-    const WaitInfo& w = *activity[r].wait;
-    const std::string where =
-        fmt::format("{} on group {} seq {}", collective_op_name(w.signature->op),
-                    display_group(w.group), w.seq);
+    const WaitInfo& w = *hang.ranks[r].waiting;
+    const std::string where = fmt::format(
+        "{} on group {} seq {}", collective_op_name(w.signature.op), display_group(w.group), w.seq);
     const auto failed = std::find_if(missing.begin(), missing.end(), [&](int64_t m) {
       return activity[static_cast<size_t>(m)].state == RankActivity::State::kFailed;
     });
@@ -110,18 +109,17 @@ ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options)
 
   World world(scenario.world_size, options.world);
   std::vector<RankActivity> activity(n);
-  SimCollectives collectives(world, activity, scenario.cost);
-  const auto group_table = std::make_shared<GroupTable>(scenario.world_size);
-  std::vector<Fault> faults = scenario.faults;
+  BackendOptions backend{options.backend, scenario.cost, scenario.faults, nullptr};
   if (options.faults_seed) {
     for (const Fault& f : draw_faults(*options.faults_seed, scenario.world_size))
-      faults.push_back(f);
+      backend.faults.push_back(f);
   }
-  for (const Fault& f : faults)
+  for (const Fault& f : backend.faults)
     result.faults.push_back(fmt::format("{} ({})", f.describe(), f.where.to_string()));
-  collectives.set_faults(&faults);
+  const std::vector<Fault> faults = backend.faults;  // step-triggered ones fire here
   Trace trace;
-  if (options.trace) collectives.set_trace(&trace);
+  if (options.trace) backend.trace = &trace;
+  BackendFactory backends(world, activity, std::move(backend));
   // The first stall or timeout is the one reported; later stalls (after aborts) only abort.
   auto keep_hang = [&](const HangReport& report) {
     if (result.hang) return;
@@ -138,7 +136,7 @@ ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options)
   world.run(
       [&](int64_t r) {
         RankActivity& me = activity[static_cast<size_t>(r)];
-        RankState rank(scenario, r, result, collectives, group_table, me);
+        RankState rank(scenario, r, result, backends, me);
         int64_t index = 0;
         try {
           for (const auto& step : scenario.steps) {
@@ -189,12 +187,13 @@ ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options)
         }
       },
       [&] {
-        const HangReport report = analyze_hang(activity, collectives);
+        const HangReport report = analyze_hang(activity, backends.rendezvous(), backends.timeout());
         keep_hang(report);
         return abort_reasons(report, activity);
       });
-  if (collectives.timeout()) keep_hang(analyze_hang(activity, collectives));
-  result.warnings = collectives.warnings();
+  if (backends.timeout())
+    keep_hang(analyze_hang(activity, backends.rendezvous(), backends.timeout()));
+  result.warnings = backends.warnings();
   if (result.omitted_values > 0) {
     result.warnings.push_back(fmt::format(
         "{} dumped or expected values were left out of the report, which reached its limit of {} "

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "sim/report/results.hpp"
+#include "sim/runtime/backend_factory.hpp"
 #include "sim/runtime/world.hpp"
 #include "sim/scenario/scenario.hpp"
 
@@ -15,6 +16,8 @@ struct RunOptions {
   std::optional<uint64_t> faults_seed;
   // Record a Chrome trace into ScenarioResult::trace.
   bool trace = false;
+  // The collective backend the ranks talk through.
+  BackendKind backend = BackendKind::kSim;
 };
 
 // Every rank runs the steps in order as a fiber. A step whose `when` is false is skipped; a model

@@ -44,7 +44,7 @@ std::string location_text(const RankActivity& a) {
   return a.where.line > 0 ? fmt::format("{} ({})", a.where.to_string(), a.step) : "(no step)";
 }
 
-std::string group_text(const SimCollectives::OpenWait& w) {
+std::string group_text(const OpenWait& w) {
   const size_t n = w.members->size();
   if (n <= 16) return fmt::format("{} [{}]", display_group(w.group), fmt::join(*w.members, ", "));
   return fmt::format("{} ({} ranks)", display_group(w.group), n);
@@ -82,14 +82,16 @@ std::string rank_ranges(const std::vector<int64_t>& ranks) {
   return out;
 }
 
-HangReport analyze_hang(const std::vector<RankActivity>& activity, const SimCollectives& backend) {
+HangReport analyze_hang(const std::vector<RankActivity>& activity, const Rendezvous& rendezvous,
+                        const std::optional<TimeoutRecord>& timeout) {
   HangReport report;
-  report.desync = backend.desync();
-  report.timeout = backend.timeout();
+  report.desync = rendezvous.desync();
+  report.timeout = timeout;
   std::vector<int64_t> wait_of;
-  report.waits = backend.open_waits(wait_of);
+  report.waits = rendezvous.open_waits(wait_of);
   for (size_t r = 0; r < activity.size(); ++r) {
-    report.ranks.push_back({static_cast<int64_t>(r), activity[r], wait_of[r]});
+    const auto rank = static_cast<int64_t>(r);
+    report.ranks.push_back({rank, activity[r], rendezvous.wait_of(rank), wait_of[r]});
   }
   bool any_failed = false, any_exited = false, creating_group = false;
   std::vector<std::vector<int64_t>> edges(report.waits.size());
@@ -171,7 +173,7 @@ std::string HangReport::text() const {
     std::string what;
     if (r.wait >= 0) {
       const auto& w = waits[static_cast<size_t>(r.wait)];
-      what = fmt::format("blocked in {} on group {} seq {}", a.wait->signature->describe(),
+      what = fmt::format("blocked in {} on group {} seq {}", r.waiting->signature.describe(),
                          group_text(w), w.seq);
       if (!w.missing.empty())
         what += fmt::format(", waiting for rank(s) {}", rank_ranges(w.missing));

@@ -11,7 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/runtime/rank_activity.hpp"
-#include "sim/runtime/sim_collectives.hpp"
+#include "sim/runtime/rendezvous.hpp"
+#include "sim/runtime/sim_executor.hpp"
 
 namespace meshsim::sim {
 
@@ -31,10 +32,11 @@ struct HangReport {
   struct Rank {
     int64_t rank;
     RankActivity activity;
-    int64_t wait = -1;  // index into waits, or -1
+    std::optional<WaitInfo> waiting;  // what it is parked in
+    int64_t wait = -1;                // index into waits, or -1
   };
   std::vector<Rank> ranks;
-  std::vector<SimCollectives::OpenWait> waits;
+  std::vector<OpenWait> waits;
   std::optional<DesyncRecord> desync;
   std::optional<TimeoutRecord> timeout;
 
@@ -51,7 +53,8 @@ struct HangReport {
 };
 
 // Builds the report from the runtime's state at a stall (or after a timeout).
-HangReport analyze_hang(const std::vector<RankActivity>& activity, const SimCollectives& backend);
+HangReport analyze_hang(const std::vector<RankActivity>& activity, const Rendezvous& rendezvous,
+                        const std::optional<TimeoutRecord>& timeout);
 
 // "0-3, 5, 7-9": sorted ranks as ranges.
 std::string rank_ranges(const std::vector<int64_t>& ranks);

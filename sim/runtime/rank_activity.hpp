@@ -18,8 +18,8 @@ struct WaitInfo {
   std::string group;
   RankList members;  // global ranks that must arrive
   int64_t seq = 0;   // per (rank, group) for collectives, per (pair) for send/recv
-  std::shared_ptr<const Signature> signature;  // shared by the ranks that agree
-  std::optional<int64_t> peer;                 // send/recv: the other side (global rank)
+  Signature signature;
+  std::optional<int64_t> peer;  // send/recv: the other side (global rank)
 };
 
 struct RankActivity {
@@ -27,12 +27,25 @@ struct RankActivity {
   State state = State::kRunning;
   SourceLocation where;  // the step being run
   std::string step;
-  std::optional<WaitInfo> wait;
   std::string error;   // why it failed or was aborted
   double clock = 0.0;  // virtual seconds
 };
 
-std::string_view state_name(RankActivity::State state);
+inline std::string_view state_name(RankActivity::State state) {
+  switch (state) {
+    case RankActivity::State::kRunning:
+      return "running";
+    case RankActivity::State::kBlocked:
+      return "blocked";
+    case RankActivity::State::kFinished:
+      return "finished";
+    case RankActivity::State::kFailed:
+      return "failed";
+    case RankActivity::State::kAborted:
+      return "aborted";
+  }
+  return "?";
+}
 
 // c10d names the default group "0"; reports and scenarios call it WORLD.
 inline std::string display_group(const std::string& name) {

@@ -6,61 +6,52 @@
 
 namespace meshsim::sim {
 
-namespace {
-
-Signature signature_of(CollectiveOp op, const std::vector<Tensor>& tensors) {
-  Signature s{op,           tensors.empty() ? DType::kFloat32 : tensors[0].dtype(),
-              {},           std::nullopt,
-              std::nullopt, {}};
-  for (const Tensor& t : tensors) s.shapes.push_back(t.shape());
-  return s;
-}
-
-}  // namespace
-
 void SimBackend::all_reduce(Tensor& tensor, ReduceOp op, const Group& group) {
-  Signature s = signature_of(CollectiveOp::kAllReduce, {tensor});
+  Signature s = Signature::of(CollectiveOp::kAllReduce, &tensor);
   s.reduce_op = op;
-  tensor = c_.collective(rank_, group, s, Payload{{tensor}}).tensors.at(0);
+  meet(group, s, {.input = &tensor, .output = &tensor});
 }
 
 std::vector<Tensor> SimBackend::all_gather(const Tensor& tensor, const Group& group) {
-  return c_
-      .collective(rank_, group, signature_of(CollectiveOp::kAllGather, {tensor}), Payload{{tensor}})
-      .tensors;
+  std::vector<Tensor> out;
+  meet(group, Signature::of(CollectiveOp::kAllGather, &tensor),
+       {.input = &tensor, .outputs = &out});
+  return out;
 }
 
 Tensor SimBackend::all_gather_into_tensor(const Tensor& tensor, const Group& group) {
-  return c_
-      .collective(rank_, group, signature_of(CollectiveOp::kAllGatherIntoTensor, {tensor}),
-                  Payload{{tensor}})
-      .tensors.at(0);
+  Tensor out;
+  meet(group, Signature::of(CollectiveOp::kAllGatherIntoTensor, &tensor),
+       {.input = &tensor, .output = &out});
+  return out;
 }
 
 Tensor SimBackend::reduce_scatter(const Tensor& input, ReduceOp op, const Group& group) {
-  Signature s = signature_of(CollectiveOp::kReduceScatter, {input});
+  Signature s = Signature::of(CollectiveOp::kReduceScatter, &input);
   s.reduce_op = op;
-  return c_.collective(rank_, group, s, Payload{{input}}).tensors.at(0);
+  Tensor out;
+  meet(group, s, {.input = &input, .output = &out});
+  return out;
 }
 
 void SimBackend::broadcast(Tensor& tensor, int64_t root, const Group& group) {
-  Signature s = signature_of(CollectiveOp::kBroadcast, {tensor});
+  Signature s = Signature::of(CollectiveOp::kBroadcast, &tensor);
   s.root = root;
-  tensor = c_.collective(rank_, group, s, Payload{{tensor}}).tensors.at(0);
+  meet(group, s, {.input = &tensor, .output = &tensor});
 }
 
 std::vector<Tensor> SimBackend::all_to_all(const std::vector<Tensor>& inputs, const Group& group) {
   if (static_cast<int64_t>(inputs.size()) != group.size()) {
     throw runtime_error("all_to_all needs one input tensor per group rank");
   }
-  return c_
-      .collective(rank_, group, signature_of(CollectiveOp::kAllToAll, {inputs.at(0)}),
-                  Payload{inputs})
-      .tensors;
+  std::vector<Tensor> out;
+  meet(group, Signature::of(CollectiveOp::kAllToAll, &inputs.at(0)),
+       {.inputs = &inputs, .outputs = &out});
+  return out;
 }
 
 void SimBackend::barrier(const Group& group) {
-  c_.collective(rank_, group, signature_of(CollectiveOp::kBarrier, {}), Payload{});
+  meet(group, Signature::of(CollectiveOp::kBarrier), {});
 }
 
 namespace {
@@ -78,30 +69,42 @@ void check_not_self(int64_t rank, int64_t peer, std::string_view kind) {
 
 void SimBackend::send(const Tensor& tensor, int64_t dst, const Group& group) {
   check_not_self(rank_, dst, "destination");
-  c_.send(rank_, dst, group, tensor);
+  Signature s = Signature::of(CollectiveOp::kSend, &tensor);
+  s.root = dst;
+  rendezvous_.meet_pair(rank_, rank_, dst, group, s, {.input = &tensor}, executor_);
 }
 
 Tensor SimBackend::recv(const Tensor& like, int64_t src, const Group& group) {
   check_not_self(rank_, src, "source");
-  return c_.recv(rank_, src, group, like);
+  Signature s = Signature::of(CollectiveOp::kRecv, &like);
+  s.root = src;
+  Tensor out;
+  rendezvous_.meet_pair(rank_, src, rank_, group, s, {.output = &out}, executor_);
+  return out;
 }
 
 std::vector<std::string> SimBackend::broadcast_object_list(std::vector<std::string> objects,
                                                            int64_t root, const Group& group) {
-  Signature s{CollectiveOp::kBroadcastObjectList,
-              DType::kInt64,
-              {{static_cast<int64_t>(objects.size())}},
-              root,
-              std::nullopt,
-              {}};
-  return c_.collective(rank_, group, s, Payload{{}, std::move(objects)}).objects;
+  Signature s;
+  s.op = CollectiveOp::kBroadcastObjectList;
+  s.dtype = DType::kInt64;
+  const int64_t count[] = {static_cast<int64_t>(objects.size())};
+  s.shape = InlineShape::of(count);
+  s.root = root;
+  std::vector<std::string> out;
+  meet(group, s, {.objects_in = &objects, .objects_out = &out});
+  return out;
 }
 
 std::vector<std::string> SimBackend::all_gather_object(const std::string& object,
                                                        const Group& group) {
-  const Signature s{
-      CollectiveOp::kAllGatherObject, DType::kInt64, {}, std::nullopt, std::nullopt, {}};
-  return c_.collective(rank_, group, s, Payload{{}, {object}}).objects;
+  Signature s;
+  s.op = CollectiveOp::kAllGatherObject;
+  s.dtype = DType::kInt64;
+  const std::vector<std::string> in{object};
+  std::vector<std::string> out;
+  meet(group, s, {.objects_in = &in, .objects_out = &out});
+  return out;
 }
 
 }  // namespace meshsim::sim

@@ -1,15 +1,17 @@
-// One rank's handle on the simulated collectives, behind the same Backend interface the NCCL
-// backend implements: steps talk to a Backend, never to the simulator directly.
+// One rank's handle on the simulated collectives, behind the Backend interface: the shared
+// rendezvous meets the ranks, the simulated executor computes what they get.
 #pragma once
 
-#include "sim/runtime/sim_collectives.hpp"
+#include "sim/runtime/rendezvous.hpp"
+#include "sim/runtime/sim_executor.hpp"
 #include "src/comm/collective.hpp"
 
 namespace meshsim::sim {
 
 class SimBackend final : public Backend {
  public:
-  SimBackend(int64_t rank, SimCollectives& collectives) : rank_(rank), c_(collectives) {}
+  SimBackend(int64_t rank, Rendezvous& rendezvous, SimExecutor& executor)
+      : rank_(rank), rendezvous_(rendezvous), executor_(executor) {}
 
   void all_reduce(Tensor& tensor, ReduceOp op, const Group& group) override;
   std::vector<Tensor> all_gather(const Tensor& tensor, const Group& group) override;
@@ -26,8 +28,13 @@ class SimBackend final : public Backend {
                                              const Group& group) override;
 
  private:
+  void meet(const Group& group, const Signature& signature, const Exchange& exchange) {
+    rendezvous_.meet(rank_, group, signature, exchange, executor_);
+  }
+
   int64_t rank_;
-  SimCollectives& c_;
+  Rendezvous& rendezvous_;
+  SimExecutor& executor_;
 };
 
 }  // namespace meshsim::sim

@@ -21,13 +21,10 @@ void Trace::slice(int64_t rank, std::string name, std::string category, double s
   slices_.push_back({rank, std::move(name), std::move(category), start_s, end_s, std::move(args)});
 }
 
-void Trace::collective(const std::vector<int64_t>& members, const std::string& name,
-                       const std::vector<double>& arrived_s, double end_s, nlohmann::json args) {
-  for (size_t i = 0; i < members.size(); ++i)
-    slice(members[i], name, "collective", arrived_s[i], end_s, args);
-  for (size_t i = 1; i < members.size(); ++i) {
-    flows_.push_back({static_cast<int64_t>(flows_.size()) + 1, members[0], members[i], end_s});
-  }
+void Trace::collective(int64_t rank, std::string meeting, std::string name, double start_s,
+                       double end_s, nlohmann::json args) {
+  meetings_[std::move(meeting)].push_back(slices_.size());
+  slice(rank, std::move(name), "collective", start_s, end_s, std::move(args));
 }
 
 nlohmann::json Trace::events(int64_t pid, const std::string& process, int64_t world_size) const {
@@ -51,24 +48,35 @@ nlohmann::json Trace::events(int64_t pid, const std::string& process, int64_t wo
                    {"dur", micros(s.end_s) - micros(s.start_s)},
                    {"args", s.args}});
   }
-  for (const Flow& f : flows_) {
-    // Flow ends bind to the enclosing collective slices, which all end at `at_s`.
-    const int64_t ts = micros(f.at_s) - 1;
-    out.push_back({{"name", "collective"},
-                   {"cat", "flow"},
-                   {"ph", "s"},
-                   {"id", f.id},
-                   {"pid", pid},
-                   {"tid", f.from_rank},
-                   {"ts", ts}});
-    out.push_back({{"name", "collective"},
-                   {"cat", "flow"},
-                   {"ph", "f"},
-                   {"bp", "e"},
-                   {"id", f.id},
-                   {"pid", pid},
-                   {"tid", f.to_rank},
-                   {"ts", ts}});
+  int64_t flow_id = 0;
+  for (const auto& [key, parts] : meetings_) {
+    // From the lowest rank to every other; flow ends bind to the enclosing collective slices,
+    // which all end when the collective does.
+    const Slice* from = &slices_[parts.front()];
+    for (size_t i : parts) {
+      if (slices_[i].rank < from->rank) from = &slices_[i];
+    }
+    const int64_t ts = micros(from->end_s) - 1;
+    for (size_t i : parts) {
+      const Slice& to = slices_[i];
+      if (&to == from) continue;
+      ++flow_id;
+      out.push_back({{"name", "collective"},
+                     {"cat", "flow"},
+                     {"ph", "s"},
+                     {"id", flow_id},
+                     {"pid", pid},
+                     {"tid", from->rank},
+                     {"ts", ts}});
+      out.push_back({{"name", "collective"},
+                     {"cat", "flow"},
+                     {"ph", "f"},
+                     {"bp", "e"},
+                     {"id", flow_id},
+                     {"pid", pid},
+                     {"tid", to.rank},
+                     {"ts", ts}});
+    }
   }
   return out;
 }

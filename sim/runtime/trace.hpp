@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -16,9 +17,10 @@ class Trace {
   // A slice on `rank`'s track from `start_s` to `end_s` (virtual seconds).
   void slice(int64_t rank, std::string name, std::string category, double start_s, double end_s,
              nlohmann::json args = nlohmann::json::object());
-  // One collective: a slice per member, and arrows from the first member to every other.
-  void collective(const std::vector<int64_t>& members, const std::string& name,
-                  const std::vector<double>& arrived_s, double end_s, nlohmann::json args);
+  // One member's part in a collective: a slice on its track. Parts with the same `meeting` key
+  // are joined by arrows from the lowest rank to every other.
+  void collective(int64_t rank, std::string meeting, std::string name, double start_s, double end_s,
+                  nlohmann::json args);
 
   // The trace events of one scenario, as process `pid` named `process`.
   nlohmann::json events(int64_t pid, const std::string& process, int64_t world_size) const;
@@ -32,14 +34,8 @@ class Trace {
     double end_s;
     nlohmann::json args;
   };
-  struct Flow {
-    int64_t id;
-    int64_t from_rank;
-    int64_t to_rank;
-    double at_s;
-  };
   std::vector<Slice> slices_;
-  std::vector<Flow> flows_;
+  std::map<std::string, std::vector<size_t>> meetings_;  // key -> slices of its members
 };
 
 }  // namespace meshsim::sim

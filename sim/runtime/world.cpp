@@ -8,13 +8,25 @@
 
 namespace meshsim::sim {
 
+// A parked rank is a suspended fiber context; waking it hands that context straight to the
+// scheduler. All ranks run on one thread, so no lock is needed, and none is taken.
 struct World::Parker {
-  boost::fibers::mutex mutex;
-  boost::fibers::condition_variable signal;
+  boost::fibers::context* context = nullptr;
   bool parked = false;
+  bool scheduled = false;  // handed to the scheduler, not yet resumed
   bool woken = false;
   std::optional<std::string> abort_reason;
 };
+
+namespace {
+
+void resume_later(World::Parker& p) {
+  if (!p.parked || p.scheduled) return;
+  p.scheduled = true;
+  boost::fibers::context::active()->schedule(p.context);
+}
+
+}  // namespace
 
 World::World(int64_t size, WorldOptions options)
     : size_(size), options_(options), stacks_(size, options.stack_size, options.stack_guard) {
@@ -26,9 +38,12 @@ World::~World() = default;
 
 void World::park(int64_t rank) {
   Parker& p = *parkers_[static_cast<size_t>(rank)];
-  std::unique_lock<boost::fibers::mutex> lock(p.mutex);
+  p.context = boost::fibers::context::active();
   p.parked = true;
-  p.signal.wait(lock, [&] { return p.woken || p.abort_reason.has_value(); });
+  while (!p.woken && !p.abort_reason) {
+    p.context->suspend();
+    p.scheduled = false;
+  }
   p.parked = false;
   p.woken = false;
   if (p.abort_reason) throw RankAborted{*p.abort_reason};
@@ -36,9 +51,8 @@ void World::park(int64_t rank) {
 
 void World::wake(int64_t rank) {
   Parker& p = *parkers_[static_cast<size_t>(rank)];
-  std::unique_lock<boost::fibers::mutex> lock(p.mutex);
   p.woken = true;
-  p.signal.notify_one();
+  resume_later(p);
 }
 
 bool World::is_parked(int64_t rank) const {
@@ -71,20 +85,15 @@ void World::run(const std::function<void(int64_t)>& body,
       const auto& reason = aborts.at(static_cast<size_t>(r));
       if (!reason || !is_parked(r)) continue;
       Parker& p = *parkers_[static_cast<size_t>(r)];
-      std::unique_lock<boost::fibers::mutex> lock(p.mutex);
       p.abort_reason = *reason;
-      p.signal.notify_one();
+      resume_later(p);
       changed = true;
     }
     MESHSIM_ASSERT(changed || log_.ready_ranks > 0,
                    "the world is stuck and on_stall neither aborted nor woke a rank");
   }
   for (auto& f : fibers) f.join();
-  for (auto& p : parkers_) {
-    p->parked = false;
-    p->woken = false;
-    p->abort_reason.reset();
-  }
+  for (auto& p : parkers_) *p = Parker{};
 }
 
 }  // namespace meshsim::sim

@@ -14,11 +14,14 @@
 
 namespace meshsim::sim {
 
+// The fiber stack each rank gets unless told otherwise (`--stack-kib`).
+inline constexpr size_t kDefaultStackBytes = 64 * 1024;
+
 struct WorldOptions {
   SchedulePolicy policy = SchedulePolicy::kFifo;
   uint64_t seed = 0;
   // Bytes per fiber stack, and how an overflow is caught (rank_stacks.hpp).
-  size_t stack_size = 64 * 1024;
+  size_t stack_size = kDefaultStackBytes;
   StackGuard stack_guard = StackGuard::kAuto;
 };
 
@@ -49,10 +52,10 @@ class World {
   bool is_parked(int64_t rank) const;
 
   const ScheduleLog& schedule() const { return log_; }
+  struct Parker;
   const RankStacks& stacks() const { return stacks_; }
 
  private:
-  struct Parker;
   int64_t size_;
   WorldOptions options_;
   ScheduleLog log_;

@@ -1,6 +1,7 @@
 #include "src/comm/collective.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -40,23 +41,59 @@ std::string_view collective_op_name(CollectiveOp op) {
   return "?";
 }
 
+namespace {
+
+int64_t group_id_of(const std::string& name) {
+  if (name == "store") return kStoreGroupId;
+  int64_t id = 0;
+  const auto [end, ec] = std::from_chars(name.data(), name.data() + name.size(), id);
+  if (ec != std::errc() || end != name.data() + name.size() || id < 0) {
+    throw runtime_error(fmt::format("\"{}\" is not a process group name", name));
+  }
+  return id;
+}
+
+}  // namespace
+
+Group::Group(std::string group_name, RankList members, int64_t holder)
+    : name(std::move(group_name)), ranks(std::move(members)), id(group_id_of(name)), position(-1) {
+  position = group_rank(holder);
+}
+
 int64_t Group::group_rank(int64_t global_rank) const {
-  const auto it = std::find(ranks->begin(), ranks->end(), global_rank);
-  return it == ranks->end() ? -1 : static_cast<int64_t>(it - ranks->begin());
+  const auto it = std::lower_bound(ranks->begin(), ranks->end(), global_rank);
+  return it == ranks->end() || *it != global_rank ? -1 : static_cast<int64_t>(it - ranks->begin());
+}
+
+InlineShape InlineShape::of(std::span<const int64_t> shape) {
+  MESHSIM_ASSERT(shape.size() <= Tensor::kMaxDims,
+                 fmt::format("a shape of {} dims in a signature", shape.size()));
+  InlineShape out;
+  std::copy(shape.begin(), shape.end(), out.dims.begin());
+  out.ndim = static_cast<uint8_t>(shape.size());
+  out.present = true;
+  return out;
+}
+
+Signature Signature::of(CollectiveOp op, const Tensor* tensor) {
+  Signature s;
+  s.op = op;
+  if (tensor != nullptr) {
+    s.dtype = tensor->dtype();
+    s.shape = InlineShape::of(tensor->shape());
+  }
+  return s;
 }
 
 std::string Signature::describe() const {
   std::vector<std::string> parts;
   if (op == CollectiveOp::kNewGroup) {
     // A mesh dim creates its groups as one batch; one group says nothing more.
-    if (!shapes.empty() && !shapes[0].empty() && shapes[0][0] != 1) {
-      parts.push_back(fmt::format("groups={}", shapes[0][0]));
+    if (shape.ndim == 1 && shape.dims[0] != 1) {
+      parts.push_back(fmt::format("groups={}", shape.dims[0]));
     }
-  } else if (op != CollectiveOp::kBarrier) {
-    std::vector<std::string> tensors;
-    for (const auto& s : shapes)
-      tensors.push_back(fmt::format("{}[{}]", dtype_name(dtype), fmt::join(s, ", ")));
-    parts.push_back(fmt::format("{}", fmt::join(tensors, ", ")));
+  } else if (shape.present) {
+    parts.push_back(fmt::format("{}[{}]", dtype_name(dtype), fmt::join(shape.view(), ", ")));
   }
   if (reduce_op) parts.push_back(fmt::format("op={}", reduce_op_name(*reduce_op)));
   if (root) {

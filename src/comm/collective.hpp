@@ -2,14 +2,16 @@
 // signature that ranks meeting in one collective must agree on.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "src/comm/rank_list.hpp"
-#include "src/dtensor/placement.hpp"
+#include "src/comm/reduce_op.hpp"
 #include "src/tensor/tensor.hpp"
 
 namespace meshsim {
@@ -30,32 +32,52 @@ enum class CollectiveOp {
 };
 std::string_view collective_op_name(CollectiveOp op);
 
-// A process group as a rank sees it: its name and its members in group-rank order (shared).
+// c10d names groups by a counter; the TCP store's barrier (new_group) is a group of its own.
+inline constexpr int64_t kStoreGroupId = -1;
+
+// A process group as one rank sees it: its name, its members in group-rank order (ascending, as
+// new_group sorts them; shared) and the holder's position among them.
 struct Group {
-  Group(std::string group_name, RankList members)
-      : name(std::move(group_name)), ranks(std::move(members)) {}
-  Group(std::string group_name, std::vector<int64_t> members)
-      : name(std::move(group_name)),
-        ranks(std::make_shared<const std::vector<int64_t>>(std::move(members))) {}
+  // `name` is c10d's (a decimal counter value) or "store". Throws meshsim::Error (RuntimeError)
+  // for any other name.
+  Group(std::string group_name, RankList members, int64_t holder);
+  Group(std::string group_name, std::vector<int64_t> members, int64_t holder)
+      : Group(std::move(group_name),
+              std::make_shared<const std::vector<int64_t>>(std::move(members)), holder) {}
 
   std::string name;
   RankList ranks;
+  int64_t id;        // the name as a number (kStoreGroupId for the store)
+  int64_t position;  // the holder's group rank, or -1 when it is not a member
   int64_t size() const { return static_cast<int64_t>(ranks->size()); }
-  // Position of `global_rank` in the group, or -1 (linear: callers on hot paths cache).
+  // Position of `global_rank` in the group, or -1 (binary search).
   int64_t group_rank(int64_t global_rank) const;
 };
 
-// What every participant of one collective must agree on. Shapes are per input tensor; `root` is
-// a global rank (broadcast) and `peer` the other side of a send/recv.
+// A tensor shape held inline: signatures are built on every call and must not allocate.
+struct InlineShape {
+  std::array<int64_t, Tensor::kMaxDims> dims{};
+  uint8_t ndim = 0;
+  bool present = false;  // a 0-dim tensor has a shape; a barrier has none
+
+  static InlineShape of(std::span<const int64_t> shape);
+  std::span<const int64_t> view() const { return {dims.data(), ndim}; }
+  friend bool operator==(const InlineShape&, const InlineShape&) = default;
+};
+
+// What every participant of one collective must agree on.
 struct Signature {
-  CollectiveOp op;
+  CollectiveOp op = CollectiveOp::kBarrier;
   DType dtype = DType::kFloat32;
-  std::vector<std::vector<int64_t>> shapes;
+  // The input tensor's shape; object collectives: the object count; new_group: how many groups
+  // are created together.
+  InlineShape shape;
+  // broadcast: the global root; send/recv: the peer (global rank).
   std::optional<int64_t> root;
   std::optional<ReduceOp> reduce_op;
-  // For new_group: the ranks of the group being created.
-  std::vector<int64_t> ranks;
 
+  // `op` over `tensor` (dtype and shape), or over nothing.
+  static Signature of(CollectiveOp op, const Tensor* tensor = nullptr);
   // "all_reduce(float32[4], op=sum)" and similar.
   std::string describe() const;
   friend bool operator==(const Signature&, const Signature&) = default;

@@ -7,12 +7,9 @@
 #include <variant>
 #include <vector>
 
-namespace meshsim {
+#include "src/comm/reduce_op.hpp"
 
-enum class ReduceOp { kSum, kAvg, kMin, kMax, kProduct };
-std::string_view reduce_op_name(ReduceOp op);
-// "sum", "avg", "min", "max", "product"; throws meshsim::Error (ValueError) otherwise.
-ReduceOp parse_reduce_op(std::string_view name);
+namespace meshsim {
 
 struct Shard {
   int64_t dim;

@@ -3,10 +3,9 @@
 #include <algorithm>
 #include <set>
 
+#include "sim/runtime/backend_factory.hpp"
 #include "sim/runtime/fiber_stack.hpp"
 #include "sim/runtime/hang_report.hpp"
-#include "sim/runtime/sim_backend.hpp"
-#include "sim/runtime/sim_collectives.hpp"
 #include "sim/runtime/world.hpp"
 #include "src/error.hpp"
 
@@ -15,12 +14,10 @@ using namespace meshsim::sim;
 
 namespace {
 
-// Runs `body(rank, collectives)` on n fiber ranks; returns the hang report of the first stall.
+// Runs `body(rank, backend)` on n fiber ranks; returns the hang report of the first stall.
 struct Harness {
-  explicit Harness(int64_t n, WorldOptions options = {})
-      : world(n, options),
-        activity(static_cast<size_t>(n)),
-        collectives(world, activity, CostModel{}) {}
+  explicit Harness(int64_t n, WorldOptions options = {}, BackendOptions backend = {})
+      : world(n, options), activity(static_cast<size_t>(n)), factory(world, activity, backend) {}
 
   template <typename F>
   std::optional<HangReport> run(F&& body) {
@@ -29,7 +26,8 @@ struct Harness {
         [&](int64_t r) {
           RankActivity& me = activity[static_cast<size_t>(r)];
           try {
-            body(r, collectives);
+            const std::unique_ptr<Backend> backend = factory.backend(r);
+            body(r, *backend);
             me.state = RankActivity::State::kFinished;
           } catch (const RankAborted& a) {
             forget_unwound_frames();
@@ -39,10 +37,14 @@ struct Harness {
             forget_unwound_frames();
             me.state = RankActivity::State::kFailed;
             me.error = e.what();
+          } catch (const InjectedCrash& c) {
+            forget_unwound_frames();
+            me.state = RankActivity::State::kFailed;
+            me.error = c.what;
           }
         },
         [&] {
-          if (!hang) hang = analyze_hang(activity, collectives);
+          if (!hang) hang = analyze_hang(activity, factory.rendezvous(), factory.timeout());
           std::vector<std::optional<std::string>> aborts(activity.size());
           for (size_t r = 0; r < activity.size(); ++r) {
             if (activity[r].state == RankActivity::State::kBlocked) aborts[r] = "test abort";
@@ -52,21 +54,17 @@ struct Harness {
     return hang;
   }
 
-  Group world_group() const {
+  // WORLD as rank `r` holds it.
+  Group world_group(int64_t r) const {
     std::vector<int64_t> ranks;
-    for (int64_t r = 0; r < world.size(); ++r) ranks.push_back(r);
-    return Group{"0", ranks};
+    for (int64_t i = 0; i < world.size(); ++i) ranks.push_back(i);
+    return Group{"0", ranks, r};
   }
 
   World world;
   std::vector<RankActivity> activity;
-  SimCollectives collectives;
+  BackendFactory factory;
 };
-
-Signature sig_of(CollectiveOp op, const Tensor& t, std::optional<ReduceOp> reduce = std::nullopt,
-                 std::optional<int64_t> root = std::nullopt) {
-  return Signature{op, t.dtype(), {t.shape()}, root, reduce, {}};
-}
 
 }  // namespace
 
@@ -80,12 +78,12 @@ TEST_CASE("runtime: FIFO runs ranks in order; a seed fixes a random permutation"
     return std::pair(order, w.schedule().digest);
   };
   CHECK(order_for({}).first == std::vector<int64_t>{0, 1, 2, 3, 4, 5});
-  const auto a = order_for({SchedulePolicy::kRandom, 42, 64 * 1024});
-  const auto b = order_for({SchedulePolicy::kRandom, 42, 64 * 1024});
+  const auto a = order_for({SchedulePolicy::kRandom, 42, kDefaultStackBytes});
+  const auto b = order_for({SchedulePolicy::kRandom, 42, kDefaultStackBytes});
   CHECK(a == b);
   std::set<std::vector<int64_t>> distinct;
   for (uint64_t seed = 0; seed < 8; ++seed)
-    distinct.insert(order_for({SchedulePolicy::kRandom, seed, 64 * 1024}).first);
+    distinct.insert(order_for({SchedulePolicy::kRandom, seed, kDefaultStackBytes}).first);
   CHECK(distinct.size() > 1);
   for (const auto& order : distinct) {
     std::vector<int64_t> sorted = order;
@@ -116,16 +114,14 @@ TEST_CASE("runtime: all_reduce gives known answers for every op and schedule", "
     for (ReduceOp op :
          {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
       for (uint64_t seed : {0, 1, 2}) {
-        Harness h(5,
-                  {seed == 0 ? SchedulePolicy::kFifo : SchedulePolicy::kRandom, seed, 64 * 1024});
+        Harness h(5, {seed == 0 ? SchedulePolicy::kFifo : SchedulePolicy::kRandom, seed,
+                      kDefaultStackBytes});
         std::vector<Tensor> results(5);
-        const auto hang = h.run([&](int64_t r, SimCollectives& c) {
+        const auto hang = h.run([&](int64_t r, Backend& b) {
           Tensor t({7}, dtype);
           for (int64_t i = 0; i < 7; ++i) t.set_int(i, (r + 1) * (i + 1));
-          results[static_cast<size_t>(r)] =
-              c.collective(r, h.world_group(), sig_of(CollectiveOp::kAllReduce, t, op),
-                           Payload{{t}, {}})
-                  .tensors.at(0);
+          b.all_reduce(t, op, h.world_group(r));
+          results[static_cast<size_t>(r)] = t;
         });
         REQUIRE_FALSE(hang);
         for (const Tensor& t : results) {
@@ -145,25 +141,21 @@ TEST_CASE("runtime: reductions accumulate float32 in double, in group-rank order
   Harness h(3);
   std::vector<Tensor> results(3);
   const double inputs[] = {1e8, 1, -1e8};
-  h.run([&](int64_t r, SimCollectives& c) {
+  h.run([&](int64_t r, Backend& b) {
     Tensor t({1}, DType::kFloat32);
     t.set(0, inputs[r]);
-    results[static_cast<size_t>(r)] =
-        c.collective(r, h.world_group(), sig_of(CollectiveOp::kAllReduce, t, ReduceOp::kSum),
-                     Payload{{t}, {}})
-            .tensors.at(0);
+    b.all_reduce(t, ReduceOp::kSum, h.world_group(r));
+    results[static_cast<size_t>(r)] = t;
   });
   for (const Tensor& t : results) CHECK(t.get(0) == 1.0);
   // Integers wrap at their width, as NCCL's integer sums do.
   Harness w(2);
   std::vector<Tensor> wrapped(2);
-  w.run([&](int64_t r, SimCollectives& c) {
+  w.run([&](int64_t r, Backend& b) {
     Tensor t({1}, DType::kInt32);
     t.set_int(0, INT32_MAX - 1 + r);
-    wrapped[static_cast<size_t>(r)] =
-        c.collective(r, w.world_group(), sig_of(CollectiveOp::kAllReduce, t, ReduceOp::kSum),
-                     Payload{{t}, {}})
-            .tensors.at(0);
+    b.all_reduce(t, ReduceOp::kSum, w.world_group(r));
+    wrapped[static_cast<size_t>(r)] = t;
   });
   CHECK(wrapped[0].get_int(0) == -3);  // (2^31 - 2) + (2^31 - 1) wraps to -3
 }
@@ -174,10 +166,8 @@ TEST_CASE("runtime: through the Backend interface, every collective moves the ri
   std::vector<std::vector<Tensor>> gathered(4), exchanged(4);
   std::vector<Tensor> joined(4), scattered(4), broadcast(4), received(4), reduced(4);
   std::vector<std::vector<std::string>> objects(4), gathered_objects(4);
-  const auto hang = h.run([&](int64_t r, SimCollectives& c) {
-    SimBackend sim(r, c);
-    Backend& b = sim;  // what steps and the NCCL backend share
-    const Group g = h.world_group();
+  const auto hang = h.run([&](int64_t r, Backend& b) {
+    const Group g = h.world_group(r);
     const Tensor mine = Tensor::full({2}, r, DType::kInt64);
     reduced[static_cast<size_t>(r)] = mine;
     b.all_reduce(reduced[static_cast<size_t>(r)], ReduceOp::kMax, g);
@@ -217,10 +207,9 @@ TEST_CASE("runtime: through the Backend interface, every collective moves the ri
 
 TEST_CASE("runtime: a signature mismatch is a desync naming both sides", "[sim][runtime][hang]") {
   Harness h(3);
-  const auto hang = h.run([&](int64_t r, SimCollectives& c) {
-    const Tensor t({r == 1 ? 5 : 4}, DType::kFloat32);
-    c.collective(r, h.world_group(), sig_of(CollectiveOp::kAllReduce, t, ReduceOp::kSum),
-                 {{t}, {}});
+  const auto hang = h.run([&](int64_t r, Backend& b) {
+    Tensor t({r == 1 ? 5 : 4}, DType::kFloat32);
+    b.all_reduce(t, ReduceOp::kSum, h.world_group(r));
   });
   REQUIRE(hang);
   CHECK(hang->kind == "desync");
@@ -234,10 +223,8 @@ TEST_CASE("runtime: a signature mismatch is a desync naming both sides", "[sim][
 TEST_CASE("runtime: deadlock classification", "[sim][runtime][hang]") {
   SECTION("a rank that exits early") {
     Harness h(3);
-    const auto hang = h.run([&](int64_t r, SimCollectives& c) {
-      if (r != 2)
-        c.collective(r, h.world_group(),
-                     Signature{CollectiveOp::kBarrier, DType::kFloat32, {}, {}, {}, {}}, {});
+    const auto hang = h.run([&](int64_t r, Backend& b) {
+      if (r != 2) b.barrier(h.world_group(r));
     });
     REQUIRE(hang);
     CHECK(hang->cause == HangCause::kRankExitedEarly);
@@ -247,10 +234,9 @@ TEST_CASE("runtime: deadlock classification", "[sim][runtime][hang]") {
   }
   SECTION("a rank that fails") {
     Harness h(2);
-    const auto hang = h.run([&](int64_t r, SimCollectives& c) {
+    const auto hang = h.run([&](int64_t r, Backend& b) {
       if (r == 1) throw runtime_error("boom");
-      c.collective(r, h.world_group(),
-                   Signature{CollectiveOp::kBarrier, DType::kFloat32, {}, {}, {}, {}}, {});
+      b.barrier(h.world_group(r));
     });
     REQUIRE(hang);
     CHECK(hang->cause == HangCause::kRankFailed);
@@ -258,12 +244,11 @@ TEST_CASE("runtime: deadlock classification", "[sim][runtime][hang]") {
   }
   SECTION("two groups entered in opposite orders") {
     Harness h(4);
-    const Group a{"a", std::vector<int64_t>{0, 1}}, b{"b", std::vector<int64_t>{0, 1}};
-    const Signature barrier{CollectiveOp::kBarrier, DType::kFloat32, {}, {}, {}, {}};
-    const auto hang = h.run([&](int64_t r, SimCollectives& c) {
+    const auto hang = h.run([&](int64_t r, Backend& backend) {
       if (r > 1) return;
-      c.collective(r, r == 0 ? a : b, barrier, {});
-      c.collective(r, r == 0 ? b : a, barrier, {});
+      const Group a{"1", std::vector<int64_t>{0, 1}, r}, b{"2", std::vector<int64_t>{0, 1}, r};
+      backend.barrier(r == 0 ? a : b);
+      backend.barrier(r == 0 ? b : a);
     });
     REQUIRE(hang);
     CHECK(hang->cause == HangCause::kOrderInversion);
@@ -273,16 +258,15 @@ TEST_CASE("runtime: deadlock classification", "[sim][runtime][hang]") {
 
 TEST_CASE("runtime: virtual time and the watchdog timeout", "[sim][runtime][hang]") {
   Harness h(3);
-  const auto hang = h.run([&](int64_t r, SimCollectives& c) {
+  const auto hang = h.run([&](int64_t r, Backend& b) {
     if (r == 2) h.activity[2].clock += 601.0;
-    const Tensor t({1}, DType::kFloat32);
-    c.collective(r, h.world_group(), sig_of(CollectiveOp::kAllReduce, t, ReduceOp::kSum),
-                 {{t}, {}});
+    Tensor t({1}, DType::kFloat32);
+    b.all_reduce(t, ReduceOp::kSum, h.world_group(r));
   });
   CHECK_FALSE(hang);  // nothing stalls: the ranks fail instead
-  REQUIRE(h.collectives.timeout());
-  CHECK(h.collectives.timeout()->timed_out == std::vector<int64_t>{0, 1});
-  CHECK(h.collectives.timeout()->late == std::vector<int64_t>{2});
+  REQUIRE(h.factory.timeout());
+  CHECK(h.factory.timeout()->timed_out == std::vector<int64_t>{0, 1});
+  CHECK(h.factory.timeout()->late == std::vector<int64_t>{2});
   CHECK(h.activity[0].state == RankActivity::State::kFailed);
   CHECK(h.activity[0].error.find("Watchdog caught collective operation timeout") !=
         std::string::npos);
@@ -292,10 +276,8 @@ TEST_CASE("runtime: virtual time and the watchdog timeout", "[sim][runtime][hang
 TEST_CASE("runtime: a rank outside the group cannot enter its collective",
           "[sim][runtime][errors]") {
   Harness h(2);
-  h.run([&](int64_t r, SimCollectives& c) {
-    if (r == 1)
-      c.collective(r, Group{"x", std::vector<int64_t>{0}},
-                   Signature{CollectiveOp::kBarrier, DType::kFloat32, {}, {}, {}, {}}, {});
+  h.run([&](int64_t r, Backend& b) {
+    if (r == 1) b.barrier(Group{"1", std::vector<int64_t>{0}, r});
   });
   CHECK(h.activity[1].state == RankActivity::State::kFailed);
   CHECK(h.activity[1].error.find("without being a member") != std::string::npos);

@@ -1,0 +1,92 @@
+// Backends that wrap another: fault injection (a rank that crashes, stalls or sees a backend error
+// entering its k-th collective) and tracing (a Chrome-trace slice per collective in virtual time).
+// Either wraps any backend, simulated or real.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sim/runtime/faults.hpp"
+#include "sim/runtime/rank_activity.hpp"
+#include "sim/runtime/trace.hpp"
+#include "src/comm/collective.hpp"
+
+namespace meshsim::sim {
+
+// Forwards every call to `inner`; subclasses hook before and after.
+class ForwardingBackend : public Backend {
+ public:
+  explicit ForwardingBackend(std::unique_ptr<Backend> inner) : inner_(std::move(inner)) {}
+
+  void all_reduce(Tensor& tensor, ReduceOp op, const Group& group) override;
+  std::vector<Tensor> all_gather(const Tensor& tensor, const Group& group) override;
+  Tensor all_gather_into_tensor(const Tensor& tensor, const Group& group) override;
+  Tensor reduce_scatter(const Tensor& input, ReduceOp op, const Group& group) override;
+  void broadcast(Tensor& tensor, int64_t root, const Group& group) override;
+  std::vector<Tensor> all_to_all(const std::vector<Tensor>& inputs, const Group& group) override;
+  void barrier(const Group& group) override;
+  void send(const Tensor& tensor, int64_t dst, const Group& group) override;
+  Tensor recv(const Tensor& like, int64_t src, const Group& group) override;
+  std::vector<std::string> broadcast_object_list(std::vector<std::string> objects, int64_t root,
+                                                 const Group& group) override;
+  std::vector<std::string> all_gather_object(const std::string& object,
+                                             const Group& group) override;
+
+ protected:
+  // Around every call: `signature` is what the call will be met with, `group` the group (for
+  // send/recv, the group the pair talks in). after() also runs when the collective itself failed
+  // (meshsim::Error: it was met and took its time), not when the rank was aborted.
+  virtual void before(const Signature& signature, const Group& group) = 0;
+  virtual void after(const Signature& signature, const Group& group) = 0;
+
+ private:
+  template <typename Call>
+  auto around(const Signature& signature, const Group& group, Call&& call);
+  std::unique_ptr<Backend> inner_;
+};
+
+// Fires the faults of one rank at its k-th call (send and recv count too).
+class FaultInjectingBackend final : public ForwardingBackend {
+ public:
+  FaultInjectingBackend(std::unique_ptr<Backend> inner, int64_t rank, std::vector<Fault> faults,
+                        RankActivity& activity)
+      : ForwardingBackend(std::move(inner)),
+        rank_(rank),
+        faults_(std::move(faults)),
+        activity_(activity) {}
+
+ protected:
+  void before(const Signature& signature, const Group& group) override;
+  void after(const Signature&, const Group&) override {}
+
+ private:
+  int64_t rank_;
+  std::vector<Fault> faults_;
+  RankActivity& activity_;
+  int64_t calls_ = 0;
+};
+
+// Records each call as a slice on the rank's track, from when it entered to when it left (virtual
+// clock); the members of one collective are joined by flow arrows.
+class TracingBackend final : public ForwardingBackend {
+ public:
+  TracingBackend(std::unique_ptr<Backend> inner, int64_t rank, Trace& trace, RankActivity& activity)
+      : ForwardingBackend(std::move(inner)), rank_(rank), trace_(trace), activity_(activity) {}
+
+ protected:
+  void before(const Signature&, const Group&) override { entered_at_ = activity_.clock; }
+  void after(const Signature& signature, const Group& group) override;
+
+ private:
+  int64_t rank_;
+  Trace& trace_;
+  RankActivity& activity_;
+  double entered_at_ = 0.0;
+  // Calls so far per group (collectives) or per direction (send/recv): the sequence numbers the
+  // rendezvous gives, so that one collective's slices share a key.
+  std::map<std::string, int64_t> calls_;
+};
+
+}  // namespace meshsim::sim

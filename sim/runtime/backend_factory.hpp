@@ -1,0 +1,62 @@
+// Where a rank's communication comes from: one world's shared pieces (the rendezvous every backend
+// meets in, the store that new_group waits in, the group table) and the executor of the chosen
+// backend. Each rank gets its Backend, wrapped for faults and tracing when asked, and its
+// GroupCreator.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "sim/runtime/faults.hpp"
+#include "sim/runtime/rank_activity.hpp"
+#include "sim/runtime/rendezvous.hpp"
+#include "sim/runtime/sim_executor.hpp"
+#include "sim/runtime/store_group_creator.hpp"
+#include "sim/runtime/trace.hpp"
+#include "sim/runtime/world.hpp"
+#include "src/comm/collective.hpp"
+#include "src/comm/group_creator.hpp"
+
+namespace meshsim::sim {
+
+// The collective backends meshsim can run a scenario on (`meshsim run --backend`).
+enum class BackendKind { kSim };
+std::string_view backend_kind_name(BackendKind kind);
+// nullopt for a name that is not a backend.
+std::optional<BackendKind> parse_backend_kind(std::string_view name);
+// Every kind, in the order --help lists them.
+const std::vector<BackendKind>& backend_kinds();
+
+struct BackendOptions {
+  BackendKind kind = BackendKind::kSim;
+  CostModel cost;             // the simulated executor's virtual time
+  std::vector<Fault> faults;  // injected at a rank's k-th collective
+  Trace* trace = nullptr;     // records every collective when set
+};
+
+class BackendFactory {
+ public:
+  BackendFactory(World& world, std::vector<RankActivity>& activity, BackendOptions options);
+
+  // Rank `rank`'s backend and group creator; they live as long as the rank runs.
+  std::unique_ptr<Backend> backend(int64_t rank);
+  std::unique_ptr<GroupCreator> group_creator(int64_t rank);
+
+  // What hang reports need.
+  const Rendezvous& rendezvous() const { return rendezvous_; }
+  const std::optional<TimeoutRecord>& timeout() const { return executor_.timeout(); }
+  // Groups created with different members on different ranks, in the order they happened.
+  const std::vector<std::string>& warnings() const { return store_.warnings(); }
+
+ private:
+  std::vector<RankActivity>& activity_;
+  BackendOptions options_;
+  Rendezvous rendezvous_;
+  SimExecutor executor_;
+  StoreBarrier store_;
+  std::shared_ptr<GroupTable> groups_;
+};
+
+}  // namespace meshsim::sim

@@ -1,0 +1,67 @@
+// One collective (or one send/recv pair) as the rendezvous assembles it and an executor completes
+// it: who has arrived, with what, and where each member's result goes. Indexed by group position.
+#pragma once
+
+#include <cstdint>
+#include <exception>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "src/comm/collective.hpp"
+#include "src/comm/group_batch.hpp"
+
+namespace meshsim::sim {
+
+// What one rank brings to a collective and where its result goes. Everything points into the
+// caller's frame, which stays alive while the rank is parked in the rendezvous; the rendezvous
+// forgets a rank's exchange when the rank leaves.
+struct Exchange {
+  const Tensor* input = nullptr;
+  const std::vector<Tensor>* inputs = nullptr;  // all_to_all: one per group rank
+  Tensor* output = nullptr;
+  std::vector<Tensor>* outputs = nullptr;  // all_gather, all_to_all
+  const std::vector<std::string>* objects_in = nullptr;
+  std::vector<std::string>* objects_out = nullptr;
+  const GroupBatch* new_groups = nullptr;  // new_group: the groups this rank asks for
+  bool arrived = false;
+  double arrived_at = 0.0;  // the rank's virtual clock when it arrived
+};
+
+struct Meeting {
+  int64_t group_id = 0;
+  std::string group;  // the name, for reports
+  int64_t seq = 0;
+  RankList members;
+  bool point_to_point = false;
+  Signature signature;                    // the first arrival's
+  std::map<size_t, Signature> differing;  // members whose signature differs from it
+  std::vector<Exchange> exchanges;
+  size_t arrived = 0;
+  size_t first = 0;  // position of the first arrival
+  size_t collected = 0;
+  bool done = false;
+  bool desynced = false;
+  // Filled by the executor: one error for every member, or errors for some.
+  std::exception_ptr failure;
+  std::map<size_t, std::string> errors;
+
+  size_t size() const { return exchanges.size(); }
+  // The signature member `pos` arrived with.
+  const Signature& signature_of(size_t pos) const {
+    const auto it = differing.find(pos);
+    return it == differing.end() ? signature : it->second;
+  }
+};
+
+// Completes a meeting once every member has arrived with agreeing signatures: the simulated
+// executor computes exact results and advances virtual time; a real one launches every member's
+// call at once. Fills each member's exchange, or `errors` for some members; an exception thrown
+// here reaches every member.
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  virtual void execute(Meeting& meeting) = 0;
+};
+
+}  // namespace meshsim::sim

@@ -1,0 +1,217 @@
+#include "sim/runtime/rendezvous.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "sim/runtime/fiber_stack.hpp"
+#include "src/error.hpp"
+
+namespace meshsim::sim {
+
+namespace {
+
+// Point-to-point partners only agree on the tensor; collectives on everything.
+bool compatible(const Signature& a, const Signature& b) {
+  const bool p2p = (a.op == CollectiveOp::kSend || a.op == CollectiveOp::kRecv) &&
+                   (b.op == CollectiveOp::kSend || b.op == CollectiveOp::kRecv);
+  if (p2p) return a.op != b.op && a.dtype == b.dtype && a.shape == b.shape;
+  return a == b;
+}
+
+}  // namespace
+
+Rendezvous::Rendezvous(World& world, std::vector<RankActivity>& activity)
+    : world_(world), activity_(activity), parked_(static_cast<size_t>(world.size())) {}
+
+Rendezvous::~Rendezvous() = default;
+
+Rendezvous::Channel& Rendezvous::channel(const Group& group) {
+  const auto index = static_cast<size_t>(group.id + 1);
+  if (index >= channels_.size()) channels_.resize(index + 1);
+  std::unique_ptr<Channel>& slot = channels_[index];
+  if (!slot) {
+    slot = std::make_unique<Channel>();
+    slot->members = group.ranks;
+    slot->last_seq.assign(group.ranks->size(), 0);
+  } else if (slot->members != group.ranks && *slot->members != *group.ranks) {
+    // Ranks that passed other members under the same name see different groups (new_group
+    // warned); a collective on it cannot be met.
+    throw runtime_error(fmt::format(
+        "group {} has members [{}] on this rank but [{}] on the ranks that used it first",
+        display_group(group.name), fmt::join(*group.ranks, ", "), fmt::join(*slot->members, ", ")));
+  }
+  return *slot;
+}
+
+Rendezvous::Channel& Rendezvous::pair_channel(const Group& group, int64_t src, int64_t dst) {
+  auto [it, fresh] = pairs_.try_emplace({group.id, src, dst});
+  if (fresh) {
+    const int64_t pair[] = {std::min(src, dst), std::max(src, dst)};
+    it->second.members = pair_members_.intern(pair);
+    it->second.last_seq.assign(2, 0);
+  }
+  return it->second;
+}
+
+Meeting& Rendezvous::meeting_at(Channel& channel, int64_t seq, const Group& group,
+                                bool point_to_point) {
+  while (channel.base + static_cast<int64_t>(channel.open.size()) <= seq) {
+    Meeting* m = nullptr;
+    if (spare_.empty()) {
+      meetings_.push_back(std::make_unique<Meeting>());
+      m = meetings_.back().get();
+    } else {
+      m = spare_.back();
+      spare_.pop_back();
+    }
+    // Reused meetings keep their buffers: no allocation per rank in steady state.
+    m->group_id = group.id;
+    m->group = group.name;
+    m->seq = channel.base + static_cast<int64_t>(channel.open.size());
+    m->members = channel.members;
+    m->point_to_point = point_to_point;
+    m->differing.clear();
+    m->exchanges.assign(channel.members->size(), Exchange{});
+    m->arrived = m->first = m->collected = 0;
+    m->done = m->desynced = false;
+    m->failure = nullptr;
+    m->errors.clear();
+    channel.open.push_back(m);
+  }
+  return *channel.open[static_cast<size_t>(seq - channel.base)];
+}
+
+void Rendezvous::meet(int64_t rank, const Group& group, const Signature& signature,
+                      Exchange exchange, Executor& executor) {
+  if (group.position < 0) {
+    throw runtime_error(fmt::format("rank {} called {} on group {} ({}) without being a member",
+                                    rank, collective_op_name(signature.op), group.name,
+                                    fmt::join(*group.ranks, ", ")));
+  }
+  Channel& c = channel(group);
+  enter_and_wait(rank, c, static_cast<size_t>(group.position), group, signature, exchange, executor,
+                 false);
+}
+
+void Rendezvous::meet_pair(int64_t rank, int64_t src, int64_t dst, const Group& group,
+                           const Signature& signature, Exchange exchange, Executor& executor) {
+  if (group.group_rank(src) < 0 || group.group_rank(dst) < 0) {
+    throw runtime_error(fmt::format("{} between ranks {} and {}: both must be in group {}",
+                                    collective_op_name(signature.op), src, dst,
+                                    display_group(group.name)));
+  }
+  Channel& c = pair_channel(group, src, dst);
+  enter_and_wait(rank, c, rank == std::min(src, dst) ? 0 : 1, group, signature, exchange, executor,
+                 true);
+}
+
+void Rendezvous::enter_and_wait(int64_t rank, Channel& channel, size_t pos, const Group& group,
+                                const Signature& signature, Exchange exchange, Executor& executor,
+                                bool point_to_point) {
+  const int64_t seq = ++channel.last_seq[pos];
+  Meeting& m = meeting_at(channel, seq, group, point_to_point);
+  if (m.arrived == 0) {
+    m.first = pos;
+    m.signature = signature;
+  } else if (!(m.signature == signature)) {
+    m.desynced = m.desynced || !compatible(m.signature, signature);
+    m.differing.emplace(pos, signature);
+  }
+  exchange.arrived = true;
+  exchange.arrived_at = activity_[static_cast<size_t>(rank)].clock;
+  m.exchanges[pos] = exchange;
+  ++m.arrived;
+  if (m.desynced) record_desync(m);
+  parked_[static_cast<size_t>(rank)] = {&m, pos};
+  if (!m.desynced && m.arrived == m.size()) complete(m, executor);
+  if (!m.done) {
+    RankActivity& me = activity_[static_cast<size_t>(rank)];
+    me.state = RankActivity::State::kBlocked;
+    try {
+      world_.park(rank);  // throws RankAborted when the world gives up on this rank
+    } catch (...) {
+      // The rank's frame unwinds: nothing may point into it any more.
+      m.exchanges[pos] = Exchange{.arrived = true, .arrived_at = m.exchanges[pos].arrived_at};
+      throw;
+    }
+    me.state = RankActivity::State::kRunning;
+  }
+  leave(rank, channel, m, pos);
+}
+
+void Rendezvous::leave(int64_t rank, Channel& channel, Meeting& m, size_t pos) {
+  parked_[static_cast<size_t>(rank)] = {};
+  const std::exception_ptr failure = m.failure;
+  std::string error;
+  if (const auto it = m.errors.find(pos); it != m.errors.end()) error = it->second;
+  if (++m.collected == m.size()) {
+    // Meetings of a channel complete in sequence order, so the finished one is at the front.
+    while (!channel.open.empty() &&
+           channel.open.front()->collected == channel.open.front()->size()) {
+      spare_.push_back(channel.open.front());
+      channel.open.pop_front();
+      ++channel.base;
+    }
+  }
+  if (failure) std::rethrow_exception(failure);
+  if (!error.empty()) throw runtime_error(error);
+}
+
+void Rendezvous::record_desync(const Meeting& m) {
+  if (desync_ && !(desync_->group == m.group && desync_->seq == m.seq)) return;
+  desync_ = DesyncRecord{m.group, m.seq, *m.members, {}};
+  for (size_t i = 0; i < m.size(); ++i) {
+    if (m.exchanges[i].arrived) desync_->arrivals.emplace_back((*m.members)[i], m.signature_of(i));
+  }
+  std::sort(desync_->arrivals.begin(), desync_->arrivals.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+}
+
+void Rendezvous::complete(Meeting& m, Executor& executor) {
+  try {
+    executor.execute(m);
+  } catch (...) {
+    forget_unwound_frames();
+    m.failure = std::current_exception();
+  }
+  m.done = true;
+  for (int64_t member : *m.members) {
+    if (world_.is_parked(member)) world_.wake(member);
+  }
+}
+
+std::optional<WaitInfo> Rendezvous::wait_of(int64_t rank) const {
+  const Parked& p = parked_[static_cast<size_t>(rank)];
+  if (p.meeting == nullptr || !world_.is_parked(rank)) return std::nullopt;
+  const Meeting& m = *p.meeting;
+  std::optional<int64_t> peer;
+  if (m.point_to_point) peer = (*m.members)[1 - p.pos];
+  return WaitInfo{m.group, m.members, m.seq, m.signature_of(p.pos), peer};
+}
+
+std::vector<OpenWait> Rendezvous::open_waits(std::vector<int64_t>& wait_of) const {
+  wait_of.assign(static_cast<size_t>(world_.size()), -1);
+  std::vector<OpenWait> out;
+  std::map<const Meeting*, int64_t> index_of;
+  for (int64_t rank = 0; rank < world_.size(); ++rank) {
+    const Parked& p = parked_[static_cast<size_t>(rank)];
+    if (p.meeting == nullptr || !world_.is_parked(rank)) continue;
+    auto [it, fresh] = index_of.emplace(p.meeting, static_cast<int64_t>(out.size()));
+    if (fresh) {
+      const Meeting& m = *p.meeting;
+      // The signature of the lowest parked rank (ranks are visited in order).
+      OpenWait w{m.group, m.members, m.seq, m.signature_of(p.pos), {}, {}};
+      for (size_t i = 0; i < m.size(); ++i) {
+        (m.exchanges[i].arrived ? w.arrived : w.missing).push_back((*m.members)[i]);
+      }
+      std::sort(w.arrived.begin(), w.arrived.end());
+      std::sort(w.missing.begin(), w.missing.end());
+      out.push_back(std::move(w));
+    }
+    wait_of[static_cast<size_t>(rank)] = it->second;
+  }
+  return out;
+}
+
+}  // namespace meshsim::sim

@@ -1,0 +1,98 @@
+// The meeting point every backend shares: per-group sequence numbers, the signature check the
+// moment ranks meet, park and wake, what each parked rank waits for (hang reports), and one error
+// delivered to every member. What a complete meeting computes is the executor's business.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <tuple>
+#include <vector>
+
+#include "sim/runtime/meeting.hpp"
+#include "sim/runtime/rank_activity.hpp"
+#include "sim/runtime/world.hpp"
+#include "src/comm/rank_list.hpp"
+
+namespace meshsim::sim {
+
+// A collective whose participants disagree on the signature.
+struct DesyncRecord {
+  std::string group;
+  int64_t seq = 0;
+  std::vector<int64_t> members;
+  std::vector<std::pair<int64_t, Signature>> arrivals;  // in rank order
+};
+
+// A collective some rank is parked in: who arrived (with what) and who has not.
+struct OpenWait {
+  std::string group;
+  RankList members;
+  int64_t seq = 0;
+  Signature signature;  // of the lowest parked rank
+  std::vector<int64_t> arrived;
+  std::vector<int64_t> missing;
+};
+
+class Rendezvous {
+ public:
+  Rendezvous(World& world, std::vector<RankActivity>& activity);
+  ~Rendezvous();
+  Rendezvous(const Rendezvous&) = delete;
+  Rendezvous& operator=(const Rendezvous&) = delete;
+
+  // Rank `rank` enters its next collective on `group` (group.position must be its own) with
+  // `signature` and `exchange`; parks until every member has arrived and `executor` has run, then
+  // returns (its exchange filled) or throws the meeting's error. Throws RuntimeError for a rank
+  // outside the group, a group whose members differ from the other members' view, and a desync;
+  // RankAborted when the world aborts the rank.
+  void meet(int64_t rank, const Group& group, const Signature& signature, Exchange exchange,
+            Executor& executor);
+  // The same for a send (rank == src) or recv (rank == dst): the n-th message from src to dst
+  // within `group` meets the n-th receive.
+  void meet_pair(int64_t rank, int64_t src, int64_t dst, const Group& group,
+                 const Signature& signature, Exchange exchange, Executor& executor);
+
+  const std::optional<DesyncRecord>& desync() const { return desync_; }
+  // What `rank` is parked in, if anything.
+  std::optional<WaitInfo> wait_of(int64_t rank) const;
+  // Every meeting with a parked rank, ordered by its lowest parked rank; `wait_of[r]` is the
+  // index of rank r's entry, or -1.
+  std::vector<OpenWait> open_waits(std::vector<int64_t>& wait_of) const;
+
+ private:
+  // A group's (or one send/recv direction's) meetings, in sequence order.
+  struct Channel {
+    RankList members;
+    std::vector<int64_t> last_seq;  // by position
+    std::deque<Meeting*> open;      // sequence numbers base, base + 1, ...
+    int64_t base = 1;
+  };
+  Channel& channel(const Group& group);
+  Channel& pair_channel(const Group& group, int64_t src, int64_t dst);
+  void enter_and_wait(int64_t rank, Channel& channel, size_t pos, const Group& group,
+                      const Signature& signature, Exchange exchange, Executor& executor,
+                      bool point_to_point);
+  Meeting& meeting_at(Channel& channel, int64_t seq, const Group& group, bool point_to_point);
+  void record_desync(const Meeting& m);
+  void complete(Meeting& m, Executor& executor);
+  void leave(int64_t rank, Channel& channel, Meeting& m, size_t pos);
+
+  World& world_;
+  std::vector<RankActivity>& activity_;
+  std::vector<std::unique_ptr<Channel>> channels_;  // by group id + 1 (the store is -1)
+  std::map<std::tuple<int64_t, int64_t, int64_t>, Channel> pairs_;  // (group id, src, dst)
+  RankListPool pair_members_;
+  std::vector<std::unique_ptr<Meeting>> meetings_;  // every meeting ever opened, for reuse
+  std::vector<Meeting*> spare_;
+  struct Parked {
+    Meeting* meeting = nullptr;
+    size_t pos = 0;
+  };
+  std::vector<Parked> parked_;  // by rank
+  std::optional<DesyncRecord> desync_;
+};
+
+}  // namespace meshsim::sim
