@@ -85,10 +85,11 @@ std::vector<std::optional<std::string>> abort_reasons(const HangReport& hang,
       out[r] = fmt::format("aborted in {}: rank {} failed at {}: {}", where, *failed,
                            f.where.to_string(), f.error);
     } else {
-      out[r] = fmt::format(
-          "aborted in {} after a {} ({}){}", where, hang.kind, hang_cause_name(hang.cause),
-          missing.empty() ? std::string()
-                          : fmt::format(", waiting for rank(s) {}", rank_ranges(missing)));
+      out[r] = fmt::format("aborted in {} after a {} ({}){}", where, hang_kind_name(hang.kind),
+                           hang_cause_name(hang.cause),
+                           missing.empty()
+                               ? std::string()
+                               : fmt::format(", waiting for rank(s) {}", rank_ranges(missing)));
     }
   }
   return out;

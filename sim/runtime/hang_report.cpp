@@ -70,6 +70,18 @@ std::string_view hang_cause_name(HangCause cause) {
   return "?";
 }
 
+std::string_view hang_kind_name(HangKind kind) {
+  switch (kind) {
+    case HangKind::kDeadlock:
+      return "deadlock";
+    case HangKind::kDesync:
+      return "desync";
+    case HangKind::kTimeout:
+      return "timeout";
+  }
+  return "?";
+}
+
 std::string rank_ranges(const std::vector<int64_t>& ranks) {
   std::string out;
   for (size_t i = 0; i < ranks.size();) {
@@ -108,13 +120,13 @@ HangReport analyze_hang(const std::vector<RankActivity>& activity, const Rendezv
     edges[i].assign(targets.begin(), targets.end());
   }
   if (report.timeout) {
-    report.kind = "timeout";
+    report.kind = HangKind::kTimeout;
     report.cause = HangCause::kTimeout;
   } else if (report.desync) {
-    report.kind = "desync";
+    report.kind = HangKind::kDesync;
     report.cause = HangCause::kSignatureMismatch;
   } else {
-    report.kind = "deadlock";
+    report.kind = HangKind::kDeadlock;
     // A rank waiting to create a group means others skipped creating it; whatever they wait in
     // next closes a cycle, but the skipped creation is the cause.
     report.cause = any_failed         ? HangCause::kRankFailed
@@ -146,7 +158,7 @@ const std::vector<int64_t>& HangReport::waits_for(int64_t rank) const {
 }
 
 std::string HangReport::text() const {
-  std::string out = fmt::format("{}: {}\n", kind, hang_cause_name(cause));
+  std::string out = fmt::format("{}: {}\n", hang_kind_name(kind), hang_cause_name(cause));
   if (desync) {
     out += fmt::format("  group {} seq {} was entered with different signatures:\n",
                        display_group(desync->group), desync->seq);
@@ -228,7 +240,7 @@ nlohmann::json HangReport::json() const {
     edge_count += waits_for(r.rank).size();
     ranks_json.push_back(std::move(j));
   }
-  nlohmann::json out{{"kind", kind},
+  nlohmann::json out{{"kind", hang_kind_name(kind)},
                      {"cause", hang_cause_name(cause)},
                      {"waits", waits_json},
                      {"ranks", ranks_json},

@@ -26,8 +26,13 @@ enum class HangCause {
 };
 std::string_view hang_cause_name(HangCause cause);
 
+// How a world stopped: no rank can run (deadlock), ranks met with different signatures (desync),
+// or a watchdog fired (timeout).
+enum class HangKind { kDeadlock, kDesync, kTimeout };
+std::string_view hang_kind_name(HangKind kind);
+
 struct HangReport {
-  std::string kind;  // "deadlock", "desync" or "timeout"
+  HangKind kind = HangKind::kDeadlock;
   HangCause cause = HangCause::kMissingRank;
   struct Rank {
     int64_t rank;

@@ -63,7 +63,7 @@ std::unique_ptr<Step> parse_entry(const Entry& e, LoadContext& ctx) {
   std::unique_ptr<Step> step;
   std::string kind(e.array);
   if (e.array == "mesh") {
-    step = parse_mesh_definition(table, ctx, raises.has_value());
+    step = parse_mesh_definition(table, ctx, raises ? Raises::kYes : Raises::kNo);
   } else if (e.array == "expect") {
     if (raises) ctx.fail(*table.get("raises"), "an expectation cannot take raises");
     step = parse_expectation(table, ctx);

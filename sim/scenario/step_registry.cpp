@@ -28,7 +28,8 @@ const StepRegistry& StepRegistry::builtin() {
           [](const toml::node& value, const toml::table& entry, LoadContext& ctx) {
             const toml::table* table = value.as_table();
             if (table == nullptr) ctx.fail(value, "mesh must be a table, like a [[mesh]] entry");
-            return parse_mesh_definition(*table, ctx, entry.contains("raises"));
+            return parse_mesh_definition(*table, ctx,
+                                         entry.contains("raises") ? Raises::kYes : Raises::kNo);
           });
     r.add("dump", "record a mesh's groups and coordinate (and a local shard) per rank", parse_dump);
     r.add("expect", "an expectation (same keys as an [[expect]] table)",

@@ -37,9 +37,13 @@ class StepRegistry {
   std::vector<Kind> kinds_;
 };
 
+// Whether an entry declares the error it must raise: its static checks then leave that error to
+// the run.
+enum class Raises { kNo, kYes };
+
 // Parsers the loader also calls for the [[mesh]] and [[expect]] arrays.
 std::unique_ptr<Step> parse_mesh_definition(const toml::table& table, LoadContext& ctx,
-                                            bool expects_error);
+                                            Raises raises);
 std::unique_ptr<Step> parse_expectation(const toml::table& table, LoadContext& ctx);
 std::unique_ptr<Step> parse_dump(const toml::node& value, const toml::table& entry,
                                  LoadContext& ctx);

@@ -95,7 +95,8 @@ class MeshStep final : public Step {
 }  // namespace
 
 std::unique_ptr<Step> parse_mesh_definition(const toml::table& table, LoadContext& ctx,
-                                            bool expects_error) {
+                                            Raises raises) {
+  const bool expects_error = raises == Raises::kYes;
   ctx.only_keys(table,
                 {"name", "shape", "dims", "ranks", "from", "slice", "flatten", "unflatten",
                  "device", "when", "raises"},

@@ -171,7 +171,7 @@ DeviceMesh DeviceMesh::make_root(GroupCreator& groups, const std::string& device
   }
   auto family = std::make_shared<Family>();
   family->rank_map = std::move(rank_map);
-  DeviceMesh mesh(family, State{}, true);
+  DeviceMesh mesh(family, State{}, Role::kRoot);
   mesh.state_.device_type = device_type;
   mesh.state_.rank = groups.rank();
   // As PyTorch: every group first (collective), then the calling rank's coordinate.
@@ -231,7 +231,7 @@ DeviceMesh DeviceMesh::from_rank_table(GroupCreator& groups, const std::string& 
 }
 
 DeviceMesh DeviceMesh::root() const {
-  return is_root_ ? *this : DeviceMesh(family_, family_->root, true);
+  return is_root_ ? *this : DeviceMesh(family_, family_->root, Role::kRoot);
 }
 
 size_t DeviceMesh::dim_index(const MeshDim& dim) const {
@@ -375,10 +375,10 @@ DeviceMesh DeviceMesh::slice(const std::vector<std::string>& names) const {
   }
   State s = derived_state(std::move(layout), names);  // RuntimeError outside several replicas
   s.group_names = std::move(group_names);
-  return DeviceMesh(family_, std::move(s), false);
+  return DeviceMesh(family_, std::move(s), Role::kDerived);
 }
 
-DeviceMesh DeviceMesh::flatten(GroupCreator& groups, std::optional<std::string> name) const {
+DeviceMesh DeviceMesh::flatten(GroupCreator& groups, std::optional<std::string> name) {
   if (!state_.dim_names || state_.dim_names->empty()) {
     throw runtime_error("Cannot flatten a DeviceMesh without mesh_dim_names!");
   }
@@ -400,7 +400,7 @@ DeviceMesh DeviceMesh::flatten(GroupCreator& groups, std::optional<std::string> 
   MeshLayout layout({state_.layout.collapse()});
   const auto cached = family_->flattened.find(*name);
   if (cached != family_->flattened.end()) {
-    if (cached->second.layout == layout) return DeviceMesh(family_, cached->second, false);
+    if (cached->second.layout == layout) return DeviceMesh(family_, cached->second, Role::kDerived);
     throw value_error(fmt::format(
         "Flatten mesh with mesh_dim_name {} has been created before, Please specify another valid "
         "mesh_dim_name.",
@@ -409,7 +409,7 @@ DeviceMesh DeviceMesh::flatten(GroupCreator& groups, std::optional<std::string> 
   State s = derived_state(std::move(layout), std::vector<std::string>{*name});
   s.group_names = create_all_groups(groups, s.layout, family_->rank_map);
   family_->flattened.emplace(*name, s);
-  return DeviceMesh(family_, std::move(s), false);
+  return DeviceMesh(family_, std::move(s), Role::kDerived);
 }
 
 DeviceMesh DeviceMesh::unflatten(GroupCreator& groups, const MeshDim& dim,
@@ -457,7 +457,7 @@ DeviceMesh DeviceMesh::unflatten(GroupCreator& groups, const MeshDim& dim,
     }
     s.group_names = std::move(merged);
   }
-  return DeviceMesh(family_, std::move(s), false);
+  return DeviceMesh(family_, std::move(s), Role::kDerived);
 }
 
 std::vector<std::string> DeviceMesh::flattened_names() const {

@@ -72,8 +72,9 @@ class DeviceMesh {
   // mesh[names]: no new groups; group names are copied. See mesh.md section 2 for the errors.
   DeviceMesh slice(const std::vector<std::string>& names) const;
   // _flatten(name = "_".join(names)): one axis over all dims; creates groups unless cached on
-  // the root under the same name and layout.
-  DeviceMesh flatten(GroupCreator& groups, std::optional<std::string> name = std::nullopt) const;
+  // the root under the same name and layout. Not const: as in PyTorch, the flattened mesh is
+  // registered on the root, which every mesh of this family shares.
+  DeviceMesh flatten(GroupCreator& groups, std::optional<std::string> name = std::nullopt);
   // _unflatten(dim, sizes, names): splits one dim; creates groups of the new dims every time.
   DeviceMesh unflatten(GroupCreator& groups, const MeshDim& dim, std::span<const int64_t> sizes,
                        const std::vector<std::string>& names) const;
@@ -110,8 +111,9 @@ class DeviceMesh {
     std::map<std::string, State> flattened;
   };
 
-  DeviceMesh(std::shared_ptr<Family> family, State state, bool is_root)
-      : family_(std::move(family)), state_(std::move(state)), is_root_(is_root) {}
+  enum class Role { kRoot, kDerived };
+  DeviceMesh(std::shared_ptr<Family> family, State state, Role role)
+      : family_(std::move(family)), state_(std::move(state)), is_root_(role == Role::kRoot) {}
   static DeviceMesh make_root(GroupCreator& groups, const std::string& device_type,
                               SharedRankMap rank_map, MeshLayout layout, const DimNames& dim_names);
   State derived_state(MeshLayout layout, DimNames dim_names) const;

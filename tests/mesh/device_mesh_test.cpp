@@ -68,7 +68,7 @@ TEST_CASE("device_mesh: slicing shares the rank table and creates no groups",
   on_each_rank(8, [](int64_t r, LocalGroupCreator& g) {
     const DeviceMesh mesh = world_mesh(g);
     const size_t created = g.groups_created();
-    const DeviceMesh dp_tp = mesh.slice({"dp", "tp"});
+    DeviceMesh dp_tp = mesh.slice({"dp", "tp"});
     CHECK(g.groups_created() == created);
     CHECK(dp_tp.mesh().values == (r < 4 ? Ints{0, 1, 2, 3} : Ints{4, 5, 6, 7}));
     CHECK(dp_tp.group_name(std::string("tp")) == mesh.group_name(std::string("tp")));
@@ -78,7 +78,7 @@ TEST_CASE("device_mesh: slicing shares the rank table and creates no groups",
     CHECK(spmd.groups(0) == Groups{{0, 1, 2, 3}, {4, 5, 6, 7}});
     CHECK(spmd.coordinate() == Ints{r % 4});
 
-    const DeviceMesh pp_tp = mesh.slice({"pp", "tp"});
+    DeviceMesh pp_tp = mesh.slice({"pp", "tp"});
     CHECK(pp_tp.full_mesh().values == Ints{0, 1, 4, 5, 2, 3, 6, 7});
     CHECK(pp_tp.flatten(g).groups(0) == Groups{{0, 1, 4, 5}, {2, 3, 6, 7}});
     CHECK(mesh.slice({"pp", "dp", "tp"}) == mesh);
@@ -124,7 +124,7 @@ TEST_CASE("device_mesh: flatten cache and errors", "[mesh][device_mesh][flatten]
                     "another valid mesh_dim_name.");
   CHECK_THROWS_WITH(mesh.slice({"dp", "tp"}).flatten(g, std::string("tp")),
                     Catch::StartsWith("tp already exists for submesh of the"));
-  const DeviceMesh tp = mesh.slice({"tp"});
+  DeviceMesh tp = mesh.slice({"tp"});
   CHECK(tp.flatten(g, std::string("tp")) == tp);
   CHECK(mesh.flattened_names() == Names{"spmd"});
 }

@@ -212,7 +212,7 @@ TEST_CASE("runtime: a signature mismatch is a desync naming both sides", "[sim][
     b.all_reduce(t, ReduceOp::kSum, h.world_group(r));
   });
   REQUIRE(hang);
-  CHECK(hang->kind == "desync");
+  CHECK(hang->kind == HangKind::kDesync);
   CHECK(hang->cause == HangCause::kSignatureMismatch);
   REQUIRE(hang->desync);
   CHECK(hang->desync->arrivals.size() == 3);
