@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/runtime/fiber_stack.hpp"
 #include "src/error.hpp"
 
 namespace meshsim::sim {
@@ -33,6 +34,7 @@ auto ForwardingBackend::around(const Signature& signature, const Group& group, C
       return out;
     }
   } catch (const Error&) {
+    forget_unwound_frames();  // ASan: the frames the exception left may be reused by after()
     after(signature, group);
     throw;
   }
