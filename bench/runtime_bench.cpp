@@ -7,8 +7,11 @@
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
+#include <new>
 
 #include <boost/fiber/barrier.hpp>
 
@@ -16,6 +19,30 @@
 #include "sim/runtime/fiber_stack.hpp"
 #include "sim/runtime/hang_report.hpp"
 #include "sim/runtime/world.hpp"
+
+// Every allocation of this program is counted, so the collective benchmark can show how many a
+// rank makes per collective.
+std::atomic<uint64_t> g_allocations{0};
+
+void* operator new(size_t bytes) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(bytes == 0 ? 1 : bytes)) return p;
+  throw std::bad_alloc();
+}
+// g++ takes these replacements for a mismatch of new and free.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+void operator delete(void* p) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, size_t) noexcept {
+  std::free(p);
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 namespace {
 
@@ -142,7 +169,9 @@ void BM_runtime_all_reduce_vs_floor(benchmark::State& state) {
   const int64_t group_size = state.range(1) == 0 ? n : state.range(1);
   constexpr int kRounds = 100;
   const InstructionCounter instructions;
-  double floor_s = 0, op_s = 0, floor_instr = 0, op_instr = 0;
+  double floor_s = 0, op_s = 0, floor_instr = 0, op_instr = 0, allocations = 0;
+  double steady_allocations = 0;
+  uint64_t steady_from = 0;
   bool counted = true;
   for (auto _ : state) {
     {
@@ -174,6 +203,7 @@ void BM_runtime_all_reduce_vs_floor(benchmark::State& state) {
       groups.emplace_back(group_size == n ? "0" : std::to_string(1 + index),
                           lists[static_cast<size_t>(index)], r);
     }
+    const uint64_t a0 = g_allocations.load();
     const auto i0 = instructions.read();
     const auto t0 = std::chrono::steady_clock::now();
     w.world.run(
@@ -181,13 +211,20 @@ void BM_runtime_all_reduce_vs_floor(benchmark::State& state) {
           Tensor t = Tensor::full({1}, 1, DType::kFloat32);
           Backend& b = *w.backends[static_cast<size_t>(r)];
           const Group& g = groups[static_cast<size_t>(r)];
-          for (int k = 0; k < kRounds; ++k) b.all_reduce(t, ReduceOp::kSum, g);
+          for (int k = 0; k < kRounds; ++k) {
+            b.all_reduce(t, ReduceOp::kSum, g);
+            // Ranks start in order (FIFO): when the last one leaves its first round, every rank
+            // has started, and what follows until the world ends is the steady state.
+            if (r == n - 1 && k == 0) steady_from = g_allocations.load();
+          }
           benchmark::DoNotOptimize(t);
         },
         [&] { return abort_blocked(w.activity); });
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     op_s += seconds;
+    allocations += static_cast<double>(g_allocations.load() - a0);
+    steady_allocations += static_cast<double>(g_allocations.load() - steady_from);
     const auto i1 = instructions.read();
     counted = counted && i0 && i1;
     if (counted) op_instr += *i1 - *i0;
@@ -197,6 +234,11 @@ void BM_runtime_all_reduce_vs_floor(benchmark::State& state) {
   state.counters["floor_ns_per_rank_op"] = floor_s / per * 1e9;
   state.counters["ns_per_rank_op"] = op_s / per * 1e9;
   state.counters["ratio_to_floor"] = op_s / floor_s;
+  // All of them (each rank's tensor, the first meetings), and those after every rank's first
+  // round (about rounds 2..K).
+  state.counters["allocations_per_rank_op"] = allocations / per;
+  state.counters["steady_allocations_per_rank_op"] =
+      steady_allocations / static_cast<double>(state.iterations() * n * (kRounds - 1));
   if (counted) {
     state.counters["floor_instructions_per_rank_op"] = floor_instr / per;
     state.counters["instructions_per_rank_op"] = op_instr / per;

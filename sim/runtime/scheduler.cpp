@@ -36,14 +36,12 @@ boost::fibers::context* DeterministicScheduler::pick_next() noexcept {
   if (!ranks_.empty()) {
     size_t index = 0;
     if (policy_ == SchedulePolicy::kRandom) index = mix64(seed_, log_->decisions) % ranks_.size();
-    ctx = ranks_[index];
-    ranks_.erase(ranks_.begin() + static_cast<ptrdiff_t>(index));
+    ctx = ranks_.take(index);
     log_->ready_ranks = ranks_.size();
     running_ = properties(ctx).rank;
     log_->record(running_);
   } else if (!others_.empty()) {
-    ctx = others_.front();
-    others_.pop_front();
+    ctx = others_.take(0);
     running_ = -1;
   }
   crash::set_running_rank(running_);

@@ -4,11 +4,11 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 
 #include <boost/fiber/algo/algorithm.hpp>
 #include <boost/fiber/context.hpp>
 #include <boost/fiber/properties.hpp>
+#include "sim/runtime/ready_queue.hpp"
 
 namespace meshsim::sim {
 
@@ -47,8 +47,8 @@ class DeterministicScheduler final
   SchedulePolicy policy_;
   uint64_t seed_;
   ScheduleLog* log_;
-  std::deque<boost::fibers::context*> ranks_;
-  std::deque<boost::fibers::context*> others_;  // main and dispatcher contexts
+  ReadyQueue<boost::fibers::context*> ranks_;
+  ReadyQueue<boost::fibers::context*> others_;  // main and dispatcher contexts
   int64_t running_ = -1;                        // the rank picked last, -1 for the driver
 };
 
