@@ -119,20 +119,10 @@ void FaultInjectingBackend::before(const Signature& signature, const Group&) {
 }
 
 void TracingBackend::after(const Signature& signature, const Group& group) {
-  const bool p2p = signature.op == CollectiveOp::kSend || signature.op == CollectiveOp::kRecv;
-  const int64_t src = signature.op == CollectiveOp::kSend ? rank_ : signature.root.value_or(0);
-  const int64_t dst = signature.op == CollectiveOp::kSend ? signature.root.value_or(0) : rank_;
-  const std::string channel =
-      p2p ? fmt::format("p:{}:{}>{}", group.name, src, dst) : "c:" + group.name;
-  const int64_t seq = ++calls_[channel];
-  trace_.collective(
-      rank_, fmt::format("{}#{}", channel, seq),
-      fmt::format("{} {} #{}", collective_op_name(signature.op), display_group(group.name), seq),
-      entered_at_, activity_.clock,
-      {{"signature", signature.describe()},
-       {"group", display_group(group.name)},
-       {"seq", seq},
-       {"group_size", p2p ? 2 : group.size()}});
+  // A call refused before it met anyone (bad arguments, not a member) is not a collective.
+  if (activity_.meetings_entered == meetings_before_) return;
+  trace_.meeting(rank_, signature, group.name, group.size(), activity_.last_seq, entered_at_,
+                 activity_.clock);
 }
 
 }  // namespace meshsim::sim

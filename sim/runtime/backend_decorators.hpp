@@ -3,7 +3,6 @@
 // Either wraps any backend, simulated or real.
 #pragma once
 
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,8 +35,9 @@ class ForwardingBackend : public Backend {
 
  protected:
   // Around every call: `signature` is what the call will be met with, `group` the group (for
-  // send/recv, the group the pair talks in). after() also runs when the collective itself failed
-  // (meshsim::Error: it was met and took its time), not when the rank was aborted.
+  // send/recv, the group the pair talks in). after() also runs when the call failed with
+  // meshsim::Error (the collective's own failure, or a refusal before it met anyone), not when
+  // the rank was aborted.
   virtual void before(const Signature& signature, const Group& group) = 0;
   virtual void after(const Signature& signature, const Group& group) = 0;
 
@@ -76,7 +76,10 @@ class TracingBackend final : public ForwardingBackend {
       : ForwardingBackend(std::move(inner)), rank_(rank), trace_(trace), activity_(activity) {}
 
  protected:
-  void before(const Signature&, const Group&) override { entered_at_ = activity_.clock; }
+  void before(const Signature&, const Group&) override {
+    entered_at_ = activity_.clock;
+    meetings_before_ = activity_.meetings_entered;
+  }
   void after(const Signature& signature, const Group& group) override;
 
  private:
@@ -84,9 +87,7 @@ class TracingBackend final : public ForwardingBackend {
   Trace& trace_;
   RankActivity& activity_;
   double entered_at_ = 0.0;
-  // Calls so far per group (collectives) or per direction (send/recv): the sequence numbers the
-  // rendezvous gives, so that one collective's slices share a key.
-  std::map<std::string, int64_t> calls_;
+  int64_t meetings_before_ = 0;
 };
 
 }  // namespace meshsim::sim

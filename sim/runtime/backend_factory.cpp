@@ -30,8 +30,10 @@ BackendFactory::BackendFactory(World& world, std::vector<RankActivity>& activity
     : activity_(activity),
       options_(std::move(options)),
       rendezvous_(world, activity),
-      executor_(activity, options_.cost),
-      groups_(std::make_shared<GroupTable>(world.size())) {}
+      time_(activity, options_.cost),
+      groups_(std::make_shared<GroupTable>(world.size())),
+      executor_(time_),
+      store_(*groups_, time_) {}
 
 std::unique_ptr<Backend> BackendFactory::backend(int64_t rank) {
   RankActivity& activity = activity_[static_cast<size_t>(rank)];
@@ -56,7 +58,8 @@ std::unique_ptr<Backend> BackendFactory::backend(int64_t rank) {
 }
 
 std::unique_ptr<GroupCreator> BackendFactory::group_creator(int64_t rank) {
-  return std::make_unique<StoreGroupCreator>(rank, groups_, rendezvous_, store_);
+  return std::make_unique<StoreGroupCreator>(rank, groups_, rendezvous_, store_,
+                                             activity_[static_cast<size_t>(rank)], options_.trace);
 }
 
 }  // namespace meshsim::sim

@@ -15,6 +15,7 @@
 #include "sim/runtime/sim_executor.hpp"
 #include "sim/runtime/store_group_creator.hpp"
 #include "sim/runtime/trace.hpp"
+#include "sim/runtime/virtual_time.hpp"
 #include "sim/runtime/world.hpp"
 #include "src/comm/collective.hpp"
 #include "src/comm/group_creator.hpp"
@@ -46,7 +47,7 @@ class BackendFactory {
 
   // What hang reports need.
   const Rendezvous& rendezvous() const { return rendezvous_; }
-  const std::optional<TimeoutRecord>& timeout() const { return executor_.timeout(); }
+  const std::optional<TimeoutRecord>& timeout() const { return time_.timeout(); }
   // Groups created with different members on different ranks, in the order they happened.
   const std::vector<std::string>& warnings() const { return store_.warnings(); }
 
@@ -54,9 +55,10 @@ class BackendFactory {
   std::vector<RankActivity>& activity_;
   BackendOptions options_;
   Rendezvous rendezvous_;
+  VirtualTime time_;
+  std::shared_ptr<GroupTable> groups_;
   SimExecutor executor_;
   StoreBarrier store_;
-  std::shared_ptr<GroupTable> groups_;
 };
 
 }  // namespace meshsim::sim

@@ -12,7 +12,7 @@
 
 #include "sim/runtime/rank_activity.hpp"
 #include "sim/runtime/rendezvous.hpp"
-#include "sim/runtime/sim_executor.hpp"
+#include "sim/runtime/virtual_time.hpp"
 
 namespace meshsim::sim {
 

@@ -23,7 +23,8 @@ struct Exchange {
   std::vector<Tensor>* outputs = nullptr;  // all_gather, all_to_all
   const std::vector<std::string>* objects_in = nullptr;
   std::vector<std::string>* objects_out = nullptr;
-  const GroupBatch* new_groups = nullptr;  // new_group: the groups this rank asks for
+  const SharedGroupBatch* new_groups = nullptr;  // new_group: the groups this rank asks for
+  int64_t first_group = 0;                       // new_group: the name its first group gets
   bool arrived = false;
   double arrived_at = 0.0;  // the rank's virtual clock when it arrived
 };

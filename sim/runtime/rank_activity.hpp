@@ -1,5 +1,5 @@
-// What each rank is doing, kept by the runtime for reports: where it is in the scenario, what it
-// waits for, its virtual clock, and how it ended.
+// What each rank is doing, kept by the runtime for reports: where it is in the scenario, its state
+// and virtual clock, the meetings it entered, and how it ended.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +29,11 @@ struct RankActivity {
   std::string step;
   std::string error;   // why it failed or was aborted
   double clock = 0.0;  // virtual seconds
+  // Meetings (collectives, send/recv, store barriers) this rank has entered, and the sequence
+  // number of the last: what tells a collective that happened from a call refused before it met
+  // anyone.
+  int64_t meetings_entered = 0;
+  int64_t last_seq = 0;
 };
 
 inline std::string_view state_name(RankActivity::State state) {

@@ -111,6 +111,9 @@ void Rendezvous::enter_and_wait(int64_t rank, Channel& channel, size_t pos, cons
                                 bool point_to_point) {
   const int64_t seq = ++channel.last_seq[pos];
   Meeting& m = meeting_at(channel, seq, group, point_to_point);
+  RankActivity& me = activity_[static_cast<size_t>(rank)];
+  ++me.meetings_entered;
+  me.last_seq = seq;
   if (m.arrived == 0) {
     m.first = pos;
     m.signature = signature;
@@ -119,14 +122,13 @@ void Rendezvous::enter_and_wait(int64_t rank, Channel& channel, size_t pos, cons
     m.differing.emplace(pos, signature);
   }
   exchange.arrived = true;
-  exchange.arrived_at = activity_[static_cast<size_t>(rank)].clock;
+  exchange.arrived_at = me.clock;
   m.exchanges[pos] = exchange;
   ++m.arrived;
   if (m.desynced) record_desync(m);
   parked_[static_cast<size_t>(rank)] = {&m, pos};
   if (!m.desynced && m.arrived == m.size()) complete(m, executor);
   if (!m.done) {
-    RankActivity& me = activity_[static_cast<size_t>(rank)];
     me.state = RankActivity::State::kBlocked;
     try {
       world_.park(rank);  // throws RankAborted when the world gives up on this rank
@@ -142,6 +144,8 @@ void Rendezvous::enter_and_wait(int64_t rank, Channel& channel, size_t pos, cons
 
 void Rendezvous::leave(int64_t rank, Channel& channel, Meeting& m, size_t pos) {
   parked_[static_cast<size_t>(rank)] = {};
+  // The rank returns to its frame: nothing may point into it any more.
+  m.exchanges[pos] = Exchange{.arrived = true, .arrived_at = m.exchanges[pos].arrived_at};
   const std::exception_ptr failure = m.failure;
   std::string error;
   if (const auto it = m.errors.find(pos); it != m.errors.end()) error = it->second;
@@ -159,7 +163,9 @@ void Rendezvous::leave(int64_t rank, Channel& channel, Meeting& m, size_t pos) {
 }
 
 void Rendezvous::record_desync(const Meeting& m) {
-  if (desync_ && !(desync_->group == m.group && desync_->seq == m.seq)) return;
+  // The first desynced meeting is the one reported; later arrivals at it complete the record.
+  if (desync_ && desynced_ != &m) return;
+  desynced_ = &m;
   desync_ = DesyncRecord{m.group, m.seq, *m.members, {}};
   for (size_t i = 0; i < m.size(); ++i) {
     if (m.exchanges[i].arrived) desync_->arrivals.emplace_back((*m.members)[i], m.signature_of(i));

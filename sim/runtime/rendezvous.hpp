@@ -45,9 +45,10 @@ class Rendezvous {
 
   // Rank `rank` enters its next collective on `group` (group.position must be its own) with
   // `signature` and `exchange`; parks until every member has arrived and `executor` has run, then
-  // returns (its exchange filled) or throws the meeting's error. Throws RuntimeError for a rank
-  // outside the group, a group whose members differ from the other members' view, and a desync;
-  // RankAborted when the world aborts the rank.
+  // returns (its exchange filled) or throws the meeting's error. Throws RuntimeError, before
+  // meeting anyone, for a rank outside the group or a group whose members differ from the other
+  // members' view. A meeting whose members disagree on the signature (a desync) is recorded and
+  // never completes: its ranks stay parked until the world aborts them (RankAborted).
   void meet(int64_t rank, const Group& group, const Signature& signature, Exchange exchange,
             Executor& executor);
   // The same for a send (rank == src) or recv (rank == dst): the n-th message from src to dst
@@ -93,6 +94,7 @@ class Rendezvous {
   };
   std::vector<Parked> parked_;  // by rank
   std::optional<DesyncRecord> desync_;
+  const Meeting* desynced_ = nullptr;  // the meeting desync_ describes (never recycled: it parks)
 };
 
 }  // namespace meshsim::sim

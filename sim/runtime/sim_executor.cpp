@@ -22,7 +22,7 @@ void SimExecutor::execute(Meeting& m) {
     forget_unwound_frames();
     failure = std::current_exception();
   }
-  advance_clocks(m);
+  time_.advance(m);
   if (failure) std::rethrow_exception(failure);
 }
 
@@ -121,56 +121,6 @@ void SimExecutor::check_fan_out(const Signature& sig, size_t n) {
         "keep one result per rank",
         collective_op_name(sig.op), n, n, n * n, format_bytes(static_cast<uint64_t>(bytes)),
         format_bytes(limit)));
-  }
-}
-
-void SimExecutor::advance_clocks(Meeting& m) {
-  const size_t n = m.size();
-  const Signature& sig = m.signature;
-  const std::vector<int64_t>& members = *m.members;
-  // Everyone leaves together once the last rank has arrived and the data moved. Bytes are counted
-  // in double: meta tensors may hold more than int64 can sum.
-  double start = 0.0;
-  double bytes = 0;
-  for (const Exchange& e : m.exchanges) {
-    start = std::max(start, e.arrived_at);
-    double mine = 0;
-    if (e.input != nullptr) mine += static_cast<double>(e.input->nbytes());
-    if (e.inputs != nullptr) {
-      for (const Tensor& t : *e.inputs) mine += static_cast<double>(t.nbytes());
-    }
-    bytes = std::max(bytes, mine);
-  }
-  const double end = start + cost_.latency_s + bytes / cost_.bandwidth_bytes_per_s;
-  double waited = 0.0;
-  bool fired = false;
-  for (size_t i = 0; i < n; ++i) {
-    const double w = start - m.exchanges[i].arrived_at;
-    fired = fired || w > cost_.timeout_s;
-    waited = std::max(waited, w);
-    activity_[static_cast<size_t>(members[i])].clock = end;
-  }
-  if (!fired) return;
-  std::vector<int64_t> timed_out, late;
-  for (size_t i = 0; i < n; ++i) {
-    if (start - m.exchanges[i].arrived_at > cost_.timeout_s) timed_out.push_back(members[i]);
-    if (m.exchanges[i].arrived_at == start) late.push_back(members[i]);
-  }
-  std::sort(timed_out.begin(), timed_out.end());
-  std::sort(late.begin(), late.end());
-  if (!timeout_) timeout_ = TimeoutRecord{m.group, m.seq, sig, timed_out, late, waited};
-  for (size_t i = 0; i < n; ++i) {
-    const bool mine = std::binary_search(timed_out.begin(), timed_out.end(), members[i]);
-    m.errors[i] =
-        mine ? fmt::format(
-                   "Watchdog caught collective operation timeout: {} on group {} seq {} "
-                   "waited {:.3f} s for rank(s) {} (timeout {} s)",
-                   sig.describe(), display_group(m.group), m.seq, start - m.exchanges[i].arrived_at,
-                   fmt::join(late, ", "), cost_.timeout_s)
-             : fmt::format(
-                   "NCCL communicator of group {} was aborted: the watchdog of rank(s) "
-                   "{} timed out in {} seq {}",
-                   display_group(m.group), fmt::join(timed_out, ", "), sig.describe(), m.seq);
   }
 }
 

@@ -1,37 +1,72 @@
 #include "sim/runtime/store_group_creator.hpp"
 
 #include <algorithm>
-#include <map>
 
 #include <fmt/format.h>
 
+#include "src/error.hpp"
+
 namespace meshsim::sim {
 
-void StoreBarrier::execute(Meeting& m) {
-  const GroupBatch& asked = *m.exchanges[0].new_groups;
-  const bool agree = std::all_of(m.exchanges.begin(), m.exchanges.end(), [&](const Exchange& e) {
-    return e.new_groups->same_groups(asked);
-  });
-  if (agree) return;
-  std::map<std::string, std::vector<int64_t>> by_request;
-  for (size_t i = 0; i < m.size(); ++i)
-    by_request[m.exchanges[i].new_groups->describe()].push_back((*m.members)[i]);
-  std::vector<std::string> parts;
-  for (const auto& [wanted, who] : by_request) {
-    parts.push_back(fmt::format("rank(s) {} passed {}", fmt::join(who, ", "), wanted));
-  }
-  warnings_.push_back(fmt::format("new_group #{} was created with different ranks: {}", m.seq,
-                                  fmt::join(parts, "; ")));
+namespace {
+
+// "5" for one group, "5-12" for a batch.
+std::string names_of(int64_t first, size_t count) {
+  if (count <= 1) return std::to_string(first);
+  return fmt::format("{}-{}", first, first + static_cast<int64_t>(count) - 1);
 }
 
-void StoreGroupCreator::store_barrier(const SharedGroupBatch& batch) {
+}  // namespace
+
+void StoreBarrier::execute(Meeting& m) {
+  const std::vector<int64_t>& members = *m.members;
+  const int64_t first = m.exchanges[0].first_group;
+  // Ranks that asked for the same groups, by request, in the order of their lowest rank.
+  std::vector<std::pair<const SharedGroupBatch*, std::vector<int64_t>>> requests;
+  for (size_t i = 0; i < m.size(); ++i) {
+    const Exchange& e = m.exchanges[i];
+    MESHSIM_ASSERT(e.first_group == first,
+                   fmt::format("rank {} names its groups from {}, rank {} from {}", members[i],
+                               e.first_group, members[0], first));
+    auto it = std::find_if(requests.begin(), requests.end(), [&](const auto& r) {
+      return *r.first == *e.new_groups || (*r.first)->same_groups(**e.new_groups);
+    });
+    if (it == requests.end()) {
+      requests.emplace_back(e.new_groups, std::vector<int64_t>{});
+      it = std::prev(requests.end());
+    }
+    it->second.push_back(members[i]);
+  }
+  // The lowest rank's request names the groups for everyone who agrees with it.
+  for (const auto& [batch, who] : requests) {
+    for (int64_t rank : who) groups_.define(first, *batch, rank);
+  }
+  if (requests.size() > 1) {
+    std::vector<std::string> parts;
+    for (const auto& [batch, who] : requests) {
+      parts.push_back(
+          fmt::format("rank(s) {} passed {}", fmt::join(who, ", "), (*batch)->describe()));
+    }
+    warnings_.push_back(fmt::format("new_group {} was created with different ranks: {}",
+                                    names_of(first, (*requests.front().first)->count()),
+                                    fmt::join(parts, "; ")));
+  }
+  time_.advance(m);
+}
+
+void StoreGroupCreator::store_barrier(const SharedGroupBatch& batch, int64_t first) {
   Signature sig;
   sig.op = CollectiveOp::kNewGroup;
   sig.dtype = DType::kInt64;
   const int64_t count[] = {static_cast<int64_t>(batch->count())};
   sig.shape = InlineShape::of(count);
   const Group store("store", world_ranks(), rank());
-  rendezvous_.meet(rank(), store, sig, {.new_groups = batch.get()}, barrier_);
+  const double entered_at = activity_.clock;
+  rendezvous_.meet(rank(), store, sig, {.new_groups = &batch, .first_group = first}, barrier_);
+  if (trace_ != nullptr) {
+    trace_->meeting(rank(), sig, "store", store.size(), activity_.last_seq, entered_at,
+                    activity_.clock);
+  }
 }
 
 }  // namespace meshsim::sim

@@ -2,6 +2,10 @@
 // WORLD, so ranks that skip it or create groups in another order hang or desynchronise exactly as
 // they would on a cluster. The groups themselves live in the world's shared table. The same for
 // every backend: the store is not the collective backend.
+//
+// One departure from c10d: a mesh dim's groups meet in one barrier (c10d: one per group), with
+// the number of groups in the signature. Ranks that create other numbers of groups at that point
+// are a desync here, where c10d would pair their barriers one by one and hang or warn later.
 #pragma once
 
 #include <string>
@@ -9,37 +13,49 @@
 
 #include "sim/runtime/meeting.hpp"
 #include "sim/runtime/rendezvous.hpp"
+#include "sim/runtime/trace.hpp"
+#include "sim/runtime/virtual_time.hpp"
 #include "src/comm/group_creator.hpp"
 
 namespace meshsim::sim {
 
-// Completes a store barrier: checks that every rank asked for the same groups, and keeps a
-// warning when they did not (c10d's barrier is keyed by the group's name, not its members, so
-// such ranks still meet).
+// Completes a store barrier: names the groups in the world's table (the lowest rank's request
+// for every rank that agrees with it), keeps a warning when ranks asked for other members
+// (c10d's barrier is keyed by the group's name, not its members, so such ranks still meet), and
+// lets virtual time pass.
 class StoreBarrier final : public Executor {
  public:
+  StoreBarrier(GroupTable& groups, VirtualTime& time) : groups_(groups), time_(time) {}
+
   void execute(Meeting& meeting) override;
   // Groups created with different members on different ranks, in the order they happened.
   const std::vector<std::string>& warnings() const { return warnings_; }
 
  private:
+  GroupTable& groups_;
+  VirtualTime& time_;
   std::vector<std::string> warnings_;
 };
 
 class StoreGroupCreator final : public GroupCreator {
  public:
+  // `trace` may be null (no tracing).
   StoreGroupCreator(int64_t rank, std::shared_ptr<GroupTable> table, Rendezvous& rendezvous,
-                    StoreBarrier& barrier)
-      : GroupCreator(rank, std::move(table)), rendezvous_(rendezvous), barrier_(barrier) {}
+                    StoreBarrier& barrier, RankActivity& activity, Trace* trace)
+      : GroupCreator(rank, std::move(table)),
+        rendezvous_(rendezvous),
+        barrier_(barrier),
+        activity_(activity),
+        trace_(trace) {}
 
  protected:
-  // A mesh dim's groups meet once, as a batch: ranks that create another number of groups
-  // disagree on the signature.
-  void store_barrier(const SharedGroupBatch& batch) override;
+  void store_barrier(const SharedGroupBatch& batch, int64_t first) override;
 
  private:
   Rendezvous& rendezvous_;
   StoreBarrier& barrier_;
+  RankActivity& activity_;
+  Trace* trace_;
 };
 
 }  // namespace meshsim::sim

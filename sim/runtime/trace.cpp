@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include <fmt/format.h>
+
 namespace meshsim::sim {
 
 namespace {
@@ -25,6 +27,22 @@ void Trace::collective(int64_t rank, std::string meeting, std::string name, doub
                        double end_s, nlohmann::json args) {
   meetings_[std::move(meeting)].push_back(slices_.size());
   slice(rank, std::move(name), "collective", start_s, end_s, std::move(args));
+}
+
+void Trace::meeting(int64_t rank, const Signature& signature, const std::string& group,
+                    int64_t group_size, int64_t seq, double start_s, double end_s) {
+  const bool p2p = signature.op == CollectiveOp::kSend || signature.op == CollectiveOp::kRecv;
+  const int64_t peer = signature.root.value_or(0);
+  const int64_t src = signature.op == CollectiveOp::kSend ? rank : peer;
+  const int64_t dst = signature.op == CollectiveOp::kSend ? peer : rank;
+  const std::string channel = p2p ? fmt::format("p:{}:{}>{}", group, src, dst) : "c:" + group;
+  const std::string shown = group == "0" ? "WORLD" : group;
+  collective(rank, fmt::format("{}#{}", channel, seq),
+             fmt::format("{} {} #{}", collective_op_name(signature.op), shown, seq), start_s, end_s,
+             {{"signature", signature.describe()},
+              {"group", shown},
+              {"seq", seq},
+              {"group_size", p2p ? 2 : group_size}});
 }
 
 nlohmann::json Trace::events(int64_t pid, const std::string& process, int64_t world_size) const {

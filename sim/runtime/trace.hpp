@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "src/comm/collective.hpp"
+
 namespace meshsim::sim {
 
 class Trace {
@@ -21,6 +23,11 @@ class Trace {
   // are joined by arrows from the lowest rank to every other.
   void collective(int64_t rank, std::string meeting, std::string name, double start_s, double end_s,
                   nlohmann::json args);
+
+  // A collective as `rank` took part in it: "all_reduce WORLD #3" from `start_s` to `end_s`,
+  // keyed so that the members of one meeting are joined (send/recv: by direction).
+  void meeting(int64_t rank, const Signature& signature, const std::string& group,
+               int64_t group_size, int64_t seq, double start_s, double end_s);
 
   // The trace events of one scenario, as process `pid` named `process`.
   nlohmann::json events(int64_t pid, const std::string& process, int64_t world_size) const;

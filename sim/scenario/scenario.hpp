@@ -9,7 +9,7 @@
 
 #include "sim/report/results.hpp"
 #include "sim/runtime/faults.hpp"
-#include "sim/runtime/sim_executor.hpp"
+#include "sim/runtime/virtual_time.hpp"
 #include "sim/scenario/expression.hpp"
 #include "sim/scenario/source_location.hpp"
 #include "src/error.hpp"

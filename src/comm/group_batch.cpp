@@ -17,6 +17,12 @@ std::shared_ptr<const GroupBatch> GroupBatch::of_axis(const Axis& axis, SharedRa
   std::shared_ptr<GroupBatch> batch(new GroupBatch());
   const std::span<const int64_t> table = map->ranks();
   const auto table_size = static_cast<int64_t>(table.size());
+  // Once per world, but as large as the world: counted like tensor data (MemoryError).
+  constexpr uint64_t kBytesPerGroup = 96;  // member list, its control block, the pointer
+  batch->reserved_ = MemoryReservation(
+      static_cast<uint64_t>(world_size) * sizeof(int32_t) + table.size() * sizeof(int64_t) +
+          static_cast<uint64_t>(table_size / std::max<int64_t>(axis.numel(), 1)) * kBytesPerGroup,
+      "a mesh dim's process groups");
   const std::vector<int64_t> offsets = axis.codomain();
   batch->group_of_rank_.assign(static_cast<size_t>(world_size), -1);
   std::vector<int64_t> group;

@@ -12,6 +12,7 @@
 #include "src/comm/rank_list.hpp"
 #include "src/comm/rank_map.hpp"
 #include "src/mesh/axis.hpp"
+#include "src/tensor/memory_budget.hpp"
 
 namespace meshsim {
 
@@ -38,6 +39,7 @@ class GroupBatch {
 
  private:
   GroupBatch() = default;
+  MemoryReservation reserved_;
   std::vector<RankList> members_;
   std::vector<int32_t> group_of_rank_;  // by global rank; empty for a single group
   std::string invalid_;

@@ -35,9 +35,8 @@ GroupCreator::GroupCreator(int64_t rank, std::shared_ptr<GroupTable> table)
     : rank_(rank), table_(std::move(table)) {}
 
 std::optional<std::string> GroupCreator::create(const SharedGroupBatch& batch) {
-  store_barrier(batch);
   const int64_t first = next_id_;
-  table_->define(first, batch, rank_);
+  store_barrier(batch, first);
   next_id_ += static_cast<int64_t>(batch->count());
   const int64_t mine = batch->group_of(rank_);
   if (mine < 0) return std::nullopt;

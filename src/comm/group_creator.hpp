@@ -52,9 +52,10 @@ class GroupCreator {
   size_t groups_created() const { return static_cast<size_t>(next_id_); }
 
  protected:
-  // c10d's store barrier before the groups of `batch` get their names: every rank of WORLD must
-  // reach it. Throws what the runtime throws for a hang or an abort.
-  virtual void store_barrier(const SharedGroupBatch& batch) = 0;
+  // c10d's store barrier, which names the groups of `batch` first, first + 1, ... in the world's
+  // table once every rank of WORLD has reached it. Throws what the runtime throws for a hang or
+  // an abort.
+  virtual void store_barrier(const SharedGroupBatch& batch, int64_t first) = 0;
 
  private:
   std::optional<std::string> create(const SharedGroupBatch& batch);
@@ -74,7 +75,10 @@ class LocalGroupCreator final : public GroupCreator {
       : GroupCreator(rank, std::move(table)) {}
 
  protected:
-  void store_barrier(const SharedGroupBatch&) override {}
+  // One rank alone: nothing to wait for.
+  void store_barrier(const SharedGroupBatch& batch, int64_t first) override {
+    table().define(first, batch, rank());
+  }
 };
 
 }  // namespace meshsim

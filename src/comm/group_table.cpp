@@ -71,6 +71,7 @@ void GroupTable::define(int64_t first, SharedGroupBatch batch, int64_t rank) {
   const Entry* e = covering(entries_, first);
   if (e != nullptr && e->first == first && e->batch->same_groups(*batch)) return;
   std::vector<Entry>& mine = overrides_[rank];
+  if (!mine.empty() && mine.back().first == first && mine.back().batch->same_groups(*batch)) return;
   MESHSIM_ASSERT(mine.empty() || mine.back().end() <= first,
                  fmt::format("rank {} names group {} twice", rank, first));
   mine.push_back({first, std::move(batch)});

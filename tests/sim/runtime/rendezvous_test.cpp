@@ -209,8 +209,11 @@ TEST_CASE("store group creator: a mesh dim's groups are one store barrier over W
   CHECK(names == std::vector<std::optional<std::string>>{"1", "1", "2", "2"});
   REQUIRE(factory.warnings().size() == 1);
   CHECK(factory.warnings()[0] ==
-        "new_group #2 was created with different ranks: rank(s) 0, 1, 2 passed [0, 1]; rank(s) 3 "
+        "new_group 3 was created with different ranks: rank(s) 0, 1, 2 passed [0, 1]; rank(s) 3 "
         "passed [1, 3]");
+  // Every rank sees the name with the members it asked for.
+  CHECK(*factory.group_creator(0)->table().members(3, 0) == std::vector<int64_t>{0, 1});
+  CHECK(*factory.group_creator(3)->table().members(3, 3) == std::vector<int64_t>{1, 3});
 }
 
 TEST_CASE("store group creator: ranks that create other numbers of groups desync",
@@ -234,4 +237,65 @@ TEST_CASE("store group creator: ranks that create other numbers of groups desync
   CHECK(arrivals[0].second.describe() == "new_group(groups=2)");
   CHECK(arrivals[3].second.describe() == "new_group()");
   CHECK(errors[0].rfind("aborted", 0) == 0);
+}
+
+TEST_CASE("store group creator: requests that differ past what a message shows stay apart",
+          "[sim][groups]") {
+  World world(32);
+  std::vector<RankActivity> activity(32);
+  BackendFactory factory(world, activity, {});
+  run_ranks(world, activity, [&](int64_t r) {
+    // Sixteen members each; rank 31 swaps one in the middle.
+    std::vector<int64_t> asked;
+    for (int64_t i = 0; i < 16; ++i) asked.push_back(i);
+    if (r == 31) asked[8] = 20;
+    factory.group_creator(r)->new_group(asked);
+  });
+  REQUIRE(factory.warnings().size() == 1);
+  CHECK(factory.warnings()[0].find("rank(s) 31 passed") != std::string::npos);
+}
+
+TEST_CASE("store group creator: the barrier takes virtual time, and the watchdog watches it",
+          "[sim][groups][hang]") {
+  World world(3);
+  std::vector<RankActivity> activity(3);
+  BackendFactory factory(world, activity, {});
+  const auto errors = run_ranks(world, activity, [&](int64_t r) {
+    if (r == 1) activity[1].clock += 700.0;  // past the 600 s watchdog
+    factory.group_creator(r)->new_group(std::vector<int64_t>{0, 1, 2});
+  });
+  REQUIRE(factory.timeout());
+  CHECK(factory.timeout()->late == std::vector<int64_t>{1});
+  CHECK(errors[0].find("Watchdog caught collective operation timeout: new_group()") == 0);
+  CHECK(activity[0].clock > 700.0);
+}
+
+TEST_CASE("backend decorators: a call refused before it met anyone leaves no trace",
+          "[sim][trace]") {
+  World world(2);
+  std::vector<RankActivity> activity(2);
+  Trace trace;
+  BackendOptions options;
+  options.trace = &trace;
+  BackendFactory factory(world, activity, options);
+  const auto errors = run_ranks(world, activity, [&](int64_t r) {
+    const auto b = factory.backend(r);
+    if (r == 0) {
+      try {
+        b->all_to_all({Tensor({1}, DType::kFloat32)}, world_of(2, r));  // one input, not two
+        FAIL("all_to_all took the wrong number of inputs");
+      } catch (const Error&) {
+      }
+    }
+    b->barrier(world_of(2, r));
+  });
+  CHECK(errors == std::vector<std::string>(2));
+  int slices = 0;
+  for (const auto& e : trace.events(0, "t", 2)) {
+    if (e["ph"] == "X") {
+      ++slices;
+      CHECK(e["name"] == "barrier WORLD #1");
+    }
+  }
+  CHECK(slices == 2);
 }

@@ -1,0 +1,49 @@
+// Virtual time of the simulated runtime: every member of a meeting leaves once the last has arrived
+// and the data has moved (latency + bytes / bandwidth), and NCCL's watchdog fires, in virtual
+// seconds, for a member that waited longer than the timeout.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/runtime/meeting.hpp"
+#include "sim/runtime/rank_activity.hpp"
+
+namespace meshsim::sim {
+
+struct CostModel {
+  double latency_s = 5e-6;
+  double bandwidth_bytes_per_s = 100e9;
+  // NCCL's watchdog: a rank that waits longer than this (virtual) fails.
+  double timeout_s = 600.0;
+};
+
+// A collective where some rank waited longer than the timeout.
+struct TimeoutRecord {
+  std::string group;
+  int64_t seq = 0;
+  Signature signature;
+  std::vector<int64_t> timed_out;  // ranks whose watchdog fired
+  std::vector<int64_t> late;       // ranks that arrived last
+  double waited_s = 0.0;
+};
+
+class VirtualTime {
+ public:
+  VirtualTime(std::vector<RankActivity>& activity, CostModel cost)
+      : activity_(activity), cost_(cost) {}
+
+  // Moves every member's clock to the meeting's end; a member whose watchdog fired gets its
+  // error in `meeting.errors`, and so do the others (their communicator is aborted).
+  void advance(Meeting& meeting);
+  // The first collective whose watchdog fired.
+  const std::optional<TimeoutRecord>& timeout() const { return timeout_; }
+
+ private:
+  std::vector<RankActivity>& activity_;
+  CostModel cost_;
+  std::optional<TimeoutRecord> timeout_;
+};
+
+}  // namespace meshsim::sim
