@@ -39,7 +39,8 @@ void BM_layout_global_ranks(benchmark::State& state) {
 }
 BENCHMARK(BM_layout_global_ranks)->Arg(1024)->Arg(65536);
 
-// One rank building a 3-D mesh: every group of every dim, plus its coordinate.
+// The first rank of a fresh world building a 3-D mesh: the world's group table for every dim
+// (what later ranks share), plus its coordinate.
 void BM_layout_init_device_mesh(benchmark::State& state) {
   const int64_t world = state.range(0);
   const std::vector<int64_t> sizes{world / 64, 8, 8};
