@@ -1,0 +1,59 @@
+// Random numbers: raw Philox4x32-10 words from meshsim against libcurand's host generator in the
+// same run (where the CUDA toolkit is found).
+#include <benchmark/benchmark.h>
+
+#include <string>
+#include <vector>
+
+#include "src/rng/philox.hpp"
+
+#ifdef MESHSIM_HAVE_CURAND
+#include <curand.h>
+#endif
+
+namespace {
+
+constexpr size_t kWords = size_t{1} << 20;
+
+// kWords words of one device subsequence, block after block; 0: scalar rounds, 1: the fastest
+// path of this CPU (AVX2 where it has it).
+void BM_rng_philox_words(benchmark::State& state) {
+  const meshsim::PhiloxPath path =
+      state.range(0) == 0 ? meshsim::PhiloxPath::kScalar : meshsim::best_philox_path();
+  state.SetLabel(std::string(meshsim::philox_path_name(path)));
+  std::vector<uint32_t> out(kWords);
+  uint64_t block = 0;
+  for (auto _ : state) {
+    meshsim::curand_blocks(42, 0, block, out, path);
+    block += kWords / 4;
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * kWords));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * kWords * 4));
+}
+BENCHMARK(BM_rng_philox_words)->Arg(0)->Arg(1);
+
+#ifdef MESHSIM_HAVE_CURAND
+// The same number of words from curandGenerate on the host generator (Philox).
+void BM_rng_curand_host_words(benchmark::State& state) {
+  std::vector<unsigned int> out(kWords);
+  curandGenerator_t gen;
+  if (curandCreateGeneratorHost(&gen, CURAND_RNG_PSEUDO_PHILOX4_32_10) != CURAND_STATUS_SUCCESS) {
+    state.SkipWithError("curandCreateGeneratorHost failed");
+    return;
+  }
+  curandSetPseudoRandomGeneratorSeed(gen, 42);
+  for (auto _ : state) {
+    curandGenerate(gen, out.data(), out.size());
+    benchmark::DoNotOptimize(out.data());
+  }
+  curandDestroyGenerator(gen);
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * kWords));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * kWords * 4));
+}
+BENCHMARK(BM_rng_curand_host_words);
+#endif
+
+}  // namespace
+
+BENCHMARK_MAIN();

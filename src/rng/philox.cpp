@@ -1,0 +1,90 @@
+#include "src/rng/philox.hpp"
+
+#include <fmt/format.h>
+
+#include "src/error.hpp"
+
+namespace meshsim {
+
+namespace detail {
+void curand_blocks_avx2(uint64_t seed, uint64_t subsequence, uint64_t first, uint64_t blocks,
+                        uint32_t* out);
+}  // namespace detail
+
+namespace {
+
+constexpr uint32_t kMultiplier0 = 0xD2511F53u;
+constexpr uint32_t kMultiplier1 = 0xCD9E8D57u;
+constexpr uint32_t kKeyIncrement0 = 0x9E3779B9u;  // the golden ratio
+constexpr uint32_t kKeyIncrement1 = 0xBB67AE85u;  // sqrt(3) - 1
+
+PhiloxCounter round(PhiloxCounter c, PhiloxKey k) {
+  const uint64_t p0 = static_cast<uint64_t>(kMultiplier0) * c[0];
+  const uint64_t p1 = static_cast<uint64_t>(kMultiplier1) * c[2];
+  const auto hi0 = static_cast<uint32_t>(p0 >> 32), lo0 = static_cast<uint32_t>(p0);
+  const auto hi1 = static_cast<uint32_t>(p1 >> 32), lo1 = static_cast<uint32_t>(p1);
+  return {hi1 ^ c[1] ^ k[0], lo1, hi0 ^ c[3] ^ k[1], lo0};
+}
+
+PhiloxCounter counter_of(uint64_t block, uint64_t subsequence) {
+  return {static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
+          static_cast<uint32_t>(subsequence), static_cast<uint32_t>(subsequence >> 32)};
+}
+
+}  // namespace
+
+PhiloxBlock philox4x32_10(PhiloxCounter counter, PhiloxKey key) {
+  counter = round(counter, key);
+  for (int i = 1; i < 10; ++i) {
+    key[0] += kKeyIncrement0;
+    key[1] += kKeyIncrement1;
+    counter = round(counter, key);
+  }
+  return counter;
+}
+
+PhiloxBlock curand_block(uint64_t seed, uint64_t subsequence, uint64_t block) {
+  return philox4x32_10(counter_of(block, subsequence), philox_key(seed));
+}
+
+uint32_t curand_word(uint64_t seed, uint64_t subsequence, uint64_t offset) {
+  return curand_block(seed, subsequence, offset / 4)[offset % 4];
+}
+
+PhiloxPath best_philox_path() {
+  static const PhiloxPath best =
+      __builtin_cpu_supports("avx2") ? PhiloxPath::kAvx2 : PhiloxPath::kScalar;
+  return best;
+}
+
+std::string_view philox_path_name(PhiloxPath path) {
+  return path == PhiloxPath::kAvx2 ? "avx2" : "scalar";
+}
+
+void curand_blocks(uint64_t seed, uint64_t subsequence, uint64_t first_block,
+                   std::span<uint32_t> out, PhiloxPath path) {
+  MESHSIM_ASSERT(out.size() % 4 == 0, fmt::format("{} words is not whole blocks", out.size()));
+  const uint64_t blocks = out.size() / 4;
+  uint64_t done = 0;
+  if (path == PhiloxPath::kAvx2) {
+    if (!__builtin_cpu_supports("avx2")) throw value_error("this CPU has no AVX2");
+    done = blocks - blocks % 8;
+    if (done > 0) detail::curand_blocks_avx2(seed, subsequence, first_block, done, out.data());
+  }
+  for (; done < blocks; ++done) {
+    const PhiloxBlock b = curand_block(seed, subsequence, first_block + done);
+    for (size_t w = 0; w < 4; ++w) out[4 * done + w] = b[w];
+  }
+}
+
+uint32_t curand_host_word(uint64_t seed, uint64_t index) {
+  // Blocks are dealt across 65,536 subsequences first: block b is subsequence b % 65536, at
+  // position b / 65536 of it, with the subsequence in the counter's third word only.
+  const uint64_t block = index / 4;
+  const PhiloxCounter counter{static_cast<uint32_t>(block / 65536),
+                              static_cast<uint32_t>((block / 65536) >> 32),
+                              static_cast<uint32_t>(block % 65536), 0};
+  return philox4x32_10(counter, philox_key(seed))[index % 4];
+}
+
+}  // namespace meshsim
