@@ -1,0 +1,52 @@
+// PyTorch's elementwise CUDA random kernels as meshsim predicts them (rng.md 2.3-2.5): how a launch
+// is shaped on a given GPU, which Philox word each element takes, how words become numbers, and
+// how far the generator's offset moves.
+#pragma once
+
+#include <cstdint>
+
+#include "src/rng/gpu_profile.hpp"
+#include "src/rng/philox_state.hpp"
+#include "src/tensor/dtype.hpp"
+#include "src/tensor/tensor.hpp"
+
+namespace meshsim {
+
+// One launch of the distribution kernel over `numel` contiguous elements.
+struct KernelLaunch {
+  int64_t numel = 0;
+  int64_t grid = 0;    // blocks of 256 threads: min(ceil(numel / 256), the GPU's cap)
+  int64_t stride = 0;  // 256 * grid threads
+  int64_t unroll = 0;  // elements per thread per Philox draw: 4 (32- and 16-bit floats), 2 (double)
+  // How far the generator's offset moves, before the kernel runs (0 when numel is 0).
+  uint64_t counter_offset = 0;
+
+  // Throws meshsim::Error (RuntimeError) for a dtype the kernels do not draw (integers, bool).
+  static KernelLaunch plan(int64_t numel, DType dtype, const GpuProfile& gpu);
+};
+
+// Where element `index` of the output takes its random words from.
+struct ElementSource {
+  uint64_t call;      // the thread's k-th Philox draw: counter block offset / 4 + call
+  int64_t component;  // which of the draw's outputs (float: word; double: word pair)
+  uint64_t thread;    // the Philox subsequence
+};
+ElementSource element_source(const KernelLaunch& launch, uint64_t index);
+
+// curand_uniform: (0, 1] from one word; curand_uniform2_double: (0, 1] from two.
+float uniform_from_word(uint32_t x);
+double uniform_from_words(uint32_t x, uint32_t y);
+
+// torch.rand / Tensor.uniform_(from, to) on a CUDA generator in `state`: the tensor the kernel
+// writes (float32, float64, float16 or bfloat16; shape [numel]), and `state.offset` advanced as
+// the kernel advances it. Values equal to `to` after rounding become `from`, as PyTorch does.
+Tensor predict_uniform(PhiloxState& state, int64_t numel, DType dtype, const GpuProfile& gpu,
+                       double from = 0.0, double to = 1.0);
+
+// torch.randn / Tensor.normal_(mean, std): Box-Muller on curand_normal4's draws, sine first.
+// float32/16 use the GPU's fast sincos and log there, so these agree to about 1e-6 (rng.md 2.6);
+// float64 to a few ulp.
+Tensor predict_normal(PhiloxState& state, int64_t numel, DType dtype, const GpuProfile& gpu,
+                      double mean = 0.0, double std = 1.0);
+
+}  // namespace meshsim

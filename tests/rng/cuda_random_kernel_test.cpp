@@ -1,0 +1,157 @@
+#include "src/rng/cuda_random_kernel.hpp"
+
+#include <bit>
+#include <cmath>
+
+#include <catch2/catch.hpp>
+
+#include "src/error.hpp"
+
+using meshsim::DType;
+using meshsim::GpuProfile;
+using meshsim::KernelLaunch;
+using meshsim::PhiloxState;
+
+namespace {
+
+const GpuProfile kH200 = *meshsim::find_gpu("H200");
+const GpuProfile kA100 = *meshsim::find_gpu("a100");
+
+uint32_t float_bits(double v) {
+  return std::bit_cast<uint32_t>(static_cast<float>(v));
+}
+
+// The first values of `numel` float32 draws from (seed, offset), to 6 decimals as rng.md prints.
+std::vector<double> rand_values(uint64_t seed, uint64_t offset, int64_t numel, size_t first) {
+  PhiloxState state{seed, offset};
+  const meshsim::Tensor t = meshsim::predict_uniform(state, numel, DType::kFloat32, kH200);
+  std::vector<double> out;
+  for (size_t i = 0; i < first; ++i) {
+    out.push_back(std::round(t.get(static_cast<int64_t>(i)) * 1e6) / 1e6);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("cuda kernel: counter offsets on an H200 (rng.md 2.3)", "[rng][kernel]") {
+  CHECK(KernelLaunch::plan(5, DType::kFloat32, kH200).counter_offset == 4);
+  CHECK(KernelLaunch::plan(int64_t{1} << 20, DType::kFloat32, kH200).counter_offset == 4);
+  CHECK(KernelLaunch::plan(2000000, DType::kFloat32, kH200).counter_offset == 8);
+  CHECK(KernelLaunch::plan(100000000, DType::kFloat32, kH200).counter_offset == 372);
+  CHECK(KernelLaunch::plan(int64_t{1} << 20, DType::kFloat64, kH200).counter_offset == 8);
+  CHECK(KernelLaunch::plan(2000000, DType::kFloat64, kH200).counter_offset == 16);
+  CHECK(KernelLaunch::plan(100000000, DType::kFloat64, kH200).counter_offset == 740);
+  CHECK(KernelLaunch::plan(0, DType::kFloat32, kH200).counter_offset == 0);
+  // One wave: 1056 blocks of 256 threads, 4 floats each.
+  CHECK(KernelLaunch::plan(int64_t{1} << 30, DType::kFloat32, kH200).grid == 1056);
+  CHECK_THROWS_WITH(KernelLaunch::plan(4, DType::kInt64, kH200),
+                    "\"check_uniform_bounds\" not implemented for 'int64'");
+}
+
+TEST_CASE("cuda kernel: which thread and component an element comes from depends on the GPU",
+          "[rng][kernel]") {
+  const auto h200 =
+      meshsim::element_source(KernelLaunch::plan(2000000, DType::kFloat32, kH200), 300000);
+  CHECK(h200.thread == 29664);
+  CHECK(h200.call == 0);
+  CHECK(h200.component == 1);  // y
+  const KernelLaunch a100 = KernelLaunch::plan(2000000, DType::kFloat32, kA100);
+  CHECK(a100.counter_offset == 12);
+  const auto s = meshsim::element_source(a100, 300000);
+  CHECK(s.thread == 78816);
+  CHECK(s.component == 1);
+}
+
+TEST_CASE("cuda kernel: torch.manual_seed(0); torch.rand(5, device='cuda') (rng.md 2.4)",
+          "[rng][kernel]") {
+  PhiloxState state{0, 0};
+  const meshsim::Tensor t = meshsim::predict_uniform(state, 5, DType::kFloat32, kH200);
+  const uint32_t expected[] = {0x3ecc4fd2, 0x3f044516, 0x3ccc3acf, 0x3f70a90b, 0x3f72237f};
+  for (int64_t i = 0; i < 5; ++i) CHECK(float_bits(t.get(i)) == expected[i]);
+  CHECK(state.offset == 4);
+}
+
+TEST_CASE("cuda kernel: the values of rng.md 3.3's worked examples", "[rng][kernel]") {
+  using V = std::vector<double>;
+  // A single-device torch.rand(8, 4) under seed 1234.
+  CHECK(rand_values(1234, 0, 32, 5) == V{0.127208, 0.816736, 0.543999, 0.660079, 0.272056});
+  // Shards of 8 elements at pre-op offsets 0, 8, 16, 24.
+  CHECK(rand_values(1234, 0, 8, 4) == V{0.127208, 0.816736, 0.543999, 0.660079});
+  CHECK(rand_values(1234, 8, 8, 4) == V{0.249173, 0.171930, 0.447136, 0.368808});
+  CHECK(rand_values(1234, 16, 8, 4) == V{0.080679, 0.030580, 0.939573, 0.859657});
+  CHECK(rand_values(1234, 24, 8, 4) == V{0.988474, 0.813494, 0.730532, 0.846902});
+  // 5x3 over 4 ranks: rank 2 draws its 3 elements from offset 12.
+  CHECK(rand_values(1234, 12, 3, 3) == V{0.711527, 0.161500, 0.974214});
+}
+
+TEST_CASE("cuda kernel: uniform_ maps a value that rounds to `to` back to `from`",
+          "[rng][kernel]") {
+  CHECK(meshsim::uniform_from_word(0xffffffffu) == 1.0f);  // curand_uniform's range is (0, 1]
+  CHECK(meshsim::uniform_from_word(0) == 0x1p-33f);
+  CHECK(meshsim::uniform_from_words(0, 0) == 0x1p-54);
+  // float16: every float draw that rounds to 1.0 in half precision becomes 0.0.
+  const int64_t n = 1 << 18;
+  PhiloxState a{77, 0}, b{77, 0};
+  const meshsim::Tensor half = meshsim::predict_uniform(a, n, DType::kFloat16, kH200);
+  const meshsim::Tensor single = meshsim::predict_uniform(b, n, DType::kFloat32, kH200);
+  int64_t reversed = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const bool rounds_to_one = meshsim::half_bits_to_float(meshsim::float_to_half_bits(
+                                   static_cast<float>(single.get(i)))) == 1.0f;
+    CHECK(half.get(i) != 1.0);
+    if (rounds_to_one) {
+      ++reversed;
+      CHECK(half.get(i) == 0.0);
+    }
+  }
+  CHECK(reversed > 0);
+  CHECK(a.offset == b.offset);
+}
+
+TEST_CASE("cuda kernel: normals have the moments of a standard normal", "[rng][kernel]") {
+  for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
+    PhiloxState state{3, 0};
+    const int64_t n = 1 << 18;
+    const meshsim::Tensor t = meshsim::predict_normal(state, n, dtype, kH200, 2.0, 3.0);
+    double sum = 0, squares = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      sum += t.get(i);
+      squares += t.get(i) * t.get(i);
+    }
+    const double mean = sum / n, variance = squares / n - mean * mean;
+    INFO(meshsim::dtype_name(dtype));
+    CHECK(std::abs(mean - 2.0) < 0.03);
+    CHECK(std::abs(variance - 9.0) < 0.15);
+  }
+}
+
+TEST_CASE("philox state: seeds, saved states and their errors (rng.md 1)", "[rng][state]") {
+  CHECK(PhiloxState::from_seed_text("-1").seed == 0xffffffffffffffffULL);
+  CHECK(PhiloxState::from_seed_text("-9223372036854775808").seed == 0x8000000000000000ULL);
+  CHECK(PhiloxState::from_seed_text("18446744073709551615").seed == 0xffffffffffffffffULL);
+  CHECK_THROWS_AS(PhiloxState::from_seed_text("18446744073709551616"), meshsim::Error);
+  CHECK_THROWS_AS(PhiloxState::from_seed_text("-9223372036854775809"), meshsim::Error);
+  CHECK_THROWS_AS(PhiloxState::from_seed_text("1e3"), meshsim::Error);
+  const PhiloxState s{0x0102030405060708ULL, 40};
+  CHECK(PhiloxState::from_bytes(s.to_bytes()) == s);
+  CHECK(s.to_bytes()[0] == 0x08);  // little endian
+  const std::vector<uint8_t> seed_only(8, 1);
+  CHECK(PhiloxState::from_bytes(seed_only).offset == 0);
+  CHECK_THROWS_WITH(PhiloxState::from_bytes(std::vector<uint8_t>(12)), "RNG state is wrong size");
+  std::vector<uint8_t> odd = s.to_bytes();
+  odd[8] = 6;
+  CHECK_THROWS_WITH(PhiloxState::from_bytes(odd), "offset must be a multiple of 4");
+}
+
+TEST_CASE("gpu profiles: the table, names and custom profiles", "[rng][gpu]") {
+  CHECK(kH200.max_blocks() == 1056);
+  CHECK(meshsim::find_gpu("H100 PCIe")->max_blocks() == 912);
+  CHECK(meshsim::find_gpu("l40s")->max_blocks() == 852);
+  CHECK(meshsim::find_gpu("T4")->max_blocks() == 160);
+  CHECK(meshsim::find_gpu("rtx4090")->max_blocks() == 768);
+  CHECK_FALSE(meshsim::find_gpu("B200"));
+  CHECK(GpuProfile::custom(100, 2048).max_blocks() == 800);
+  CHECK_THROWS_AS(GpuProfile::custom(0, 2048), meshsim::Error);
+  CHECK_THROWS_AS(GpuProfile::custom(10, 1000), meshsim::Error);
+}
