@@ -345,6 +345,33 @@ with tempfile.TemporaryDirectory() as tmp:
         check(outs[0] == outs[1] and " 0 failed" in outs[0],
               f"regressions pass and repeat under {' '.join(schedule)}: {outs[0][-400:]}")
 
+    # `rng predict`: torch.manual_seed(0); torch.rand(5, device="cuda") as published (rng.md 2.4),
+    # the generator offset after it, and clear errors with exit 2 for bad arguments.
+    r = run("rng", "predict", "--seed", "0", "--numel", "5", "--format", "hex")
+    check(r.returncode == 0 and r.stdout.split() == [
+        "0x3ecc4fd2", "0x3f044516", "0x3ccc3acf", "0x3f70a90b", "0x3f72237f", "offset", "4"],
+          f"rng predict gives torch.rand's published bits: {r.stdout!r} {r.stderr!r}")
+    r = run("rng", "predict", "--seed", "1234", "--offset", "12", "--numel", "3")
+    check(r.stdout.split()[:3] == ["0.711526513", "0.161499515", "0.974213839"] and
+          r.stdout.split()[-1] == "16", f"rng predict from an offset (rng.md 3.3): {r.stdout!r}")
+    r = run("rng", "predict", "--numel", "2000000", "--gpu", "A100")
+    check(r.returncode == 0 and r.stdout.splitlines()[-1] == "offset 12",
+          f"rng predict's offset depends on the GPU: {r.stdout[-40:]!r}")
+    for bad_args, message in [
+            (["--numel", "5", "--offset", "3"], "--offset: offset must be a multiple of 4"),
+            (["--numel", "0"], "--numel"),
+            (["--numel", "5", "--dtype", "int64"], "--dtype: int64 is not a floating dtype"),
+            (["--numel", "5", "--gpu", "B9000"], 'unknown GPU "B9000"'),
+            (["--numel", "5", "--seed", "18446744073709551616"], "--seed"),
+            (["--numel", "5", "--sms", "100"], "--sms and --max-threads-per-sm go together"),
+            (["--numel", "5", "--sms", "100", "--max-threads-per-sm", "1000"],
+             "multiple of 256"),
+            (["--numel", "5", "--from", "2", "--to", "1"], "from=2 > to=1"),
+            (["--numel", "5", "--from", "nan"], "--from: not a finite number")]:
+        r = run("rng", "predict", *bad_args)
+        check(r.returncode == 2 and message in r.stderr,
+              f"rng predict {' '.join(bad_args)} exits 2 naming the problem: {r.stderr!r}")
+
     # Truncations and random mutations of every shipped scenario: exit 0, 1 or 2, never a crash;
     # unusable input names the file. Counted apart from the behaviour checks above.
     rng = random.Random(20261130)

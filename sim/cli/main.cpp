@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include "sim/cli/cli_numbers.hpp"
+#include "sim/cli/rng_command.hpp"
 #include "sim/report/report.hpp"
 #include "sim/run/isolated_run.hpp"
 #include "sim/run/rank_error.hpp"
@@ -236,6 +237,8 @@ int main(int argc, char** argv) {
                     "the tensor data budget the load-time size checks use (as for run)");
 
   CLI::App* steps = app.add_subcommand("steps", "list the step kinds scenario files can use");
+  RngPredictFlags rng_flags;
+  CLI::App* rng_predict = add_rng_command(app, rng_flags);
 
   try {
     app.parse(argc, argv);
@@ -271,6 +274,7 @@ int main(int argc, char** argv) {
     flags.max_memory = uint64_t{8} << 30;  // the machine's size is unknown: 8 GiB
   }
   meshsim::MemoryBudget::set_limit(flags.max_memory);
+  if (rng_predict->parsed()) return run_rng_predict(rng_flags);
   if (run->parsed()) return run_command(run_paths, flags);
   if (check->parsed()) return check_command(check_paths);
   if (steps->parsed()) {
