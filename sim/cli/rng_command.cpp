@@ -124,9 +124,11 @@ int run_rng_predict(const RngPredictFlags& f) {
   const auto n = static_cast<int64_t>(numel);
   const Tensor values = uniform ? predict_uniform(state, n, dtype, gpu, a, b)
                                 : predict_normal(state, n, dtype, gpu, a, b);
+  // Enough digits to name the value exactly: 9 for float32 and narrower, 17 for float64.
+  const int digits = dtype == DType::kFloat64 ? 17 : 9;
   std::string out;
   for (int64_t i = 0; i < n; ++i) {
-    out += f.format == "hex" ? bits_of(values, i) : fmt::format("{:.9g}", values.get(i));
+    out += f.format == "hex" ? bits_of(values, i) : fmt::format("{:.{}g}", values.get(i), digits);
     out += '\n';
   }
   out += fmt::format("offset {}\n", state.offset);

@@ -94,7 +94,7 @@ Tensor predict_uniform(PhiloxState& state, int64_t numel, DType dtype, const Gpu
     double v = 0;
     if (is_double) {
       const auto c = static_cast<size_t>(2 * s.component);
-      v = uniform_from_words(w[c], w[c + 1]) * range + from_s;
+      v = std::fma(uniform_from_words(w[c], w[c + 1]), range, from_s);
     } else {
       const float u = uniform_from_word(w[static_cast<size_t>(s.component)]);
       v = std::fma(u, static_cast<float>(range), static_cast<float>(from_s));
