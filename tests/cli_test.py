@@ -372,6 +372,24 @@ with tempfile.TemporaryDirectory() as tmp:
         check(r.returncode == 2 and message in r.stderr,
               f"rng predict {' '.join(bad_args)} exits 2 naming the problem: {r.stderr!r}")
 
+    # `rng offsets`: rng.md 3.3's (2,2,2) [S1, R, S0] example on 8x16, and its errors.
+    r = run("rng", "offsets", "--shape", "8,16", "--mesh", "2,2,2", "--placement", "Shard(1)",
+            "--placement", "R", "--placement", "S(0)")
+    check(r.returncode == 0 and len(r.stdout.splitlines()) == 8 and
+          "rank 5: coordinate [1, 0, 1], shard 3, first_shard_numel 32, pre +96, post +128" in r.stdout,
+          f"rng offsets gives rng.md's rank 5: {r.stdout!r}")
+    for bad_args, message in [
+            (["--shape", "8", "--mesh", "2", "--placement", "Shard(1)"], "IndexError"),
+            (["--shape", "8", "--mesh", "2,2", "--placement", "R"], "1 placements for a 2-d mesh"),
+            (["--shape", "8", "--mesh", "0", "--placement", "R"], "mesh sizes must be positive"),
+            (["--shape", "8", "--mesh", "300,300", "--placement", "R", "--placement", "R"],
+             "at most 65,536 ranks"),
+            (["--shape", "-8", "--mesh", "2", "--placement", "R"], "--shape"),
+            (["--shape", "8", "--mesh", "2", "--placement", "Shard(x)"], '"Shard(x)"')]:
+        r = run("rng", "offsets", *bad_args)
+        check(r.returncode == 2 and message in r.stderr,
+              f"rng offsets {' '.join(bad_args)} exits 2 naming the problem: {r.stderr!r}")
+
     # Truncations and random mutations of every shipped scenario: exit 0, 1 or 2, never a crash;
     # unusable input names the file. Counted apart from the behaviour checks above.
     rng = random.Random(20261130)

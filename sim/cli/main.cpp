@@ -238,7 +238,8 @@ int main(int argc, char** argv) {
 
   CLI::App* steps = app.add_subcommand("steps", "list the step kinds scenario files can use");
   RngPredictFlags rng_flags;
-  CLI::App* rng_predict = add_rng_command(app, rng_flags);
+  RngOffsetsFlags offsets_flags;
+  const RngCommands rng = add_rng_command(app, rng_flags, offsets_flags);
 
   try {
     app.parse(argc, argv);
@@ -274,7 +275,8 @@ int main(int argc, char** argv) {
     flags.max_memory = uint64_t{8} << 30;  // the machine's size is unknown: 8 GiB
   }
   meshsim::MemoryBudget::set_limit(flags.max_memory);
-  if (rng_predict->parsed()) return run_rng_predict(rng_flags);
+  if (rng.predict->parsed()) return run_rng_predict(rng_flags);
+  if (rng.offsets->parsed()) return run_rng_offsets(offsets_flags);
   if (run->parsed()) return run_command(run_paths, flags);
   if (check->parsed()) return check_command(check_paths);
   if (steps->parsed()) {

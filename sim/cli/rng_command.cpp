@@ -9,6 +9,7 @@
 #include "sim/cli/cli_numbers.hpp"
 #include "src/error.hpp"
 #include "src/rng/cuda_random_kernel.hpp"
+#include "src/rng/dtensor_rng_offsets.hpp"
 
 namespace meshsim::sim {
 
@@ -40,7 +41,7 @@ std::string bits_of(const Tensor& t, int64_t i) {
 
 }  // namespace
 
-CLI::App* add_rng_command(CLI::App& app, RngPredictFlags& f) {
+RngCommands add_rng_command(CLI::App& app, RngPredictFlags& f, RngOffsetsFlags& o) {
   CLI::App* rng = app.add_subcommand("rng", "predict PyTorch's CUDA random numbers");
   rng->require_subcommand(1);
   CLI::App* predict = rng->add_subcommand(
@@ -67,7 +68,18 @@ CLI::App* add_rng_command(CLI::App& app, RngPredictFlags& f) {
   predict->add_option("--to", f.to, "uniform: upper bound (default 1); normal: std (default 1)");
   predict->add_option("--format", f.format, "float (default) or hex (the raw bits)")
       ->check(CLI::IsMember({"float", "hex"}));
-  return predict;
+  CLI::App* offsets = rng->add_subcommand(
+      "offsets",
+      "print where a DTensor random op draws on every rank: shard index and the Philox offset "
+      "increments before and after the op");
+  offsets->add_option("--shape", o.shape, "the DTensor's global shape, e.g. 8,4")->required();
+  offsets->add_option("--mesh", o.mesh, "the mesh shape, e.g. 2,2")->required();
+  offsets
+      ->add_option("--placement", o.placements,
+                   "one per mesh dim, in order: Shard(0), Replicate(), Partial(), "
+                   "_StridedShard(0, sf=2), or S(0), R, P")
+      ->required();
+  return {predict, offsets};
 }
 
 int run_rng_predict(const RngPredictFlags& f) {
@@ -132,6 +144,82 @@ int run_rng_predict(const RngPredictFlags& f) {
     out += '\n';
   }
   out += fmt::format("offset {}\n", state.offset);
+  std::cout << out;
+  return std::cout.good() ? 0 : kExitUnusable;
+}
+
+}  // namespace meshsim::sim
+
+namespace meshsim::sim {
+
+namespace {
+
+// "8,4" as sizes; "" is a 0-d shape. Returns "" or the error.
+std::string parse_sizes(const std::string& text, uint64_t max, std::vector<int64_t>& out) {
+  out.clear();
+  size_t start = 0;
+  while (start < text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    uint64_t v = 0;
+    const std::string error = parse_unsigned(text.substr(start, comma - start), 0, max, v);
+    if (!error.empty()) return error;
+    out.push_back(static_cast<int64_t>(v));
+    start = comma + 1;
+  }
+  return "";
+}
+
+}  // namespace
+
+int run_rng_offsets(const RngOffsetsFlags& o) {
+  const auto fail = [](std::string_view flag, const std::string& error) {
+    std::cerr << "meshsim rng offsets: " << flag << ": " << error << "\n";
+    return kExitUnusable;
+  };
+  constexpr uint64_t kMaxRanks = 65536;  // one line per rank
+  std::vector<int64_t> shape, mesh;
+  std::string error;
+  if (!(error = parse_sizes(o.shape, uint64_t{1} << 62, shape)).empty())
+    return fail("--shape", error);
+  if (shape.size() > Tensor::kMaxDims) return fail("--shape", "at most 25 dims");
+  if (!(error = parse_sizes(o.mesh, kMaxRanks, mesh)).empty() || mesh.empty())
+    return fail("--mesh", error.empty() ? "give the mesh shape, e.g. 2,2" : error);
+  uint64_t ranks = 1;
+  for (int64_t m : mesh) {
+    if (m < 1) return fail("--mesh", "mesh sizes must be positive");
+    ranks *= static_cast<uint64_t>(m);
+    if (ranks > kMaxRanks) return fail("--mesh", "at most 65,536 ranks");
+  }
+  if (o.placements.size() != mesh.size()) {
+    return fail("--placement", fmt::format("{} placements for a {}-d mesh: give one per mesh dim",
+                                           o.placements.size(), mesh.size()));
+  }
+  std::vector<Placement> placements;
+  for (const std::string& text : o.placements) {
+    try {
+      placements.push_back(parse_placement(text));
+    } catch (const Error& e) {
+      return fail("--placement", fmt::format("\"{}\": {}", text, e.what()));
+    }
+  }
+  std::string out;
+  std::vector<int64_t> coordinate(mesh.size(), 0);
+  for (uint64_t rank = 0; rank < ranks; ++rank) {
+    try {
+      const DTensorRngOffsets r = dtensor_rng_offsets(shape, mesh, coordinate, placements);
+      out += fmt::format(
+          "rank {}: coordinate [{}], shard {}, first_shard_numel {}, pre +{}, "
+          "post +{}\n",
+          rank, fmt::join(coordinate, ", "), r.shard_linear_index, r.first_shard_numel,
+          r.pre_op_increment, r.post_op_increment);
+    } catch (const Error& e) {
+      return fail("--placement", fmt::format("{}: {}", py_error_type_name(e.type()), e.what()));
+    }
+    for (size_t d = mesh.size(); d-- > 0;) {
+      if (++coordinate[d] < mesh[d]) break;
+      coordinate[d] = 0;
+    }
+  }
   std::cout << out;
   return std::cout.good() ? 0 : kExitUnusable;
 }

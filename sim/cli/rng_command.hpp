@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include <string>
+#include <vector>
 
 namespace meshsim::sim {
 
@@ -22,11 +23,27 @@ struct RngPredictFlags {
   std::string format = "float";
 };
 
-// Adds `rng predict` to `app`; returns the `predict` subcommand to test for parsed().
-CLI::App* add_rng_command(CLI::App& app, RngPredictFlags& flags);
+struct RngOffsetsFlags {
+  std::string shape;                    // "8,4"
+  std::string mesh;                     // "2,2"
+  std::vector<std::string> placements;  // one per mesh dim: "Shard(0)", "R", ...
+};
+
+struct RngCommands {
+  CLI::App* predict;
+  CLI::App* offsets;
+};
+
+// Adds `rng predict` and `rng offsets` to `app`; test the returned subcommands for parsed().
+RngCommands add_rng_command(CLI::App& app, RngPredictFlags& predict, RngOffsetsFlags& offsets);
 
 // Prints the values and the generator offset after the call; 0, or 2 after a clear message on
 // stderr for bad arguments.
 int run_rng_predict(const RngPredictFlags& flags);
+
+// Prints, for every rank of the mesh (row-major), where a DTensor random op draws: its
+// coordinate, shard index, first-shard numel and the pre- and post-op offset increments. 0, or 2
+// after a clear message for bad arguments.
+int run_rng_offsets(const RngOffsetsFlags& flags);
 
 }  // namespace meshsim::sim
