@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "src/rng/cuda_random_kernel.hpp"
 #include "src/rng/dtensor_rng_offsets.hpp"
 #include "src/rng/philox.hpp"
 
@@ -90,6 +91,42 @@ void BM_rng_dtensor_offsets(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations()));
 }
 BENCHMARK(BM_rng_dtensor_offsets)->Arg(1)->Arg(2)->Arg(3);
+
+// Predicting torch.rand(2^24) in float32 on an H200, as `meshsim rng predict` does, including
+// the 64 MiB output tensor (its first-touch page faults are a large part of the time on this
+// VM). Target: >= 1 G elements per second on one core.
+void BM_rng_predict_rand_float32(benchmark::State& state) {
+  const int64_t n = int64_t{1} << 24;
+  const meshsim::GpuProfile h200 = *meshsim::find_gpu("H200");
+  meshsim::PhiloxState generator{1234, 0};
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(
+        meshsim::predict_uniform(generator, n, meshsim::DType::kFloat32, h200));
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+}
+BENCHMARK(BM_rng_predict_rand_float32)->Unit(benchmark::kMillisecond);
+
+// The same prediction into a buffer that is kept (no allocation, no page faults): the kernel
+// model's own speed; 0: element by element, 1: AVX2, 2: AVX-512 (where the CPU has them).
+void BM_rng_predict_rand_float32_into(benchmark::State& state) {
+  const auto path = static_cast<meshsim::PhiloxPath>(state.range(0));
+  if (path != meshsim::PhiloxPath::kScalar &&
+      static_cast<int>(meshsim::best_philox_path()) < static_cast<int>(path)) {
+    state.SkipWithError("this CPU lacks the instructions");
+    return;
+  }
+  state.SetLabel(std::string(meshsim::philox_path_name(path)));
+  const meshsim::GpuProfile h200 = *meshsim::find_gpu("H200");
+  std::vector<float> out(size_t{1} << 24);
+  meshsim::PhiloxState generator{1234, 0};
+  for (auto _ : state) {
+    meshsim::predict_rand_float32(generator, h200, out, path);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * out.size()));
+}
+BENCHMARK(BM_rng_predict_rand_float32_into)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -10,6 +10,13 @@
 
 namespace meshsim {
 
+namespace detail {
+void rand_float32_avx2(uint64_t seed, uint64_t first_block, uint64_t stride, uint64_t numel,
+                       float* out);
+void rand_float32_avx512(uint64_t seed, uint64_t first_block, uint64_t stride, uint64_t numel,
+                         float* out);
+}  // namespace detail
+
 namespace {
 
 constexpr int64_t kThreadsPerBlock = 256;
@@ -30,9 +37,28 @@ int64_t unroll_of(DType dtype) {
   }
 }
 
-// The words of the draw an element comes from.
-PhiloxBlock draw_of(const PhiloxState& state, const ElementSource& s) {
-  return curand_block(state.seed, s.thread, state.offset / 4 + s.call);
+// Calls `use(element, words, component, lane)` for every element the kernel writes, draw by
+// draw: each (call, thread) draw is computed once, eight neighbouring threads at a time, and
+// gives `launch.unroll` elements (component ii of the draw, in lane j of its group of eight).
+template <typename Use>
+void for_each_draw(const PhiloxState& state, const KernelLaunch& launch, PhiloxPath path,
+                   Use&& use) {
+  const auto numel = static_cast<uint64_t>(launch.numel);
+  if (numel == 0) return;
+  const auto stride = static_cast<uint64_t>(launch.stride);  // a multiple of 256
+  const uint64_t per_call = stride * static_cast<uint64_t>(launch.unroll);
+  uint32_t words[4][8];
+  for (uint64_t call = 0, base = 0; base < numel; ++call, base += per_call) {
+    for (uint64_t t = 0; t < stride && base + t < numel; t += 8) {
+      curand_threads(state.seed, state.offset / 4 + call, t, words, path);
+      for (int64_t ii = 0; ii < launch.unroll; ++ii) {
+        const uint64_t first = base + static_cast<uint64_t>(ii) * stride + t;
+        if (first >= numel) break;
+        const size_t lanes = static_cast<size_t>(std::min<uint64_t>(8, numel - first));
+        for (size_t j = 0; j < lanes; ++j) use(first + j, words, ii, j);
+      }
+    }
+  }
 }
 
 // The value the kernel stores for `v` computed in opmath: rounded to the tensor's dtype.
@@ -80,27 +106,62 @@ double uniform_from_words(uint32_t x, uint32_t y) {
   return static_cast<double>(z) * kTwoPow53Inv + kTwoPow53Inv / 2.0;
 }
 
+void predict_rand_float32(PhiloxState& state, const GpuProfile& gpu, std::span<float> out,
+                          PhiloxPath path) {
+  const auto numel = static_cast<int64_t>(out.size());
+  const KernelLaunch launch = KernelLaunch::plan(numel, DType::kFloat32, gpu);
+  const uint64_t first_block = state.offset / 4;
+  const auto stride = static_cast<uint64_t>(launch.stride);
+  // The vector paths number threads in 32 bits: always true of a real GPU's grid.
+  if (path == PhiloxPath::kAvx512 && stride < (uint64_t{1} << 32)) {
+    if (!__builtin_cpu_supports("avx512f")) throw value_error("this CPU has no AVX-512");
+    detail::rand_float32_avx512(state.seed, first_block, stride, out.size(), out.data());
+  } else if (path == PhiloxPath::kAvx2 && stride < (uint64_t{1} << 32)) {
+    if (!__builtin_cpu_supports("avx2")) throw value_error("this CPU has no AVX2");
+    detail::rand_float32_avx2(state.seed, first_block, stride, out.size(), out.data());
+  } else {
+    // u * 1 + 0 is u: no fused multiply-add to emulate.
+    for_each_draw(state, launch, PhiloxPath::kScalar,
+                  [&](uint64_t e, const uint32_t(&w)[4][8], int64_t ii, size_t j) {
+                    const float u = uniform_from_word(w[ii][j]);
+                    out[e] = u == 1.0f ? 0.0f : u;
+                  });
+  }
+  state.offset += launch.counter_offset;
+}
+
 Tensor predict_uniform(PhiloxState& state, int64_t numel, DType dtype, const GpuProfile& gpu,
-                       double from, double to) {
+                       double from, double to, PhiloxPath path) {
   const KernelLaunch launch = KernelLaunch::plan(numel, dtype, gpu);
   Tensor out({numel}, dtype);
-  const bool is_double = dtype == DType::kFloat64;
   // Bounds and their difference in the tensor's dtype, then opmath (float, or double).
   const double from_s = stored(dtype, from), to_s = stored(dtype, to);
   const double range = stored(dtype, to_s - from_s);
-  for (int64_t e = 0; e < numel; ++e) {
-    const ElementSource s = element_source(launch, static_cast<uint64_t>(e));
-    const PhiloxBlock w = draw_of(state, s);
-    double v = 0;
-    if (is_double) {
-      const auto c = static_cast<size_t>(2 * s.component);
-      v = std::fma(uniform_from_words(w[c], w[c + 1]), range, from_s);
-    } else {
-      const float u = uniform_from_word(w[static_cast<size_t>(s.component)]);
-      v = std::fma(u, static_cast<float>(range), static_cast<float>(from_s));
+  if (dtype == DType::kFloat32) {
+    // The common case, written straight into the tensor's memory.
+    auto* values = reinterpret_cast<float*>(out.mutable_bytes().data());
+    const auto from_f = static_cast<float>(from_s), to_f = static_cast<float>(to_s);
+    const auto range_f = static_cast<float>(range);
+    if (from_f == 0.0f && range_f == 1.0f) {
+      predict_rand_float32(state, gpu, {values, static_cast<size_t>(numel)}, path);
+      return out;
     }
-    v = stored(dtype, v);
-    out.set(e, v == to_s ? from_s : v);
+    for_each_draw(state, launch, path,
+                  [&](uint64_t e, const uint32_t(&w)[4][8], int64_t ii, size_t j) {
+                    const float v = std::fma(uniform_from_word(w[ii][j]), range_f, from_f);
+                    values[e] = v == to_f ? from_f : v;
+                  });
+  } else {
+    const bool is_double = dtype == DType::kFloat64;
+    for_each_draw(
+        state, launch, path, [&](uint64_t e, const uint32_t(&w)[4][8], int64_t ii, size_t j) {
+          double v = is_double ? std::fma(uniform_from_words(w[2 * ii][j], w[2 * ii + 1][j]), range,
+                                          from_s)
+                               : std::fma(uniform_from_word(w[ii][j]), static_cast<float>(range),
+                                          static_cast<float>(from_s));
+          v = stored(dtype, v);
+          out.set(static_cast<int64_t>(e), v == to_s ? from_s : v);
+        });
   }
   state.offset += launch.counter_offset;
   return out;
@@ -110,37 +171,36 @@ Tensor predict_normal(PhiloxState& state, int64_t numel, DType dtype, const GpuP
                       double mean, double std) {
   const KernelLaunch launch = KernelLaunch::plan(numel, dtype, gpu);
   Tensor out({numel}, dtype);
-  for (int64_t e = 0; e < numel; ++e) {
-    const ElementSource s = element_source(launch, static_cast<uint64_t>(e));
-    const PhiloxBlock w = draw_of(state, s);
-    double n = 0;
-    if (dtype == DType::kFloat64) {
-      // Both doubles of a draw come from one Box-Muller pair: (x0, x1) the radius, (x2, x3) the
-      // angle in units of pi.
-      const double u = uniform_from_words(w[0], w[1]);
-      const double v =
-          static_cast<double>(static_cast<uint64_t>(w[2]) ^ (static_cast<uint64_t>(w[3]) << 21)) *
-              (2.0 * kTwoPow53Inv) +
-          kTwoPow53Inv;
-      const double radius = std::sqrt(-2.0 * std::log(u));
-      n = radius *
-          (s.component == 0 ? std::sin(std::numbers::pi * v) : std::cos(std::numbers::pi * v));
-    } else {
-      // Pairs (x0, x1) and (x2, x3): outputs (sin, cos) of each.
-      const size_t pair = static_cast<size_t>(s.component / 2) * 2;
-      const float u = uniform_from_word(w[pair]);
-      constexpr float kAngleUnit = kTwoPow32Inv * 2.0f * std::numbers::pi_v<float>;
-      const float v = static_cast<float>(w[pair + 1]) * kAngleUnit + kAngleUnit / 2.0f;
-      const float radius = std::sqrt(-2.0f * std::log(u));
-      n = radius * (s.component % 2 == 0 ? std::sin(v) : std::cos(v));
-    }
-    const double value =
-        dtype == DType::kFloat64
-            ? n * std + mean
-            : static_cast<double>(std::fma(static_cast<float>(n), static_cast<float>(std),
-                                           static_cast<float>(mean)));
-    out.set(e, stored(dtype, value));
-  }
+  for_each_draw(
+      state, launch, best_philox_path(),
+      [&](uint64_t e, const uint32_t(&w)[4][8], int64_t ii, size_t j) {
+        double n = 0;
+        if (dtype == DType::kFloat64) {
+          // Both doubles of a draw come from one Box-Muller pair: (x0, x1) the radius, (x2, x3) the
+          // angle in units of pi.
+          const double u = uniform_from_words(w[0][j], w[1][j]);
+          const double v = static_cast<double>(static_cast<uint64_t>(w[2][j]) ^
+                                               (static_cast<uint64_t>(w[3][j]) << 21)) *
+                               (2.0 * kTwoPow53Inv) +
+                           kTwoPow53Inv;
+          const double radius = std::sqrt(-2.0 * std::log(u));
+          n = radius * (ii == 0 ? std::sin(std::numbers::pi * v) : std::cos(std::numbers::pi * v));
+        } else {
+          // Pairs (x0, x1) and (x2, x3): outputs (sin, cos) of each.
+          const int64_t pair = ii / 2 * 2;
+          const float u = uniform_from_word(w[pair][j]);
+          constexpr float kAngleUnit = kTwoPow32Inv * 2.0f * std::numbers::pi_v<float>;
+          const float v = static_cast<float>(w[pair + 1][j]) * kAngleUnit + kAngleUnit / 2.0f;
+          const float radius = std::sqrt(-2.0f * std::log(u));
+          n = radius * (ii % 2 == 0 ? std::sin(v) : std::cos(v));
+        }
+        const double value =
+            dtype == DType::kFloat64
+                ? std::fma(n, std, mean)
+                : static_cast<double>(std::fma(static_cast<float>(n), static_cast<float>(std),
+                                               static_cast<float>(mean)));
+        out.set(static_cast<int64_t>(e), stored(dtype, value));
+      });
   state.offset += launch.counter_offset;
   return out;
 }

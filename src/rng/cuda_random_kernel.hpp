@@ -4,8 +4,10 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "src/rng/gpu_profile.hpp"
+#include "src/rng/philox.hpp"
 #include "src/rng/philox_state.hpp"
 #include "src/tensor/dtype.hpp"
 #include "src/tensor/tensor.hpp"
@@ -42,8 +44,13 @@ double uniform_from_words(uint32_t x, uint32_t y);
 // the kernel advances it. Values equal to `to` after rounding become `from`, as PyTorch does.
 // `u * range + from` is one fused multiply-add, as nvcc compiles it by default; it only matters
 // in the last bit, and only when from is not 0.
+// `path` chooses how Philox runs (every path gives the same bits; tests compare them).
 Tensor predict_uniform(PhiloxState& state, int64_t numel, DType dtype, const GpuProfile& gpu,
-                       double from = 0.0, double to = 1.0);
+                       double from = 0.0, double to = 1.0, PhiloxPath path = best_philox_path());
+
+// torch.rand in float32 into `out` (numel = out.size()), for callers that keep the buffer.
+void predict_rand_float32(PhiloxState& state, const GpuProfile& gpu, std::span<float> out,
+                          PhiloxPath path = best_philox_path());
 
 // torch.randn / Tensor.normal_(mean, std): Box-Muller on curand_normal4's draws, sine first.
 // float32/16 use the GPU's fast sincos and log there, so these agree to about 1e-6 (rng.md 2.6);

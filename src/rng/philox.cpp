@@ -9,6 +9,8 @@ namespace meshsim {
 namespace detail {
 void curand_blocks_avx2(uint64_t seed, uint64_t subsequence, uint64_t first, uint64_t blocks,
                         uint32_t* out);
+void curand_threads_avx2(uint64_t seed, uint64_t block, uint64_t first_thread,
+                         uint32_t (&out)[4][8]);
 }  // namespace detail
 
 namespace {
@@ -52,13 +54,22 @@ uint32_t curand_word(uint64_t seed, uint64_t subsequence, uint64_t offset) {
 }
 
 PhiloxPath best_philox_path() {
-  static const PhiloxPath best =
-      __builtin_cpu_supports("avx2") ? PhiloxPath::kAvx2 : PhiloxPath::kScalar;
+  static const PhiloxPath best = __builtin_cpu_supports("avx512f") ? PhiloxPath::kAvx512
+                                 : __builtin_cpu_supports("avx2")  ? PhiloxPath::kAvx2
+                                                                   : PhiloxPath::kScalar;
   return best;
 }
 
 std::string_view philox_path_name(PhiloxPath path) {
-  return path == PhiloxPath::kAvx2 ? "avx2" : "scalar";
+  switch (path) {
+    case PhiloxPath::kAvx512:
+      return "avx512";
+    case PhiloxPath::kAvx2:
+      return "avx2";
+    case PhiloxPath::kScalar:
+      return "scalar";
+  }
+  return "?";
 }
 
 void curand_blocks(uint64_t seed, uint64_t subsequence, uint64_t first_block,
@@ -66,7 +77,7 @@ void curand_blocks(uint64_t seed, uint64_t subsequence, uint64_t first_block,
   MESHSIM_ASSERT(out.size() % 4 == 0, fmt::format("{} words is not whole blocks", out.size()));
   const uint64_t blocks = out.size() / 4;
   uint64_t done = 0;
-  if (path == PhiloxPath::kAvx2) {
+  if (path != PhiloxPath::kScalar) {
     if (!__builtin_cpu_supports("avx2")) throw value_error("this CPU has no AVX2");
     done = blocks - blocks % 8;
     if (done > 0) detail::curand_blocks_avx2(seed, subsequence, first_block, done, out.data());
@@ -74,6 +85,19 @@ void curand_blocks(uint64_t seed, uint64_t subsequence, uint64_t first_block,
   for (; done < blocks; ++done) {
     const PhiloxBlock b = curand_block(seed, subsequence, first_block + done);
     for (size_t w = 0; w < 4; ++w) out[4 * done + w] = b[w];
+  }
+}
+
+void curand_threads(uint64_t seed, uint64_t block, uint64_t first_thread, uint32_t (&out)[4][8],
+                    PhiloxPath path) {
+  if (path != PhiloxPath::kScalar) {
+    if (!__builtin_cpu_supports("avx2")) throw value_error("this CPU has no AVX2");
+    detail::curand_threads_avx2(seed, block, first_thread, out);
+    return;
+  }
+  for (size_t j = 0; j < 8; ++j) {
+    const PhiloxBlock b = curand_block(seed, first_thread + j, block);
+    for (size_t w = 0; w < 4; ++w) out[w][j] = b[w];
   }
 }
 

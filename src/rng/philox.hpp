@@ -30,9 +30,10 @@ PhiloxBlock curand_block(uint64_t seed, uint64_t subsequence, uint64_t block);
 // curand_init(seed, subsequence, offset), for any offset.
 uint32_t curand_word(uint64_t seed, uint64_t subsequence, uint64_t offset);
 
-// How curand_blocks computes: Philox rounds one counter at a time, or eight at a time with AVX2.
-// Both give the same bits.
-enum class PhiloxPath { kScalar, kAvx2 };
+// How Philox is computed: one counter at a time, eight with AVX2, or sixteen with AVX-512 (only
+// torch.rand prediction has an AVX-512 path; the word functions use AVX2 there). All give the
+// same bits.
+enum class PhiloxPath { kScalar, kAvx2, kAvx512 };
 // The fastest path this CPU runs.
 PhiloxPath best_philox_path();
 std::string_view philox_path_name(PhiloxPath path);
@@ -43,6 +44,12 @@ std::string_view philox_path_name(PhiloxPath path);
 // without AVX2.
 void curand_blocks(uint64_t seed, uint64_t subsequence, uint64_t first_block,
                    std::span<uint32_t> out, PhiloxPath path = best_philox_path());
+
+// Block `block` of the eight subsequences first_thread, first_thread + 1, ..., planar: out[w][j]
+// is word w of subsequence first_thread + j. What eight neighbouring threads of a CUDA kernel
+// draw in one curand4 call; AVX2 where the CPU has it.
+void curand_threads(uint64_t seed, uint64_t block, uint64_t first_thread, uint32_t (&out)[4][8],
+                    PhiloxPath path = best_philox_path());
 
 // The host generator (curandCreateGeneratorHost with CURAND_RNG_PSEUDO_PHILOX4_32_10): element
 // `index` of the stream it produces for `seed` (generator offset included in `index`).

@@ -155,3 +155,45 @@ TEST_CASE("gpu profiles: the table, names and custom profiles", "[rng][gpu]") {
   CHECK_THROWS_AS(GpuProfile::custom(0, 2048), meshsim::Error);
   CHECK_THROWS_AS(GpuProfile::custom(10, 1000), meshsim::Error);
 }
+
+TEST_CASE("cuda kernel: torch.rand's vector paths give the element-by-element floats",
+          "[rng][kernel][simd]") {
+  const meshsim::PhiloxPath best = meshsim::best_philox_path();
+  std::vector<meshsim::PhiloxPath> paths{meshsim::PhiloxPath::kScalar};
+  if (best != meshsim::PhiloxPath::kScalar) paths.push_back(meshsim::PhiloxPath::kAvx2);
+  if (best == meshsim::PhiloxPath::kAvx512) paths.push_back(meshsim::PhiloxPath::kAvx512);
+  uint64_t s = 12345;
+  const auto next = [&] {
+    s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+    return s >> 11;
+  };
+  for (int round = 0; round < 40; ++round) {
+    // Small GPUs make several calls per thread; sizes end mid-group and mid-wave.
+    const GpuProfile gpu =
+        round % 2 ? kH200 : GpuProfile::custom(1 + static_cast<int64_t>(next() % 4), 256);
+    const auto n = static_cast<size_t>(1 + next() % (round % 2 ? 2500000 : 5000));
+    const PhiloxState start{next(), 4 * (next() % 1000)};
+    std::vector<std::vector<float>> results;
+    std::vector<uint64_t> offsets;
+    for (meshsim::PhiloxPath path : paths) {
+      PhiloxState state = start;
+      results.emplace_back(n);
+      meshsim::predict_rand_float32(state, gpu, results.back(), path);
+      offsets.push_back(state.offset);
+    }
+    INFO("round " << round << " numel " << n << " gpu " << gpu.name);
+    for (size_t p = 1; p < paths.size(); ++p) {
+      INFO("path " << meshsim::philox_path_name(paths[p]));
+      REQUIRE(results[p] == results[0]);
+      REQUIRE(offsets[p] == offsets[0]);
+    }
+    // And the model element by element (the uniform_ path with from = 0, to = 1 in float64,
+    // rounded the same way for float32).
+    PhiloxState generic = start;
+    const meshsim::Tensor t =
+        meshsim::predict_uniform(generic, static_cast<int64_t>(n), DType::kFloat32, gpu, 0.0, 1.0,
+                                 meshsim::PhiloxPath::kScalar);
+    for (size_t i = 0; i < n; i += 1 + i / 16)
+      REQUIRE(t.get(static_cast<int64_t>(i)) == results[0][i]);
+  }
+}

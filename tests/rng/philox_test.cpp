@@ -64,3 +64,23 @@ TEST_CASE("philox: the AVX2 path gives the scalar path's bits", "[rng][philox][s
     CHECK(scalar[0] == meshsim::curand_word(seed, sub, 4 * first));
   }
 }
+
+TEST_CASE("philox: eight neighbouring threads at once, both paths", "[rng][philox][simd]") {
+  meshsim::testing::SplitMix rng{5};
+  for (int i = 0; i < 300; ++i) {
+    const uint64_t seed = rng.next(), block = rng.next();
+    // Threads that cross a 2^32 boundary of the counter's third word, and any others.
+    const uint64_t first = i % 3 == 0 ? (uint64_t{1} << 32) - 3 : rng.next() >> 1;
+    uint32_t scalar[4][8], simd[4][8];
+    meshsim::curand_threads(seed, block, first, scalar, meshsim::PhiloxPath::kScalar);
+    for (size_t j = 0; j < 8; ++j) {
+      const PhiloxBlock b = meshsim::curand_block(seed, first + j, block);
+      for (size_t w = 0; w < 4; ++w) REQUIRE(scalar[w][j] == b[w]);
+    }
+    if (meshsim::best_philox_path() != meshsim::PhiloxPath::kAvx2) continue;
+    meshsim::curand_threads(seed, block, first, simd, meshsim::PhiloxPath::kAvx2);
+    for (size_t w = 0; w < 4; ++w) {
+      for (size_t j = 0; j < 8; ++j) REQUIRE(simd[w][j] == scalar[w][j]);
+    }
+  }
+}
