@@ -367,7 +367,14 @@ with tempfile.TemporaryDirectory() as tmp:
             (["--numel", "5", "--sms", "100", "--max-threads-per-sm", "1000"],
              "multiple of 256"),
             (["--numel", "5", "--from", "2", "--to", "1"], "from=2 > to=1"),
-            (["--numel", "5", "--from", "nan"], "--from: not a finite number")]:
+            (["--numel", "5", "--from", "nan"], "--from: not a finite number"),
+            (["--numel", "5", "--dtype", "float16", "--from", "-60000", "--to", "60000"],
+             "--to: uniform_ expects to-from <= std::numeric_limits<float16>::max()"),
+            (["--numel", "5", "--dtype", "float16", "--from", "-70000"],
+             "--from: from is out of bounds for float16"),
+            (["--numel", "1073741824", "--dtype", "float64"], "several kernel launches"),
+            (["--numel", "5", "--max-threads-per-sm", "1024"],
+             "--max-threads-per-sm: --sms and --max-threads-per-sm go together")]:
         r = run("rng", "predict", *bad_args)
         check(r.returncode == 2 and message in r.stderr,
               f"rng predict {' '.join(bad_args)} exits 2 naming the problem: {r.stderr!r}")
@@ -385,7 +392,9 @@ with tempfile.TemporaryDirectory() as tmp:
             (["--shape", "8", "--mesh", "300,300", "--placement", "R", "--placement", "R"],
              "at most 65,536 ranks"),
             (["--shape", "-8", "--mesh", "2", "--placement", "R"], "--shape"),
-            (["--shape", "8", "--mesh", "2", "--placement", "Shard(x)"], '"Shard(x)"')]:
+            (["--shape", "8", "--mesh", "2", "--placement", "Shard(x)"], '"Shard(x)"'),
+            (["--shape", "4611686018427387904,4", "--mesh", "2", "--placement", "R"],
+             "--shape: OverflowError")]:
         r = run("rng", "offsets", *bad_args)
         check(r.returncode == 2 and message in r.stderr,
               f"rng offsets {' '.join(bad_args)} exits 2 naming the problem: {r.stderr!r}")

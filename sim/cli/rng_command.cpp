@@ -106,8 +106,10 @@ int run_rng_predict(const RngPredictFlags& f) {
   GpuProfile gpu = *find_gpu("H200");
   if (!f.sms.empty() || !f.max_threads_per_sm.empty()) {
     if (!f.gpu.empty()) return bad("--gpu", "give a GPU model or --sms with --max-threads-per-sm");
-    if (f.sms.empty() || f.max_threads_per_sm.empty())
-      return bad("--sms", "--sms and --max-threads-per-sm go together");
+    if (f.sms.empty() || f.max_threads_per_sm.empty()) {
+      return bad(f.sms.empty() ? "--max-threads-per-sm" : "--sms",
+                 "--sms and --max-threads-per-sm go together");
+    }
     uint64_t sms = 0, threads = 0;
     if (!(error = parse_unsigned(f.sms, 1, 4096, sms)).empty()) return bad("--sms", error);
     if (!(error = parse_unsigned(f.max_threads_per_sm, 256, 4096, threads)).empty())
@@ -126,22 +128,35 @@ int run_rng_predict(const RngPredictFlags& f) {
   double a = 0.0, b = 1.0;
   if (!f.from.empty() && !parse_double(f.from, a)) return bad("--from", "not a finite number");
   if (!f.to.empty() && !parse_double(f.to, b)) return bad("--to", "not a finite number");
-  if (uniform && !(a <= b)) {
-    return bad("--to", fmt::format("uniform_ expects to return a [from, to) range, but found "
-                                   "from={} > to={}",
-                                   a, b));
+  if (uniform) {
+    try {
+      check_uniform_bounds(dtype, a, b);
+    } catch (const Error& e) {
+      const std::string message = e.what();
+      return bad(message.rfind("from is", 0) == 0 ? "--from" : "--to", message);
+    }
   }
   if (!uniform && b < 0)
     return bad("--to", fmt::format("normal expects std >= 0.0, but found std {}", b));
   const auto n = static_cast<int64_t>(numel);
-  const Tensor values = uniform ? predict_uniform(state, n, dtype, gpu, a, b)
-                                : predict_normal(state, n, dtype, gpu, a, b);
-  // Enough digits to name the value exactly: 9 for float32 and narrower, 17 for float64.
+  Tensor values;
+  try {
+    values = uniform ? predict_uniform(state, n, dtype, gpu, a, b)
+                     : predict_normal(state, n, dtype, gpu, a, b);
+  } catch (const Error& e) {
+    return bad("--numel", fmt::format("{}: {}", py_error_type_name(e.type()), e.what()));
+  }
+  // Enough digits to name the value exactly: 9 for float32 and narrower, 17 for float64. Written
+  // in pieces: a billion lines never sit in memory at once.
   const int digits = dtype == DType::kFloat64 ? 17 : 9;
   std::string out;
   for (int64_t i = 0; i < n; ++i) {
     out += f.format == "hex" ? bits_of(values, i) : fmt::format("{:.{}g}", values.get(i), digits);
     out += '\n';
+    if (out.size() >= (1 << 16)) {
+      std::cout << out;
+      out.clear();
+    }
   }
   out += fmt::format("offset {}\n", state.offset);
   std::cout << out;
@@ -213,7 +228,9 @@ int run_rng_offsets(const RngOffsetsFlags& o) {
           rank, fmt::join(coordinate, ", "), r.shard_linear_index, r.first_shard_numel,
           r.pre_op_increment, r.post_op_increment);
     } catch (const Error& e) {
-      return fail("--placement", fmt::format("{}: {}", py_error_type_name(e.type()), e.what()));
+      // Offsets past int64 come from the shape; everything else from the placements.
+      return fail(e.type() == PyErrorType::kOverflowError ? "--shape" : "--placement",
+                  fmt::format("{}: {}", py_error_type_name(e.type()), e.what()));
     }
     for (size_t d = mesh.size(); d-- > 0;) {
       if (++coordinate[d] < mesh[d]) break;

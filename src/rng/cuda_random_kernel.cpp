@@ -1,7 +1,9 @@
 #include "src/rng/cuda_random_kernel.hpp"
 
 #include <cmath>
+#include <limits>
 #include <numbers>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -82,6 +84,15 @@ KernelLaunch KernelLaunch::plan(int64_t numel, DType dtype, const GpuProfile& gp
   l.numel = numel;
   l.unroll = unroll_of(dtype);
   if (numel <= 0) return l;
+  // Past 32-bit byte offsets, PyTorch splits the tensor into several launches, each with its own
+  // grid and offset advance: not modelled (yet), so refused rather than predicted wrongly.
+  const auto element = static_cast<int64_t>(dtype_size(dtype));
+  if (numel - 1 > (int64_t{INT32_MAX}) / element) {
+    throw runtime_error(fmt::format(
+        "{} {} elements span more than 2^31 - 1 bytes: PyTorch splits such a tensor into "
+        "several kernel launches, which meshsim does not predict",
+        numel, dtype_name(dtype)));
+  }
   l.grid = std::min((numel + kThreadsPerBlock - 1) / kThreadsPerBlock, gpu.max_blocks());
   l.stride = kThreadsPerBlock * l.grid;
   const auto per_call = static_cast<uint64_t>(l.stride * l.unroll);
@@ -130,8 +141,32 @@ void predict_rand_float32(PhiloxState& state, const GpuProfile& gpu, std::span<f
   state.offset += launch.counter_offset;
 }
 
+void check_uniform_bounds(DType dtype, double from, double to) {
+  const double max = dtype == DType::kFloat64   ? std::numeric_limits<double>::max()
+                     : dtype == DType::kFloat32 ? std::numeric_limits<float>::max()
+                     : dtype == DType::kFloat16 ? 65504.0
+                                                : 3.3895313892515355e38;  // bfloat16
+  unroll_of(dtype);                                                       // a floating dtype
+  for (const auto& [value, name] : {std::pair{from, "from"}, std::pair{to, "to"}}) {
+    if (!(value >= -max && value <= max)) {
+      throw runtime_error(fmt::format("{} is out of bounds for {}", name, dtype_name(dtype)));
+    }
+  }
+  if (!(from <= to)) {
+    throw runtime_error(fmt::format(
+        "uniform_ expects to return a [from, to) range, but found from={} > to={}", from, to));
+  }
+  if (!(to - from <= max)) {
+    throw runtime_error(fmt::format(
+        "uniform_ expects to-from <= std::numeric_limits<{}>::max(), but found to={} and from={} "
+        "which result in to-from to exceed the limit",
+        dtype_name(dtype), to, from));
+  }
+}
+
 Tensor predict_uniform(PhiloxState& state, int64_t numel, DType dtype, const GpuProfile& gpu,
                        double from, double to, PhiloxPath path) {
+  check_uniform_bounds(dtype, from, to);
   const KernelLaunch launch = KernelLaunch::plan(numel, dtype, gpu);
   Tensor out({numel}, dtype);
   // Bounds and their difference in the tensor's dtype, then opmath (float, or double).
@@ -142,7 +177,7 @@ Tensor predict_uniform(PhiloxState& state, int64_t numel, DType dtype, const Gpu
     auto* values = reinterpret_cast<float*>(out.mutable_bytes().data());
     const auto from_f = static_cast<float>(from_s), to_f = static_cast<float>(to_s);
     const auto range_f = static_cast<float>(range);
-    if (from_f == 0.0f && range_f == 1.0f) {
+    if (from_f == 0.0f && !std::signbit(from_f) && range_f == 1.0f) {
       predict_rand_float32(state, gpu, {values, static_cast<size_t>(numel)}, path);
       return out;
     }

@@ -23,7 +23,9 @@ struct KernelLaunch {
   // How far the generator's offset moves, before the kernel runs (0 when numel is 0).
   uint64_t counter_offset = 0;
 
-  // Throws meshsim::Error (RuntimeError) for a dtype the kernels do not draw (integers, bool).
+  // Throws meshsim::Error (RuntimeError) for a dtype the kernels do not draw (integers, bool),
+  // and for tensors whose byte offsets pass 2^31 - 1 (PyTorch splits those into several launches,
+  // which is not modelled).
   static KernelLaunch plan(int64_t numel, DType dtype, const GpuProfile& gpu);
 };
 
@@ -44,7 +46,12 @@ double uniform_from_words(uint32_t x, uint32_t y);
 // the kernel advances it. Values equal to `to` after rounding become `from`, as PyTorch does.
 // `u * range + from` is one fused multiply-add, as nvcc compiles it by default; it only matters
 // in the last bit, and only when from is not 0.
-// `path` chooses how Philox runs (every path gives the same bits; tests compare them).
+// PyTorch's check_uniform_bounds: RuntimeError, with its messages, for bounds outside the dtype,
+// from > to, or a range wider than the dtype's largest value.
+void check_uniform_bounds(DType dtype, double from, double to);
+
+// `path` chooses how Philox runs (every path gives the same bits; tests compare them). Throws
+// what check_uniform_bounds and KernelLaunch::plan throw.
 Tensor predict_uniform(PhiloxState& state, int64_t numel, DType dtype, const GpuProfile& gpu,
                        double from = 0.0, double to = 1.0, PhiloxPath path = best_philox_path());
 
@@ -54,7 +61,7 @@ void predict_rand_float32(PhiloxState& state, const GpuProfile& gpu, std::span<f
 
 // torch.randn / Tensor.normal_(mean, std): Box-Muller on curand_normal4's draws, sine first.
 // float32/16 use the GPU's fast sincos and log there, so these agree to about 1e-6 (rng.md 2.6);
-// float64 to a few ulp.
+// float64 computes sin(pi v) where the GPU has sinpi(v): equal to about 1e-15, absolute.
 Tensor predict_normal(PhiloxState& state, int64_t numel, DType dtype, const GpuProfile& gpu,
                       double mean = 0.0, double std = 1.0);
 

@@ -44,7 +44,7 @@ TEST_CASE("cuda kernel: counter offsets on an H200 (rng.md 2.3)", "[rng][kernel]
   CHECK(KernelLaunch::plan(100000000, DType::kFloat64, kH200).counter_offset == 740);
   CHECK(KernelLaunch::plan(0, DType::kFloat32, kH200).counter_offset == 0);
   // One wave: 1056 blocks of 256 threads, 4 floats each.
-  CHECK(KernelLaunch::plan(int64_t{1} << 30, DType::kFloat32, kH200).grid == 1056);
+  CHECK(KernelLaunch::plan(int64_t{1} << 28, DType::kFloat32, kH200).grid == 1056);
   CHECK_THROWS_WITH(KernelLaunch::plan(4, DType::kInt64, kH200),
                     "\"check_uniform_bounds\" not implemented for 'int64'");
 }
@@ -90,6 +90,14 @@ TEST_CASE("cuda kernel: uniform_ maps a value that rounds to `to` back to `from`
   CHECK(meshsim::uniform_from_word(0xffffffffu) == 1.0f);  // curand_uniform's range is (0, 1]
   CHECK(meshsim::uniform_from_word(0) == 0x1p-33f);
   CHECK(meshsim::uniform_from_words(0, 0) == 0x1p-54);
+  // x ^ (y << 21): 53 bits, the high word shifted under the low one.
+  CHECK(meshsim::uniform_from_words(1, 1) ==
+        static_cast<double>(1 ^ (1 << 21)) * 0x1p-53 + 0x1p-54);
+  // Overlapping bits of the two words cancel (XOR, not OR): 0x1ffffffe0000 ^ ... has 53 bits.
+  CHECK(meshsim::uniform_from_words(0xffffffffu, 0xffffffffu) ==
+        static_cast<double>(0x1fffffffe00000ULL ^ 0xffffffffULL) * 0x1p-53 + 0x1p-54);
+  CHECK(meshsim::uniform_from_words(0, 0xffffffffu) ==
+        static_cast<double>(0x1fffffffe00000ULL) * 0x1p-53 + 0x1p-54);
   // float16: every float draw that rounds to 1.0 in half precision becomes 0.0.
   const int64_t n = 1 << 18;
   PhiloxState a{77, 0}, b{77, 0};
@@ -196,4 +204,19 @@ TEST_CASE("cuda kernel: torch.rand's vector paths give the element-by-element fl
     for (size_t i = 0; i < n; i += 1 + i / 16)
       REQUIRE(t.get(static_cast<int64_t>(i)) == results[0][i]);
   }
+}
+
+TEST_CASE("cuda kernel: PyTorch's bounds checks for uniform_ and the one-launch limit",
+          "[rng][kernel]") {
+  PhiloxState state{0, 0};
+  CHECK_THROWS_WITH(meshsim::predict_uniform(state, 4, DType::kFloat16, kH200, -60000, 60000),
+                    Catch::StartsWith("uniform_ expects to-from <= std::numeric_limits<float16>"));
+  CHECK_THROWS_WITH(meshsim::predict_uniform(state, 4, DType::kFloat16, kH200, 0, 70000),
+                    "to is out of bounds for float16");
+  CHECK_THROWS_WITH(meshsim::predict_uniform(state, 4, DType::kFloat32, kH200, 2, 1),
+                    "uniform_ expects to return a [from, to) range, but found from=2 > to=1");
+  CHECK_THROWS_WITH(KernelLaunch::plan(int64_t{1} << 29 | 1, DType::kFloat32, kH200),
+                    Catch::Contains("several kernel launches"));
+  CHECK(KernelLaunch::plan(int64_t{1} << 29, DType::kFloat32, kH200).counter_offset > 0);
+  CHECK(state.offset == 0);  // nothing was drawn
 }

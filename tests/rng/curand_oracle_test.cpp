@@ -9,6 +9,7 @@
 #include <curand.h>
 #include <curand_kernel.h>
 
+#include "src/rng/cuda_random_kernel.hpp"
 #include "src/rng/philox.hpp"
 #include "tests/splitmix.hpp"
 
@@ -59,5 +60,51 @@ TEST_CASE("curand oracle: the host generator's stream, offsets and successive ca
     for (size_t e = 0; e < second.size(); ++e) {
       REQUIRE(second[e] == meshsim::curand_host_word(seed, offset + first.size() + e));
     }
+  }
+}
+
+TEST_CASE(
+    "curand oracle: one kernel thread's draw is curand_uniform4, curand_uniform2_double, "
+    "curand_normal4 and curand_normal2_double",
+    "[rng][curand]") {
+  // One SM of one 256-thread block: thread 0's components are elements 0, 256, 512, 768.
+  const meshsim::GpuProfile one_block = meshsim::GpuProfile::custom(1, 256);
+  meshsim::testing::SplitMix rng{3};
+  for (int i = 0; i < 200; ++i) {
+    const uint64_t seed = rng.next(), offset = 4 * (rng.next() % 100000);
+    INFO("seed " << seed << " offset " << offset);
+    curandStatePhilox4_32_10_t s;
+    meshsim::PhiloxState state{seed, offset};
+    const meshsim::Tensor uf =
+        meshsim::predict_uniform(state, 1024, meshsim::DType::kFloat32, one_block);
+    curand_init(seed, 0, offset, &s);
+    const float4 u4 = curand_uniform4(&s);
+    const float expected_f[] = {u4.x, u4.y, u4.z, u4.w};
+    for (int c = 0; c < 4; ++c) {
+      REQUIRE(uf.get(256 * c) == (expected_f[c] == 1.0f ? 0.0f : expected_f[c]));
+    }
+    state = {seed, offset};
+    const meshsim::Tensor ud =
+        meshsim::predict_uniform(state, 512, meshsim::DType::kFloat64, one_block);
+    curand_init(seed, 0, offset, &s);
+    const double2 u2 = curand_uniform2_double(&s);
+    REQUIRE(ud.get(0) == u2.x);
+    REQUIRE(ud.get(256) == u2.y);
+    state = {seed, offset};
+    const meshsim::Tensor nf =
+        meshsim::predict_normal(state, 1024, meshsim::DType::kFloat32, one_block);
+    curand_init(seed, 0, offset, &s);
+    const float4 n4 = curand_normal4(&s);
+    const float expected_n[] = {n4.x, n4.y, n4.z, n4.w};
+    for (int c = 0; c < 4; ++c) {
+      REQUIRE(nf.get(256 * c) == Approx(expected_n[c]).margin(1e-5).epsilon(1e-5));
+    }
+    state = {seed, offset};
+    const meshsim::Tensor nd =
+        meshsim::predict_normal(state, 512, meshsim::DType::kFloat64, one_block);
+    curand_init(seed, 0, offset, &s);
+    const double2 n2 = curand_normal2_double(&s);
+    REQUIRE(nd.get(0) == Approx(n2.x).margin(1e-12));
+    REQUIRE(nd.get(256) == Approx(n2.y).margin(1e-12));
   }
 }
