@@ -15,33 +15,18 @@ script re-executes itself under $MESHSIM_TORCH_PYTHON when that is set.
 """
 import argparse
 import itertools
-import os
 import random
 import re
-import shutil
 import subprocess
 import sys
 import types
 from math import prod
 
-SKIP = 77
+from torch_python import require_torch
 
 
-def import_torch_or_skip():
-    try:
-        from torch.distributed.tensor import _random  # noqa: F401
-        return
-    except Exception as exc:
-        error = f"{type(exc).__name__}: {exc}"
-    alt = os.environ.get("MESHSIM_TORCH_PYTHON")
-    if alt and os.environ.get("_MESHSIM_OFFSETS_REEXEC") != "1":
-        os.environ["_MESHSIM_OFFSETS_REEXEC"] = "1"
-        sys.stdout.flush()
-        exe = shutil.which(alt) or alt
-        os.execv(exe, [exe, os.path.abspath(__file__), *sys.argv[1:]])
-    print(f"rng_offsets_diff: skipped: PyTorch is not importable ({error}); set "
-          "MESHSIM_TORCH_PYTHON to a Python with torch")
-    sys.exit(SKIP)
+def _check_torch():
+    from torch.distributed.tensor import _random  # noqa: F401
 
 
 class Mesh:
@@ -101,7 +86,7 @@ def main():
     parser.add_argument("--cases", type=int, default=300)
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
-    import_torch_or_skip()
+    require_torch("rng_offsets_diff", _check_torch)
     import torch
     rng = random.Random(args.seed)
     mismatches = ranks = 0

@@ -35,37 +35,20 @@ import tempfile
 import time
 from collections import defaultdict
 
-SKIP = 77
+from torch_python import require_torch, skip
 
 
 def _skip(reason):
-    print(f"torch_diff: skipped: {reason}")
-    sys.exit(SKIP)
+    skip("torch_diff", reason)
 
 
-def _import_torch():
-    try:
-        import torch  # noqa: F401
-        import torch.distributed as dist  # noqa: F401
+def _check_torch():
+    import torch  # noqa: F401
+    import torch.distributed as dist
 
-        if not dist.is_available():
-            raise ImportError("torch.distributed is not available in this build")
-        from torch.testing._internal.distributed.fake_pg import FakeStore  # noqa: F401
-        return
-    except Exception as exc:  # ImportError, or a broken installation
-        error = f"{type(exc).__name__}: {exc}"
-    alt = os.environ.get("MESHSIM_TORCH_PYTHON")
-    if alt and os.environ.get("_MESHSIM_TORCH_DIFF_REEXEC") != "1":
-        os.environ["_MESHSIM_TORCH_DIFF_REEXEC"] = "1"
-        sys.stdout.flush()
-        exe = shutil.which(alt) or alt
-        try:
-            os.execv(exe, [exe, os.path.abspath(__file__), *sys.argv[1:]])
-        except OSError as exc:
-            _skip(f"cannot run MESHSIM_TORCH_PYTHON={alt} ({exc})")
-    if alt:
-        _skip(f"PyTorch is not importable under MESHSIM_TORCH_PYTHON={alt} ({error})")
-    _skip(f"PyTorch is not importable ({error}); set MESHSIM_TORCH_PYTHON to a Python with torch")
+    if not dist.is_available():
+        raise ImportError("torch.distributed is not available in this build")
+    from torch.testing._internal.distributed.fake_pg import FakeStore  # noqa: F401
 
 
 # --------------------------------------------------------------------------------------------
@@ -1089,7 +1072,7 @@ def main():
     parser.add_argument("--max-diffs", type=int, default=40, help="cases printed in full")
     args = parser.parse_args()
 
-    _import_torch()
+    require_torch("torch_diff", _check_torch)
     started = time.monotonic()
     meshsim = os.path.abspath(args.meshsim)
     if not os.access(meshsim, os.X_OK):

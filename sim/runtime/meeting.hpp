@@ -48,6 +48,10 @@ struct Meeting {
   std::map<size_t, std::string> errors;
 
   size_t size() const { return exchanges.size(); }
+  // Member `pos` has returned to its frame (or unwound it): keep only that it arrived, and when.
+  void forget_frame(size_t pos) {
+    exchanges[pos] = Exchange{.arrived = true, .arrived_at = exchanges[pos].arrived_at};
+  }
   // The signature member `pos` arrived with.
   const Signature& signature_of(size_t pos) const {
     const auto it = differing.find(pos);

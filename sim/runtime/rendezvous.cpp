@@ -133,8 +133,7 @@ void Rendezvous::enter_and_wait(int64_t rank, Channel& channel, size_t pos, cons
     try {
       world_.park(rank);  // throws RankAborted when the world gives up on this rank
     } catch (...) {
-      // The rank's frame unwinds: nothing may point into it any more.
-      m.exchanges[pos] = Exchange{.arrived = true, .arrived_at = m.exchanges[pos].arrived_at};
+      m.forget_frame(pos);  // the frame unwinds: nothing may point into it any more
       throw;
     }
     me.state = RankActivity::State::kRunning;
@@ -144,8 +143,7 @@ void Rendezvous::enter_and_wait(int64_t rank, Channel& channel, size_t pos, cons
 
 void Rendezvous::leave(int64_t rank, Channel& channel, Meeting& m, size_t pos) {
   parked_[static_cast<size_t>(rank)] = {};
-  // The rank returns to its frame: nothing may point into it any more.
-  m.exchanges[pos] = Exchange{.arrived = true, .arrived_at = m.exchanges[pos].arrived_at};
+  m.forget_frame(pos);
   const std::exception_ptr failure = m.failure;
   std::string error;
   if (const auto it = m.errors.find(pos); it != m.errors.end()) error = it->second;

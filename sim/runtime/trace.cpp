@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "sim/runtime/rank_activity.hpp"
+
 namespace meshsim::sim {
 
 namespace {
@@ -36,7 +38,7 @@ void Trace::meeting(int64_t rank, const Signature& signature, const std::string&
   const int64_t src = signature.op == CollectiveOp::kSend ? rank : peer;
   const int64_t dst = signature.op == CollectiveOp::kSend ? peer : rank;
   const std::string channel = p2p ? fmt::format("p:{}:{}>{}", group, src, dst) : "c:" + group;
-  const std::string shown = group == "0" ? "WORLD" : group;
+  const std::string shown = display_group(group);
   collective(rank, fmt::format("{}#{}", channel, seq),
              fmt::format("{} {} #{}", collective_op_name(signature.op), shown, seq), start_s, end_s,
              {{"signature", signature.describe()},

@@ -18,15 +18,11 @@ struct World::Parker {
   std::optional<std::string> abort_reason;
 };
 
-namespace {
-
-void resume_later(World::Parker& p) {
+void World::resume_later(Parker& p) {
   if (!p.parked || p.scheduled) return;
   p.scheduled = true;
   boost::fibers::context::active()->schedule(p.context);
 }
-
-}  // namespace
 
 World::World(int64_t size, WorldOptions options)
     : size_(size), options_(options), stacks_(size, options.stack_size, options.stack_guard) {

@@ -52,10 +52,13 @@ class World {
   bool is_parked(int64_t rank) const;
 
   const ScheduleLog& schedule() const { return log_; }
-  struct Parker;
   const RankStacks& stacks() const { return stacks_; }
 
  private:
+  struct Parker;
+  // Hands a parked rank's fiber to the scheduler, once, however often it is woken or aborted.
+  static void resume_later(Parker& p);
+
   int64_t size_;
   WorldOptions options_;
   ScheduleLog log_;

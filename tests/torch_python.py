@@ -1,0 +1,36 @@
+"""A Python with PyTorch for the differential tests: the running one if torch imports here, else
+the test re-executes itself under $MESHSIM_TORCH_PYTHON, else it is skipped (exit 77, as meson
+expects) with the reason."""
+import os
+import shutil
+import sys
+
+SKIP = 77
+_REEXEC_FLAG = "_MESHSIM_TORCH_REEXEC"
+
+
+def skip(test, reason):
+    print(f"{test}: skipped: {reason}")
+    sys.exit(SKIP)
+
+
+def require_torch(test, try_import):
+    """Returns once `try_import()` succeeds, possibly after re-executing the calling script."""
+    try:
+        try_import()
+        return
+    except Exception as exc:  # ImportError, or a broken installation
+        error = f"{type(exc).__name__}: {exc}"
+    alt = os.environ.get("MESHSIM_TORCH_PYTHON")
+    if alt and os.environ.get(_REEXEC_FLAG) != "1":
+        os.environ[_REEXEC_FLAG] = "1"
+        sys.stdout.flush()
+        exe = shutil.which(alt) or alt
+        try:
+            os.execv(exe, [exe, os.path.abspath(sys.argv[0]), *sys.argv[1:]])
+        except OSError as exc:
+            skip(test, f"cannot run MESHSIM_TORCH_PYTHON={alt} ({exc})")
+    if alt:
+        skip(test, f"PyTorch is not importable under MESHSIM_TORCH_PYTHON={alt} ({error})")
+    skip(test, f"PyTorch is not importable ({error}); set MESHSIM_TORCH_PYTHON to a Python with "
+               "torch")
