@@ -240,4 +240,70 @@ Tensor predict_normal(PhiloxState& state, int64_t numel, DType dtype, const GpuP
   return out;
 }
 
+namespace {
+
+// The shared body of PyTorch's uniform_and_transform kernels: each element gets one (0, 1]
+// uniform, float from one word (every dtype but double) or double from two, and `transform`
+// turns it into the stored value.
+template <typename Transform>
+Tensor uniform_and_transform(PhiloxState& state, int64_t numel, DType dtype,
+                             const GpuProfile& gpu, Transform&& transform) {
+  const bool is_double = dtype == DType::kFloat64;
+  // Integer and bool outputs draw as float does (four elements per draw).
+  const KernelLaunch launch =
+      KernelLaunch::plan(numel, is_floating(dtype) ? dtype : DType::kFloat32, gpu);
+  Tensor out({numel}, dtype);
+  for_each_draw(state, launch, best_philox_path(),
+                [&](uint64_t e, const uint32_t(&w)[4][8], int64_t ii, size_t j) {
+                  const double u = is_double ? uniform_from_words(w[2 * ii][j], w[2 * ii + 1][j])
+                                             : uniform_from_word(w[ii][j]);
+                  out.set(static_cast<int64_t>(e), stored(dtype, transform(u)));
+                });
+  state.offset += launch.counter_offset;
+  return out;
+}
+
+}  // namespace
+
+Tensor predict_bernoulli(PhiloxState& state, int64_t numel, DType dtype, const GpuProfile& gpu,
+                         double p) {
+  if (!(p >= 0.0 && p <= 1.0))
+    throw runtime_error(fmt::format("bernoulli_ expects p to be in [0, 1], but got p={}", p));
+  // The comparison happens in double for double tensors and in float for every other dtype.
+  const bool is_double = dtype == DType::kFloat64;
+  const auto p_f = static_cast<float>(p);
+  return uniform_and_transform(state, numel, dtype, gpu, [&](double u) {
+    return (is_double ? u < p : static_cast<float>(u) < p_f) ? 1.0 : 0.0;
+  });
+}
+
+Tensor predict_exponential(PhiloxState& state, int64_t numel, DType dtype, const GpuProfile& gpu,
+                           double lambda) {
+  if (!(lambda > 0.0)) {
+    throw runtime_error(
+        fmt::format("exponential_ expects lambda > 0.0, but found lambda={}", lambda));
+  }
+  if (!is_floating(dtype)) {
+    throw runtime_error(fmt::format(
+        "Exponential distribution is a continuous probability distribution. dtype must be a "
+        "floating point but you specified {}",
+        dtype_name(dtype)));
+  }
+  if (dtype == DType::kFloat64) {
+    constexpr double kHalfEps = std::numeric_limits<double>::epsilon() / 2;
+    return uniform_and_transform(state, numel, dtype, gpu, [&](double u) {
+      // curand's uniform reaches 1, where log is 0: PyTorch substitutes -eps/2.
+      const double log = u >= 1.0 - kHalfEps ? -kHalfEps : std::log(u);
+      return -1.0 / lambda * log;
+    });
+  }
+  constexpr float kHalfEps = std::numeric_limits<float>::epsilon() / 2;
+  const auto lambda_f = static_cast<float>(lambda);
+  return uniform_and_transform(state, numel, dtype, gpu, [&](double u) {
+    const auto u_f = static_cast<float>(u);
+    const float log = u_f >= 1.0f - kHalfEps ? -kHalfEps : std::log(u_f);
+    return static_cast<double>(-1.0f / lambda_f * log);
+  });
+}
+
 }  // namespace meshsim

@@ -65,4 +65,16 @@ void predict_rand_float32(PhiloxState& state, const GpuProfile& gpu, std::span<f
 Tensor predict_normal(PhiloxState& state, int64_t numel, DType dtype, const GpuProfile& gpu,
                       double mean = 0.0, double std = 1.0);
 
+// Tensor.bernoulli_(p): 1 where the element's (0, 1] uniform is below p (compared in float, or
+// in double for double tensors), any dtype. RuntimeError, as PyTorch, for p outside [0, 1].
+Tensor predict_bernoulli(PhiloxState& state, int64_t numel, DType dtype, const GpuProfile& gpu,
+                         double p);
+
+// Tensor.exponential_(lambda): -1/lambda * log(u), with -eps/2 in place of log(u) where u rounds
+// to 1 (PyTorch's CUDA path). The GPU's logf and the host's may differ in the last bit, so the
+// prediction is equal to about one float ulp (double: exactly, up to log's last bit).
+// RuntimeError for lambda <= 0 and for integer dtypes, with PyTorch's messages.
+Tensor predict_exponential(PhiloxState& state, int64_t numel, DType dtype, const GpuProfile& gpu,
+                           double lambda);
+
 }  // namespace meshsim

@@ -220,3 +220,53 @@ TEST_CASE("cuda kernel: PyTorch's bounds checks for uniform_ and the one-launch 
   CHECK(KernelLaunch::plan(int64_t{1} << 29, DType::kFloat32, kH200).counter_offset > 0);
   CHECK(state.offset == 0);  // nothing was drawn
 }
+
+TEST_CASE("cuda kernel: bernoulli_ follows uniform_'s draws, with its frequency and errors",
+          "[rng][kernel]") {
+  const int64_t n = 1 << 18;
+  for (DType dtype : {DType::kFloat32, DType::kFloat64, DType::kBFloat16, DType::kBool}) {
+    INFO(meshsim::dtype_name(dtype));
+    PhiloxState a{77, 8}, b{77, 8};
+    const meshsim::Tensor draws = meshsim::predict_bernoulli(a, n, dtype, kH200, 0.3);
+    // The same elements from uniform_: 1 exactly where the uniform is below p (the double path
+    // compares in double, the others in float).
+    const DType uniform_dtype = dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
+    const meshsim::Tensor u = meshsim::predict_uniform(b, n, uniform_dtype, kH200);
+    REQUIRE(a == b);
+    int64_t ones = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double expected = u.get(i) < (dtype == DType::kFloat64 ? 0.3 : double{0.3f}) ? 1 : 0;
+      REQUIRE(draws.get(i) == expected);
+      ones += draws.get(i) == 1.0 ? 1 : 0;
+    }
+    // Binomial(n, 0.3): the standard deviation is about 230; allow 6 of them.
+    REQUIRE(std::abs(static_cast<double>(ones) - 0.3 * n) < 6 * std::sqrt(n * 0.21));
+  }
+  PhiloxState s{1, 0};
+  REQUIRE_THROWS_WITH(meshsim::predict_bernoulli(s, 4, DType::kFloat32, kH200, 1.5),
+                      "bernoulli_ expects p to be in [0, 1], but got p=1.5");
+  REQUIRE(s.offset == 0);
+}
+
+TEST_CASE("cuda kernel: exponential_ has the exponential's mean and PyTorch's errors",
+          "[rng][kernel]") {
+  const int64_t n = 1 << 18;
+  for (DType dtype : {DType::kFloat32, DType::kFloat64, DType::kFloat16}) {
+    INFO(meshsim::dtype_name(dtype));
+    PhiloxState s{5, 0};
+    const meshsim::Tensor t = meshsim::predict_exponential(s, n, dtype, kH200, 4.0);
+    REQUIRE(s.offset == KernelLaunch::plan(n, dtype, kH200).counter_offset);
+    double sum = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      REQUIRE(t.get(i) > 0.0);  // never 0: u = 1 maps to eps/2 / lambda
+      sum += t.get(i);
+    }
+    // Mean 1/4 with standard error 1/(4 sqrt(n)) ~ 0.0005.
+    REQUIRE(std::abs(sum / n - 0.25) < 0.003);
+  }
+  PhiloxState s{1, 0};
+  REQUIRE_THROWS_WITH(meshsim::predict_exponential(s, 4, DType::kFloat32, kH200, 0.0),
+                      "exponential_ expects lambda > 0.0, but found lambda=0");
+  REQUIRE_THROWS_WITH(meshsim::predict_exponential(s, 4, DType::kInt64, kH200, 1.0),
+                      Catch::Contains("dtype must be a floating point but you specified int64"));
+}

@@ -108,3 +108,31 @@ TEST_CASE(
     REQUIRE(nd.get(256) == Approx(n2.y).margin(1e-12));
   }
 }
+
+TEST_CASE("curand oracle: bernoulli_ and exponential_ transform curand_uniform4's draw",
+          "[rng][curand]") {
+  const meshsim::GpuProfile one_block = meshsim::GpuProfile::custom(1, 256);
+  meshsim::testing::SplitMix rng{17};
+  for (int i = 0; i < 200; ++i) {
+    const uint64_t seed = rng.next(), offset = 4 * (rng.next() % 100000);
+    const double p = static_cast<double>(rng.below(1001)) / 1000.0;
+    INFO("seed " << seed << " offset " << offset << " p " << p);
+    curandStatePhilox4_32_10_t s;
+    curand_init(seed, 0, offset, &s);
+    const float4 u4 = curand_uniform4(&s);
+    const float u[] = {u4.x, u4.y, u4.z, u4.w};
+    meshsim::PhiloxState state{seed, offset};
+    const meshsim::Tensor b =
+        meshsim::predict_bernoulli(state, 1024, meshsim::DType::kBool, one_block, p);
+    REQUIRE(state.offset == offset + 4);
+    state = {seed, offset};
+    const meshsim::Tensor e =
+        meshsim::predict_exponential(state, 1024, meshsim::DType::kFloat32, one_block, 2.5);
+    for (int c = 0; c < 4; ++c) {
+      REQUIRE(b.get(256 * c) == (u[c] < static_cast<float>(p) ? 1.0 : 0.0));
+      // -log(u) / lambda, to the last bit of logf.
+      const double expected = u[c] == 1.0f ? 0x1p-24 / 2.5 : -std::log(double{u[c]}) / 2.5;
+      REQUIRE(e.get(256 * c) == Approx(expected).epsilon(4e-7).margin(1e-30));
+    }
+  }
+}
