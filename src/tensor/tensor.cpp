@@ -257,6 +257,17 @@ void Tensor::set_int(int64_t index, int64_t value) {
   }
 }
 
+Tensor Tensor::reshaped(std::vector<int64_t> shape) const {
+  const std::optional<int64_t> n = checked_product(shape);
+  if (!n || *n != numel_) {
+    throw runtime_error(fmt::format("shape '[{}]' is invalid for input of size {}",
+                                    fmt::join(shape, ", "), numel_));
+  }
+  Tensor out = *this;
+  out.shape_ = std::move(shape);
+  return out;
+}
+
 bool Tensor::same_as(const Tensor& other) const {
   return dtype_ == other.dtype_ && shape_ == other.shape_ && storage_ == other.storage_ &&
          (data_ == other.data_ || (data_ && other.data_ && data_->bytes == other.data_->bytes));

@@ -59,6 +59,10 @@ class Tensor {
   int64_t get_int(int64_t index) const;
   void set_int(int64_t index, int64_t value);
 
+  // The same elements under another shape of equal numel, sharing storage (a view, as
+  // Tensor.view on a contiguous tensor). Throws RuntimeError when the numels differ.
+  Tensor reshaped(std::vector<int64_t> shape) const;
+
   // Same dtype, shape and bits (meta tensors: same dtype and shape, and both meta).
   bool same_as(const Tensor& other) const;
   // "float32[4, 2]" plus " (meta)".

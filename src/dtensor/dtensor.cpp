@@ -1,0 +1,63 @@
+#include "src/dtensor/dtensor.hpp"
+
+#include <fmt/format.h>
+
+#include "src/checked_math.hpp"
+#include "src/dtensor/local_shard.hpp"
+#include "src/error.hpp"
+
+namespace meshsim {
+
+std::vector<int64_t> DTensorSpec::stride() const {
+  // Empty dims count as 1, as make_contiguous_strides_for does.
+  std::vector<int64_t> out(shape.size(), 1);
+  for (size_t d = shape.size(); d-- > 1;) {
+    const std::optional<int64_t> s = checked_mul(out[d], std::max<int64_t>(shape[d], 1));
+    if (!s) throw overflow_error(fmt::format("the strides of shape [{}] overflow int64", fmt::join(shape, ", ")));
+    out[d - 1] = *s;
+  }
+  return out;
+}
+
+int64_t DTensorSpec::numel() const {
+  const std::optional<int64_t> n = checked_product(shape);
+  if (!n) throw overflow_error(fmt::format("shape [{}] has more than 2^63 elements", fmt::join(shape, ", ")));
+  return *n;
+}
+
+std::vector<int64_t> DTensorSpec::local_shape() const {
+  return compute_local_shape_and_global_offset(shape, mesh.shape(), mesh.coordinate(), placements)
+      .shape;
+}
+
+std::string DTensorSpec::describe() const {
+  std::vector<std::string> names;
+  for (const Placement& p : placements) names.push_back(placement_name(p));
+  std::string mesh_text = fmt::format("({})", fmt::join(mesh.shape(), ", "));
+  if (mesh.dim_names()) mesh_text += " " + py_tuple(*mesh.dim_names());
+  return fmt::format("{}[{}] on mesh {} as [{}]", dtype_name(dtype), fmt::join(shape, ", "),
+                     mesh_text, fmt::join(names, ", "));
+}
+
+DTensor DTensor::zeros(DTensorSpec spec, Tensor::Storage storage) {
+  Tensor::byte_size(spec.shape, spec.dtype);  // the global tensor must be one that can exist
+  std::vector<int64_t> local = spec.local_shape();
+  Tensor t(std::move(local), spec.dtype, storage);
+  return DTensor(std::move(spec), std::move(t));
+}
+
+void DTensor::set_local(Tensor local) {
+  if (local.shape() != spec_.local_shape() || local.dtype() != spec_.dtype) {
+    throw runtime_error(fmt::format("local tensor {} does not fit the shard of {}",
+                                    local.describe(), spec_.describe()));
+  }
+  local_ = std::move(local);
+}
+
+DTensor DTensor::relaid(DeviceMesh mesh, std::vector<Placement> placements) const {
+  DTensorSpec spec{std::move(mesh), std::move(placements), spec_.shape, spec_.dtype};
+  return zeros(std::move(spec),
+               local_.is_meta() ? Tensor::Storage::kMeta : Tensor::Storage::kMaterialized);
+}
+
+}  // namespace meshsim

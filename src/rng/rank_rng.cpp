@@ -1,0 +1,220 @@
+#include "src/rng/rank_rng.hpp"
+
+#include <fmt/format.h>
+
+#include "src/error.hpp"
+#include "src/rng/cuda_random_kernel.hpp"
+#include "src/rng/dtensor_rng_offsets.hpp"
+
+namespace meshsim {
+
+namespace {
+
+// Only CUDA generators are modelled: a CPU mesh would draw from mt19937 instead of Philox.
+void require_cuda(const DeviceMesh& mesh) {
+  if (mesh.device_type() != "cuda") {
+    throw Error(PyErrorType::kNotImplementedError,
+                fmt::format("meshsim models DTensor random ops on CUDA meshes only, not on a "
+                            "\"{}\" mesh",
+                            mesh.device_type()));
+  }
+}
+
+uint64_t add_offset(uint64_t offset, int64_t increment) {
+  const uint64_t inc = static_cast<uint64_t>(increment);
+  if (offset > UINT64_MAX - inc) {
+    throw overflow_error(fmt::format("the generator's offset {} + {} passes 2^64", offset, inc));
+  }
+  return offset + inc;
+}
+
+}  // namespace
+
+std::string_view rng_profile_name(RngProfile profile) {
+  return profile == RngProfile::kLatest ? "latest" : "2.6";
+}
+
+std::optional<RngProfile> parse_rng_profile(std::string_view text) {
+  if (text == "latest") return RngProfile::kLatest;
+  if (text == "2.6") return RngProfile::kTorch26;
+  // 2.9 and every later 2.x release behave as the latest.
+  if (text.starts_with("2.")) {
+    int minor = 0;
+    const std::string_view digits = text.substr(2);
+    if (digits.empty() || digits.size() > 3) return std::nullopt;
+    for (char c : digits) {
+      if (c < '0' || c > '9') return std::nullopt;
+      minor = minor * 10 + (c - '0');
+    }
+    if (minor >= 9) return RngProfile::kLatest;
+  }
+  return std::nullopt;
+}
+
+std::string RandomOp::describe() const {
+  switch (kind) {
+    case Kind::kUniform:
+      return fmt::format("uniform_({}, {})", a, b);
+    case Kind::kNormal:
+      return fmt::format("normal_({}, {})", a, b);
+    case Kind::kBernoulli:
+      return fmt::format("bernoulli_({})", a);
+    case Kind::kExponential:
+      return fmt::format("exponential_({})", a);
+  }
+  return "?";
+}
+
+std::string_view generator_name(Draw::Generator g) {
+  return g == Draw::Generator::kDefault ? "cuda default" : "DTensor tracker";
+}
+
+std::optional<PhiloxState> RankRng::tracker_state() const {
+  if (!tracker_ || profile_ != RngProfile::kTorch26) return std::nullopt;
+  return tracker_->state;
+}
+
+bool RankRng::distribute_region_enabled() const {
+  return tracker_ ? tracker_->distribute_region : true;
+}
+
+void RankRng::set_distribute_region_enabled(bool enabled) {
+  if (!tracker_) {
+    throw runtime_error(
+        "there is no DTensor RNG tracker yet (random._rng_tracker is None): create it with "
+        "manual_seed or a DTensor random op before setting distribute_region_enabled");
+  }
+  tracker_->distribute_region = enabled;
+}
+
+void RankRng::dtensor_manual_seed(uint64_t seed, const DeviceMesh& mesh) {
+  require_cuda(mesh);
+  if (!tracker_) tracker_ = Tracker{default_, true};  // no broadcast: run_state_sync=False
+  if (!mesh.coordinate()) {
+    throw runtime_error(
+        "manual_seed requires the current rank to be a part of the device mesh otherwise DTensor "
+        "RNG state on the rank will not be initialized and the behavior of DTensor random ops is "
+        "undefined.");
+  }
+  dtensor_generator() = PhiloxState{seed, 0};
+}
+
+bool RankRng::create_tracker_synced(const BroadcastFromRank0& broadcast) {
+  const PhiloxState mine = default_;
+  const PhiloxState rank0 = broadcast(mine);
+  tracker_ = Tracker{rank0, true};
+  if (profile_ == RngProfile::kLatest) default_ = rank0;
+  return !(rank0 == mine);
+}
+
+PhiloxState& RankRng::dtensor_generator() {
+  return profile_ == RngProfile::kLatest ? default_ : tracker_->state;
+}
+
+Draw RankRng::draw_local(Tensor& t, const RandomOp& op, PhiloxState& state, Draw::Generator g) {
+  Draw d;
+  d.generator = g;
+  d.seed = state.seed;
+  d.offset = state.offset;
+  d.numel = t.numel();
+  d.op = op.describe();
+  Tensor values;
+  switch (op.kind) {
+    case RandomOp::Kind::kUniform:
+      values = predict_uniform(state, t.numel(), t.dtype(), gpu_, op.a, op.b);
+      break;
+    case RandomOp::Kind::kNormal:
+      if (!(op.b >= 0.0))
+        throw runtime_error(fmt::format("normal expects std >= 0.0, but found std {}", op.b));
+      values = predict_normal(state, t.numel(), t.dtype(), gpu_, op.a, op.b);
+      break;
+    case RandomOp::Kind::kBernoulli:
+      values = predict_bernoulli(state, t.numel(), t.dtype(), gpu_, op.a);
+      break;
+    case RandomOp::Kind::kExponential:
+      values = predict_exponential(state, t.numel(), t.dtype(), gpu_, op.a);
+      break;
+  }
+  t = values.reshaped(t.shape());
+  d.words = state.offset - d.offset;
+  return d;
+}
+
+RankRng::OpResult RankRng::random_(Tensor& t, const RandomOp& op) {
+  if (t.is_meta()) return {};  // meta tensors consume nothing
+  Draw d = draw_local(t, op, default_, Draw::Generator::kDefault);
+  if (d.words == 0) return {};
+  return {std::move(d), false};
+}
+
+RankRng::OpResult RankRng::in_distribute_region(DTensor& t, const RandomOp& op) {
+  const DTensorSpec& spec = t.spec();
+  const DTensorRngOffsets off =
+      dtensor_rng_offsets(spec.shape, spec.mesh.shape(), *spec.mesh.coordinate(), spec.placements);
+  PhiloxState& gen = dtensor_generator();
+  const uint64_t old = gen.offset;
+  PhiloxState state{gen.seed, add_offset(old, off.pre_op_increment)};
+  Tensor local = t.local();
+  OpResult out;
+  if (!local.is_meta()) {
+    Draw d = draw_local(local, op, state,
+                        profile_ == RngProfile::kLatest ? Draw::Generator::kDefault
+                                                        : Draw::Generator::kTracker);
+    d.shard_index = off.shard_linear_index;
+    d.in_distribute_region = true;
+    if (d.words > 0) out.draw = std::move(d);
+    t.set_local(std::move(local));
+  }
+  gen.offset = add_offset(old, off.post_op_increment);
+  return out;
+}
+
+RankRng::OpResult RankRng::random_(DTensor& t, const RandomOp& op,
+                                   const BroadcastFromRank0& broadcast) {
+  require_cuda(t.spec().mesh);
+  if (!t.participates()) return {};  // DTensor's dispatcher runs nothing off the mesh
+  // exponential_ is not among DTensor's random ops: no tracker, no offsets.
+  const bool dtensor_random = op.kind != RandomOp::Kind::kExponential;
+  bool overwritten = false;
+  if (dtensor_random && !tracker_) overwritten = create_tracker_synced(broadcast);
+  if (dtensor_random && !t.local().is_meta() && tracker_->distribute_region) {
+    OpResult r = in_distribute_region(t, op);
+    r.state_overwritten_by_rank0 = overwritten;
+    return r;
+  }
+  OpResult r{std::nullopt, overwritten};
+  Tensor local = t.local();
+  if (local.is_meta()) return r;
+  Draw d = draw_local(local, op, default_, Draw::Generator::kDefault);
+  const DTensorSpec& spec = t.spec();
+  d.shard_index =
+      dtensor_rng_offsets(spec.shape, spec.mesh.shape(), *spec.mesh.coordinate(), spec.placements)
+          .shard_linear_index;
+  if (d.words > 0) r.draw = std::move(d);
+  t.set_local(std::move(local));
+  return r;
+}
+
+RankRng::OpResult RankRng::random_factory(DTensor& out, const RandomOp& op,
+                                          const BroadcastFromRank0& broadcast) {
+  require_cuda(out.spec().mesh);
+  bool overwritten = false;
+  if (!tracker_) overwritten = create_tracker_synced(broadcast);
+  if (!tracker_->distribute_region) {
+    Tensor local = out.local();
+    OpResult r = random_(local, op);
+    out.set_local(std::move(local));
+    r.state_overwritten_by_rank0 = overwritten;
+    return r;
+  }
+  if (!out.participates()) {
+    throw Error(PyErrorType::kAssertionError,
+                "this rank is not in the DTensor's mesh: PyTorch's _compute_rng_offsets asserts "
+                "on the missing coordinate (DeviceMesh._sym_get_coordinate)");
+  }
+  OpResult r = in_distribute_region(out, op);
+  r.state_overwritten_by_rank0 = overwritten;
+  return r;
+}
+
+}  // namespace meshsim
