@@ -4,9 +4,15 @@
 
 #include <fmt/format.h>
 
+#include "sim/report/result_codec.hpp"
+#include "sim/report/rng_overlap.hpp"
+
 namespace meshsim::sim {
 
 namespace {
+
+// Draws listed per scenario in the JSON report (all of them are checked for overlaps).
+constexpr size_t kMaxReportedDraws = size_t{1} << 16;
 
 Json location_json(const SourceLocation& where) {
   return Json{{"file", where.file}, {"line", where.line}, {"column", where.column}};
@@ -20,8 +26,10 @@ std::string format_failures(const ScenarioResult& result, size_t limit) {
   for (const std::string& w : result.warnings) lines.push_back("warning: " + w);
   for (const ExpectationRecord& e : result.expectations) {
     if (e.passed) continue;
-    lines.push_back(fmt::format("{}: rank {}: expected {} == {}, got {}", e.where.to_string(),
-                                e.rank, e.what, json_text(e.expected), json_text(e.observed)));
+    // Checks of the whole run (rank -1) name no rank.
+    const std::string rank = e.rank >= 0 ? fmt::format("rank {}: ", e.rank) : std::string();
+    lines.push_back(fmt::format("{}: {}expected {} == {}, got {}", e.where.to_string(), rank,
+                                e.what, json_text(e.expected), json_text(e.observed)));
   }
   // Original failures first, then the ranks aborted because of them.
   std::vector<size_t> order;
@@ -111,6 +119,20 @@ Json report_json(const RunReport& report, const std::string& version) {
       ranks.push_back(std::move(rank));
     }
     Json scenario_hang = r.hang ? *r.hang : Json(nullptr);
+    Json draws = Json::array();
+    for (size_t i = 0; i < r.draws.size() && i < kMaxReportedDraws; ++i) {
+      Json d = draw_json(r.draws[i]);
+      d.erase("where");
+      draws.push_back(std::move(d));
+    }
+    Json overlaps = Json::array();
+    for (const RngOverlap& o : r.overlaps) {
+      overlaps.push_back({{"seed", r.draws[o.first].draw.seed},
+                          {"blocks", {o.block_begin, o.block_end}},
+                          {"first", {{"draw", o.first}, {"ranks", o.first_ranks}}},
+                          {"second", {{"draw", o.second}, {"ranks", o.second_ranks}}},
+                          {"text", describe_overlap(r, o)}});
+    }
     scenarios.push_back({{"name", r.name},
                          {"file", r.file},
                          {"description", r.description},
@@ -124,6 +146,11 @@ Json report_json(const RunReport& report, const std::string& version) {
                          {"ranks", std::move(ranks)},
                          {"hang", std::move(scenario_hang)},
                          {"warnings", r.warnings},
+                         {"rng",
+                          {{"draws", std::move(draws)},
+                           {"draws_total", r.draws.size()},
+                           {"overlaps", std::move(overlaps)},
+                           {"overlap_count", r.overlap_count}}},
                          {"faults", r.faults},
                          {"schedule",
                           {{"decisions", r.schedule_decisions},

@@ -14,6 +14,39 @@ SourceLocation where_of(const Json& j) {
 
 }  // namespace
 
+Json draw_json(const DrawRecord& d) {
+  return Json{{"rank", d.rank},
+              {"location", d.where.to_string()},
+              {"where", where_json(d.where)},
+              {"tensor", d.tensor},
+              {"op", d.draw.op},
+              {"generator", generator_name(d.draw.generator)},
+              {"seed", d.draw.seed},
+              {"offset", d.draw.offset},
+              {"words", d.draw.words},
+              {"numel", d.draw.numel},
+              {"shard", d.draw.shard_index ? Json(*d.draw.shard_index) : Json(nullptr)},
+              {"distribute_region", d.draw.in_distribute_region}};
+}
+
+DrawRecord draw_of(const Json& j) {
+  DrawRecord d;
+  d.rank = j.at("rank").get<int64_t>();
+  d.where = where_of(j.at("where"));
+  d.tensor = j.at("tensor").get<std::string>();
+  d.draw.op = j.at("op").get<std::string>();
+  d.draw.generator = j.at("generator").get<std::string>() == generator_name(Draw::Generator::kTracker)
+                         ? Draw::Generator::kTracker
+                         : Draw::Generator::kDefault;
+  d.draw.seed = j.at("seed").get<uint64_t>();
+  d.draw.offset = j.at("offset").get<uint64_t>();
+  d.draw.words = j.at("words").get<uint64_t>();
+  d.draw.numel = j.at("numel").get<int64_t>();
+  if (!j.at("shard").is_null()) d.draw.shard_index = j.at("shard").get<int64_t>();
+  d.draw.in_distribute_region = j.at("distribute_region").get<bool>();
+  return d;
+}
+
 Json encode_result(const ScenarioResult& r) {
   Json dumps = Json::array();
   for (const DumpRecord& d : r.dumps) {
@@ -29,7 +62,17 @@ Json encode_result(const ScenarioResult& r) {
     failures.push_back(f ? Json::array({where_json(f->where), f->step, f->error_type, f->message})
                          : Json(nullptr));
   }
+  Json draws = Json::array();
+  for (const DrawRecord& d : r.draws) draws.push_back(draw_json(d));
+  Json overlaps = Json::array();
+  for (const RngOverlap& o : r.overlaps) {
+    overlaps.push_back(Json::array(
+        {o.first, o.second, o.first_ranks, o.second_ranks, o.block_begin, o.block_end}));
+  }
   return Json{{"name", r.name},
+              {"draws", std::move(draws)},
+              {"overlaps", std::move(overlaps)},
+              {"overlap_count", r.overlap_count},
               {"file", r.file},
               {"description", r.description},
               {"world_size", r.world_size},
@@ -88,6 +131,15 @@ std::optional<ScenarioResult> decode_result(const Json& j) {
     r.value_bytes = j.at("value_bytes").get<uint64_t>();
     r.omitted_values = j.at("omitted_values").get<uint64_t>();
     r.crash = j.at("crash").get<std::string>();
+    for (const Json& d : j.at("draws")) r.draws.push_back(draw_of(d));
+    for (const Json& o : j.at("overlaps")) {
+      RngOverlap v{o.at(0).get<size_t>(), o.at(1).get<size_t>(),
+                   o.at(2).get<std::vector<int64_t>>(), o.at(3).get<std::vector<int64_t>>(),
+                   o.at(4).get<uint64_t>(), o.at(5).get<uint64_t>()};
+      if (v.first >= r.draws.size() || v.second >= r.draws.size()) return std::nullopt;
+      r.overlaps.push_back(std::move(v));
+    }
+    r.overlap_count = j.at("overlap_count").get<uint64_t>();
     return r;
   } catch (const Json::exception&) {
     return std::nullopt;

@@ -12,4 +12,7 @@ Json encode_result(const ScenarioResult& result);
 // nullopt when `j` is not what encode_result wrote (a child that died half-way).
 std::optional<ScenarioResult> decode_result(const Json& j);
 
+// One draw as the JSON report and the codec write it, and back.
+Json draw_json(const DrawRecord& d);
+
 }  // namespace meshsim::sim

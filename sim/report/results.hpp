@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -9,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/scenario/source_location.hpp"
+#include "src/rng/rank_rng.hpp"
 
 namespace meshsim::sim {
 
@@ -50,6 +52,37 @@ struct RankFailure {
   std::string message;
 };
 
+// One random kernel's draw on one rank, for the report and the overlap check.
+struct DrawRecord {
+  SourceLocation where;
+  int64_t rank;
+  std::string tensor;  // the tensor or parameter drawn into
+  Draw draw;
+};
+
+// What a rank holds when it reaches a cross-rank expectation (distinct, equal), compared with
+// the other ranks' after the run.
+struct ShardSample {
+  std::string tensor;
+  // The rank's coordinate in the mesh compared across, split into the dims named in `across`
+  // and the others.
+  std::vector<int64_t> across;
+  std::vector<int64_t> others;
+  bool meta = false;
+  uint64_t digest = 0;  // of dtype, shape and bytes
+  Json preview;         // the first few values, for the report
+};
+
+// Two draws meant to be independent that read the same Philox counters under the same seed.
+struct RngOverlap {
+  size_t first = 0;  // indices into ScenarioResult::draws
+  size_t second = 0;
+  std::vector<int64_t> first_ranks;  // every rank that made the same draw as `first`
+  std::vector<int64_t> second_ranks;
+  uint64_t block_begin = 0;  // the shared counter blocks [begin, end)
+  uint64_t block_end = 0;
+};
+
 struct ScenarioResult {
   std::string name;
   std::string file;
@@ -70,6 +103,15 @@ struct ScenarioResult {
   std::vector<std::string> warnings;
   // Every fault injected into this run (declared or drawn from --faults-seed).
   std::vector<std::string> faults;
+  // Every random kernel's draw, rank by rank in program order, and the overlaps found among them
+  // after the run (at most kMaxReportedOverlaps, with the total).
+  std::vector<DrawRecord> draws;
+  std::vector<RngOverlap> overlaps;
+  uint64_t overlap_count = 0;
+  // Ranks whose own generator state was replaced by rank 0's when the tracker was created lazily.
+  std::vector<int64_t> rng_state_synced;
+  // Samples of cross-rank expectations: by expectation id, then rank, then tensor.
+  std::map<int64_t, std::vector<std::vector<ShardSample>>> cross_rank_samples;
   // Chrome trace events of the run (empty unless tracing was asked for).
   Json trace = Json::array();
   uint64_t schedule_digest = 0;
@@ -85,6 +127,9 @@ struct ScenarioResult {
 
   size_t failed_expectations() const;
   size_t failed_ranks() const;
+  // Overlaps beyond this many are counted, not listed.
+  static constexpr size_t kMaxReportedOverlaps = 64;
+
   bool passed() const {
     return crash.empty() && failed_expectations() == 0 &&
            (outcome_expected || (failed_ranks() == 0 && !hang.has_value()));

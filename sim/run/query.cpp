@@ -43,7 +43,9 @@ Json indices_as_runs(const Json& dim) {
   return runs ? runs_json(*runs) : dim;  // an impossible index fails the comparison as written
 }
 
-std::vector<Placement> placements_of(const toml::node& node, LoadContext& ctx) {
+}  // namespace
+
+std::vector<Placement> placements_of(const toml::node& node, const LoadContext& ctx) {
   std::vector<Placement> out;
   const toml::array* array = node.as_array();
   if (array == nullptr) ctx.fail(node, "placements must be an array of strings like \"Shard(0)\"");
@@ -56,8 +58,6 @@ std::vector<Placement> placements_of(const toml::node& node, LoadContext& ctx) {
   }
   return out;
 }
-
-}  // namespace
 
 const std::vector<std::string_view>& Query::keys() {
   static const std::vector<std::string_view> k{
@@ -181,6 +181,39 @@ Json Query::observe(const RankState& rank) const {
   const LocalShard s =
       compute_local_shape_and_global_offset(global_shape_, m.shape(), m.coordinate(), placements_);
   return Json{{"shape", s.shape}, {"offset", s.offset}};
+}
+
+Json describe_value(const RankState& rank, const std::string& name) {
+  constexpr int64_t kShownValues = 16;
+  const Parameter& v = rank.value(name);
+  const Tensor& local = rank.tensor(name);
+  Json out;
+  if (const DTensor* d = std::get_if<DTensor>(&v)) {
+    const DTensorSpec& spec = d->spec();
+    out["dtensor"] = spec.describe();
+    out["stride"] = spec.stride();
+    const LocalShard s = compute_local_shape_and_global_offset(spec.shape, spec.mesh.shape(),
+                                                               spec.mesh.coordinate(), spec.placements);
+    out["local_offset"] = s.offset;
+  }
+  out["local"] = local.describe();
+  if (!local.is_meta()) {
+    Json values = Json::array();
+    for (int64_t i = 0; i < local.numel() && i < kShownValues; ++i) values.push_back(local.get(i));
+    out["first_values"] = std::move(values);
+  }
+  return out;
+}
+
+Json describe_rng(const RankRng& rng) {
+  auto state = [](const PhiloxState& s) { return Json{{"seed", s.seed}, {"offset", s.offset}}; };
+  Json out{{"profile", rng_profile_name(rng.profile())},
+           {"gpu", rng.gpu().name},
+           {"default_generator", state(rng.default_generator())},
+           {"tracker", rng.has_tracker()},
+           {"distribute_region_enabled", rng.distribute_region_enabled()}};
+  if (const std::optional<PhiloxState> t = rng.tracker_state()) out["tracker_state"] = state(*t);
+  return out;
 }
 
 Json describe_mesh(const RankState& rank, const std::string& name) {

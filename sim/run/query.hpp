@@ -39,6 +39,14 @@ class Query {
   std::optional<Expression> expression_;
 };
 
+// An array of placement strings ("Shard(0)", "Replicate()", ...); InputError at the bad entry.
+std::vector<Placement> placements_of(const toml::node& node, const LoadContext& ctx);
+
+// A tensor or DTensor on one rank (spec, local shard, its first values), for `dump`.
+Json describe_value(const RankState& rank, const std::string& name);
+// The rank's default generator and DTensor tracker, for `dump`.
+Json describe_rng(const RankRng& rng);
+
 // Everything about one mesh on one rank, for `dump`.
 Json describe_mesh(const RankState& rank, const std::string& name);
 

@@ -1,6 +1,7 @@
 #include "sim/run/rank_state.hpp"
 
 #include <charconv>
+#include <cstring>
 
 #include <fmt/format.h>
 
@@ -13,7 +14,8 @@ RankState::RankState(const Scenario& scenario, int64_t rank, ScenarioResult& res
       result_(result),
       activity_(activity),
       backend_(backends.backend(rank)),
-      groups_(backends.group_creator(rank)) {}
+      groups_(backends.group_creator(rank)),
+      rng_(scenario.rng_profile, scenario.gpu) {}
 
 Group RankState::group(const std::string& mesh_name, const std::string& dim) const {
   if (mesh_name.empty()) return Group{groups_->world_group_name(), groups_->world_ranks(), rank_};
@@ -26,16 +28,64 @@ Group RankState::group(const std::string& mesh_name, const std::string& dim) con
   return Group{name, std::move(ranks), rank_};
 }
 
-const Tensor& RankState::tensor(const std::string& name) const {
-  const auto it = tensors_.find(name);
-  if (it == tensors_.end()) {
+const Parameter& RankState::value(const std::string& name) const {
+  const auto it = values_.find(name);
+  if (it == values_.end()) {
     throw runtime_error(fmt::format("tensor \"{}\" was not set on rank {}", name, rank_));
   }
   return it->second;
 }
 
+const Tensor& RankState::tensor(const std::string& name) const {
+  const Parameter& v = value(name);
+  return std::holds_alternative<Tensor>(v) ? std::get<Tensor>(v) : std::get<DTensor>(v).local();
+}
+
 void RankState::set_tensor(const std::string& name, Tensor value) {
-  tensors_.insert_or_assign(name, std::move(value));
+  values_.insert_or_assign(name, std::move(value));
+}
+
+DTensor& RankState::dtensor(const std::string& name) {
+  value(name);  // throws for an unknown name
+  DTensor* d = std::get_if<DTensor>(&values_.at(name));
+  if (d == nullptr) {
+    throw runtime_error(fmt::format("\"{}\" is a plain tensor on rank {}, not a DTensor", name, rank_));
+  }
+  return *d;
+}
+
+void RankState::set_dtensor(const std::string& name, DTensor value) {
+  values_.insert_or_assign(name, std::move(value));
+}
+
+const RankState::LinearModule& RankState::module(const std::string& name) const {
+  const auto it = modules_.find(name);
+  if (it == modules_.end()) {
+    throw runtime_error(fmt::format("module \"{}\" was not created on rank {}", name, rank_));
+  }
+  return it->second;
+}
+
+PhiloxState RankState::broadcast_rng_state(const PhiloxState& mine) {
+  Tensor state({16}, DType::kUInt8);
+  const std::vector<uint8_t> bytes = mine.to_bytes();
+  std::memcpy(state.mutable_bytes().data(), bytes.data(), bytes.size());
+  backend_->broadcast(state, 0, group("", ""));
+  const std::span<const std::byte> got = state.bytes();
+  return PhiloxState::from_bytes(
+      {reinterpret_cast<const uint8_t*>(got.data()), got.size()});
+}
+
+void RankState::record_draw(const Step& step, const std::string& tensor,
+                            const RankRng::OpResult& r) {
+  if (r.state_overwritten_by_rank0) result_.rng_state_synced.push_back(rank_);
+  if (r.draw) result_.draws.push_back({step.where, rank_, tensor, *r.draw});
+}
+
+void RankState::record_sample(int64_t id, ShardSample sample) {
+  auto& per_rank = result_.cross_rank_samples[id];
+  if (per_rank.empty()) per_rank.resize(static_cast<size_t>(scenario_.world_size));
+  per_rank[static_cast<size_t>(rank_)].push_back(std::move(sample));
 }
 
 const DeviceMesh& RankState::mesh(const std::string& name) const {

@@ -9,7 +9,10 @@
 #include "sim/runtime/rank_activity.hpp"
 #include "sim/scenario/expression.hpp"
 #include "sim/scenario/scenario.hpp"
+#include "src/dtensor/dtensor.hpp"
 #include "src/mesh/device_mesh.hpp"
+#include "src/nn/parallelize.hpp"
+#include "src/rng/rank_rng.hpp"
 #include "src/tensor/tensor.hpp"
 
 namespace meshsim::sim {
@@ -35,9 +38,32 @@ class RankState final : public ExpressionEnv {
   // "WORLD", or the group of one dim of a mesh (or a flattened dim of its root) on this rank.
   Group group(const std::string& mesh, const std::string& dim) const;
 
-  // Named tensors. Throws meshsim::Error (RuntimeError) for a name this rank never set.
+  // Named tensors and DTensors (one namespace; a DTensor's tensor is its local shard). Throws
+  // meshsim::Error (RuntimeError) for a name this rank never set, or that is not a DTensor.
   const Tensor& tensor(const std::string& name) const;
   void set_tensor(const std::string& name, Tensor value);
+  const Parameter& value(const std::string& name) const;
+  DTensor& dtensor(const std::string& name);
+  void set_dtensor(const std::string& name, DTensor value);
+
+  // nn.Linear modules by name: (in_features, out_features, bias); their parameters are the
+  // values "<name>.weight" and "<name>.bias".
+  struct LinearModule {
+    int64_t in = 0;
+    int64_t out = 0;
+    bool bias = true;
+  };
+  const LinearModule& module(const std::string& name) const;
+  void set_module(const std::string& name, LinearModule m) { modules_[name] = m; }
+
+  // This rank's default CUDA generator and DTensor tracker.
+  RankRng& rng() { return rng_; }
+  // The lazy tracker's WORLD broadcast of rank 0's generator state, as a real collective.
+  PhiloxState broadcast_rng_state(const PhiloxState& mine);
+  // Logs what a random op drew into `tensor` (and a state replaced by rank 0's).
+  void record_draw(const Step& step, const std::string& tensor, const RankRng::OpResult& result);
+  // Keeps what this rank holds for cross-rank expectation `id`.
+  void record_sample(int64_t id, ShardSample sample);
   // Throws meshsim::Error (RuntimeError) when this rank has not created `name`.
   const DeviceMesh& mesh(const std::string& name) const;
   void set_mesh(const std::string& name, DeviceMesh mesh);
@@ -58,7 +84,9 @@ class RankState final : public ExpressionEnv {
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<GroupCreator> groups_;
   std::map<std::string, DeviceMesh> meshes_;
-  std::map<std::string, Tensor> tensors_;
+  std::map<std::string, Parameter> values_;
+  std::map<std::string, LinearModule> modules_;
+  RankRng rng_;
 };
 
 }  // namespace meshsim::sim

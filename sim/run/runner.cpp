@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "sim/run/rank_error.hpp"
+#include "sim/report/rng_overlap.hpp"
 #include "sim/run/rank_state.hpp"
 #include "sim/runtime/crash_handler.hpp"
 #include "sim/runtime/fiber_stack.hpp"
@@ -95,6 +96,26 @@ std::vector<std::optional<std::string>> abort_reasons(const HangReport& hang,
   return out;
 }
 
+// Overlapping draws and ranks whose generator state rank 0 overwrote, as warnings.
+void add_rng_findings(ScenarioResult& result) {
+  std::sort(result.rng_state_synced.begin(), result.rng_state_synced.end());
+  if (!result.rng_state_synced.empty()) {
+    result.warnings.push_back(fmt::format(
+        "DTensor synchronized the RNG state of rank(s) {} with rank 0's (lazy tracker creation "
+        "broadcasts it over WORLD; PyTorch deprecates this: call torch.manual_seed with the same "
+        "seed on every rank of one SPMD region, one seed per pipeline stage)",
+        rank_ranges(result.rng_state_synced)));
+  }
+  find_rng_overlaps(result);
+  constexpr size_t kListed = 8;
+  for (size_t i = 0; i < result.overlaps.size() && i < kListed; ++i)
+    result.warnings.push_back("RNG overlap: " + describe_overlap(result, result.overlaps[i]));
+  if (result.overlap_count > kListed) {
+    result.warnings.push_back(
+        fmt::format("... and {} more RNG overlaps (see --json)", result.overlap_count - kListed));
+  }
+}
+
 }  // namespace
 
 ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options) {
@@ -104,7 +125,9 @@ ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options)
   result.file = scenario.file;
   result.description = scenario.description;
   result.world_size = scenario.world_size;
-  result.outcome_expected = !scenario.outcomes.empty();
+  result.outcome_expected =
+      std::any_of(scenario.outcomes.begin(), scenario.outcomes.end(),
+                  [](const auto& o) { return o->declares_run_outcome(); });
   const auto n = static_cast<size_t>(scenario.world_size);
   result.failures.resize(n);
 
@@ -195,6 +218,7 @@ ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options)
   if (backends.timeout())
     keep_hang(analyze_hang(activity, backends.rendezvous(), backends.timeout()));
   result.warnings = backends.warnings();
+  add_rng_findings(result);
   if (result.omitted_values > 0) {
     result.warnings.push_back(fmt::format(
         "{} dumped or expected values were left out of the report, which reached its limit of {} "
@@ -203,6 +227,7 @@ ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options)
   }
   for (const auto& outcome : scenario.outcomes)
     result.expectations.push_back(outcome->check(result));
+  result.cross_rank_samples.clear();  // checked; the report keeps what failed
   if (options.trace) result.trace = trace.events(0, scenario.name, scenario.world_size);
   result.schedule_digest = world.schedule().digest;
   result.schedule_decisions = world.schedule().decisions;

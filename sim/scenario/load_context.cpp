@@ -165,7 +165,7 @@ bool LoadContext::boolean_of(const toml::node& node, std::string_view what) cons
   fail(node, fmt::format("{} must be true or false, not {}", what, describe_type(node)));
 }
 
-double LoadContext::seconds_of(const toml::node& node, std::string_view what, Zero zero) const {
+double LoadContext::number_of(const toml::node& node, std::string_view what) const {
   double v = 0;
   if (const auto* f = node.as_floating_point()) {
     v = f->get();
@@ -175,6 +175,11 @@ double LoadContext::seconds_of(const toml::node& node, std::string_view what, Ze
     fail(node, fmt::format("{} must be a number, not {}", what, describe_type(node)));
   }
   if (!std::isfinite(v)) fail(node, fmt::format("{} must be a finite number, not {}", what, v));
+  return v;
+}
+
+double LoadContext::seconds_of(const toml::node& node, std::string_view what, Zero zero) const {
+  const double v = number_of(node, what);
   if (v < 0 || (zero == Zero::kRefused && v < kMinPositive)) {
     fail(node,
          fmt::format("{} must be {}, got {:g}", what,

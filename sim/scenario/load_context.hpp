@@ -50,6 +50,11 @@ class LoadContext : public ExpressionSchema {
   // `name.0`, `name.1`, ... up to the world size (all_gather's results), without listing them.
   void declare_tensor_per_rank(const std::string& name) { per_rank_tensors_.insert(name); }
   bool has_tensor(const std::string& name) const;
+  // nn.Linear modules created so far (their parameters are declared as tensors).
+  void declare_module(const std::string& name) { modules_.insert(name); }
+  bool has_module(const std::string& name) const { return modules_.count(name) > 0; }
+  // Ids of cross-rank expectations, in file order.
+  int64_t next_cross_rank_id() { return next_cross_rank_id_++; }
 
   // --- Typed TOML access; every failure is an InputError at the node ---
   SourceLocation at(const toml::node& node) const;
@@ -63,6 +68,8 @@ class LoadContext : public ExpressionSchema {
   std::string string_of(const toml::node& node, std::string_view what) const;
   int64_t integer_of(const toml::node& node, std::string_view what) const;
   bool boolean_of(const toml::node& node, std::string_view what) const;
+  // An integer or a float, finite.
+  double number_of(const toml::node& node, std::string_view what) const;
   // A duration or cost-model value: an integer or a float, finite, not negative, at most
   // kMaxSeconds (so virtual clocks stay finite); when zero is refused, at least kMinPositive.
   enum class Zero { kAllowed, kRefused };
@@ -82,6 +89,8 @@ class LoadContext : public ExpressionSchema {
   std::map<std::string, std::vector<std::string>> flattened_;
   std::set<std::string> tensors_;
   std::set<std::string> per_rank_tensors_;
+  std::set<std::string> modules_;
+  int64_t next_cross_rank_id_ = 0;
   const Expression* entry_when_ = nullptr;
 };
 

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/report/rng_overlap.hpp"
 #include "sim/runtime/hang_report.hpp"
 
 namespace meshsim::sim {
@@ -138,6 +139,31 @@ class RankFailedExpectation final : public OutcomeExpectation {
   int64_t line_ = 0;
 };
 
+// `rng_overlap = { count = 2, contains = "shard 1" }`: how many overlapping draws the run found
+// (and text one of their descriptions holds).
+class RngOverlapExpectation final : public OutcomeExpectation {
+ public:
+  ExpectationRecord check(const ScenarioResult& result) const override {
+    Json described = Json::array();
+    bool found = contains_.empty();
+    for (const RngOverlap& o : result.overlaps) {
+      std::string text = describe_overlap(result, o);
+      found = found || text.find(contains_) != std::string::npos;
+      described.push_back(std::move(text));
+    }
+    Json observed{{"count", result.overlap_count}, {"overlaps", std::move(described)}};
+    Json expected = Json::object();
+    if (count_) expected["count"] = *count_;
+    if (!contains_.empty()) expected["contains"] = contains_;
+    const bool passed = (!count_ || result.overlap_count == *count_) && found;
+    return {where, -1, "rng_overlap", passed, std::move(observed), std::move(expected)};
+  }
+  bool declares_run_outcome() const override { return false; }
+
+  std::optional<uint64_t> count_;
+  std::string contains_;
+};
+
 Json to_json(const toml::node& node, const LoadContext& ctx) {
   if (const auto* s = node.as_string()) return s->get();
   if (const auto* i = node.as_integer()) return i->get();
@@ -158,7 +184,8 @@ Json to_json(const toml::node& node, const LoadContext& ctx) {
 }  // namespace
 
 const std::vector<std::string_view>& outcome_keys() {
-  static const std::vector<std::string_view> k{"deadlock", "desync", "timeout", "rank_failed"};
+  static const std::vector<std::string_view> k{"deadlock", "desync", "timeout", "rank_failed",
+                                               "rng_overlap"};
   return k;
 }
 
@@ -167,7 +194,20 @@ std::unique_ptr<OutcomeExpectation> parse_outcome(std::string_view key, const to
   const toml::table* table = node.as_table();
   if (table == nullptr) ctx.fail(node, fmt::format("{} must be a table", key));
   std::unique_ptr<OutcomeExpectation> out;
-  if (key == "rank_failed") {
+  if (key == "rng_overlap") {
+    ctx.only_keys(*table, {"count", "contains"}, "rng_overlap");
+    auto e = std::make_unique<RngOverlapExpectation>();
+    if (const toml::node* c = table->get("count")) {
+      const int64_t count = ctx.integer_of(*c, "count");
+      if (count < 0) ctx.fail(*c, "count must be zero or positive");
+      e->count_ = static_cast<uint64_t>(count);
+    }
+    if (const toml::node* c = table->get("contains")) e->contains_ = ctx.string_of(*c, "contains");
+    if (!e->count_ && e->contains_.empty()) {
+      ctx.fail(node, "rng_overlap needs count (0 for none) or contains");
+    }
+    out = std::move(e);
+  } else if (key == "rank_failed") {
     ctx.only_keys(*table, {"rank", "type", "contains", "line"}, "rank_failed");
     auto e = std::make_unique<RankFailedExpectation>();
     e->rank_ = ctx.integer_of(ctx.require(*table, "rank", "rank_failed"), "rank");

@@ -13,6 +13,8 @@
 #include "sim/scenario/expression.hpp"
 #include "sim/scenario/source_location.hpp"
 #include "src/error.hpp"
+#include "src/rng/gpu_profile.hpp"
+#include "src/rng/rank_rng.hpp"
 
 namespace meshsim::sim {
 
@@ -46,6 +48,9 @@ class OutcomeExpectation {
  public:
   virtual ~OutcomeExpectation() = default;
   virtual ExpectationRecord check(const ScenarioResult& result) const = 0;
+  // Whether it states how the run ends (a hang, a failed rank): then those are what the scenario
+  // tests, not failures. Checks of what ranks computed (distinct, equal, overlaps) do not.
+  virtual bool declares_run_outcome() const { return true; }
   SourceLocation where;
 };
 
@@ -56,6 +61,10 @@ struct Scenario {
   int64_t world_size = 0;
   std::string device_type = "cuda";
   CostModel cost;
+  // Whose DTensor seeding rules apply (`torch = "2.6"`), and the GPU whose kernel launches the
+  // random numbers are predicted for (`gpu = "H200"` or { sms, max_threads_per_sm }).
+  RngProfile rng_profile = RngProfile::kLatest;
+  GpuProfile gpu = *find_gpu("H200");
   std::vector<std::unique_ptr<Step>> steps;
   std::vector<std::unique_ptr<OutcomeExpectation>> outcomes;
   std::vector<Fault> faults;  // [[fault]] entries

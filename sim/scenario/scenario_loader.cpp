@@ -54,7 +54,10 @@ std::optional<RaisesSpec> parse_raises(const toml::table& entry, LoadContext& ct
   return spec;
 }
 
-std::unique_ptr<Step> parse_entry(const Entry& e, LoadContext& ctx) {
+// One program entry. A cross-rank expectation also gives the check it runs after the run, in
+// `after_run`.
+std::unique_ptr<Step> parse_entry(const Entry& e, LoadContext& ctx,
+                                  std::unique_ptr<OutcomeExpectation>& after_run) {
   const toml::table& table = *e.table;
   std::optional<Expression> when;
   if (const toml::node* w = table.get("when")) when = ctx.expression_of(*w, "when");
@@ -66,7 +69,12 @@ std::unique_ptr<Step> parse_entry(const Entry& e, LoadContext& ctx) {
     step = parse_mesh_definition(table, ctx, raises ? Raises::kYes : Raises::kNo);
   } else if (e.array == "expect") {
     if (raises) ctx.fail(*table.get("raises"), "an expectation cannot take raises");
-    step = parse_expectation(table, ctx);
+    if (std::optional<CrossRankExpectation> c = parse_cross_rank_expectation(table, ctx)) {
+      step = std::move(c->record);
+      after_run = std::move(c->check);
+    } else {
+      step = parse_expectation(table, ctx);
+    }
   } else {
     const toml::node* value = nullptr;
     for (const auto& [key, v] : table) {
@@ -156,6 +164,26 @@ std::vector<Fault> parse_faults(const toml::node& node, const LoadContext& ctx) 
   return out;
 }
 
+// `gpu = "H200"` (a name of rng.md's table) or `gpu = { sms = 132, max_threads_per_sm = 2048 }`.
+GpuProfile parse_gpu(const toml::node& node, const LoadContext& ctx) {
+  if (const toml::table* t = node.as_table()) {
+    ctx.only_keys(*t, {"sms", "max_threads_per_sm"}, "gpu");
+    try {
+      return GpuProfile::custom(
+          ctx.integer_of(ctx.require(*t, "sms", "gpu"), "sms"),
+          ctx.integer_of(ctx.require(*t, "max_threads_per_sm", "gpu"), "max_threads_per_sm"));
+    } catch (const Error& e) {
+      ctx.fail(node, e.what());
+    }
+  }
+  const std::string name = ctx.string_of(node, "gpu (a name or { sms, max_threads_per_sm })");
+  if (std::optional<GpuProfile> gpu = find_gpu(name)) return *gpu;
+  std::vector<std::string> names;
+  for (const GpuProfile& g : known_gpus()) names.push_back(g.name);
+  ctx.fail(node, fmt::format("unknown GPU \"{}\" (known: {}; or give {{ sms, max_threads_per_sm }})",
+                             name, fmt::join(names, ", ")));
+}
+
 // An [[expect]] about how the run ends, or nullptr for any other entry.
 std::unique_ptr<OutcomeExpectation> parse_outcome_entry(const Entry& e, LoadContext& ctx) {
   if (e.array != "expect") return nullptr;
@@ -194,7 +222,8 @@ Scenario load_scenario_text(std::string_view text, const std::string& file) {
   const toml::table& head = *scenario_node->as_table();
   header.only_keys(
       head,
-      {"name", "description", "world_size", "device", "timeout_s", "latency_us", "bandwidth_gbps"},
+      {"name", "description", "world_size", "device", "timeout_s", "latency_us", "bandwidth_gbps",
+       "torch", "gpu"},
       "[scenario]");
   Scenario s;
   s.file = file;
@@ -212,6 +241,15 @@ Scenario load_scenario_text(std::string_view text, const std::string& file) {
     if (node == nullptr) return;
     field = header.seconds_of(*node, key, LoadContext::Zero::kRefused) * scale;
   };
+  if (const toml::node* t = head.get("torch")) {
+    const std::optional<RngProfile> profile = parse_rng_profile(header.string_of(*t, "torch"));
+    if (!profile) {
+      header.fail(*t, "torch must be \"latest\" (2.9 and later: DTensor ops advance the default "
+                      "generator) or \"2.6\" (the tracker keeps its own state)");
+    }
+    s.rng_profile = *profile;
+  }
+  if (const toml::node* g = head.get("gpu")) s.gpu = parse_gpu(*g, header);
   positive("timeout_s", 1.0, s.cost.timeout_s);
   positive("latency_us", 1e-6, s.cost.latency_s);
   positive("bandwidth_gbps", 1e9 / 8, s.cost.bandwidth_bytes_per_s);
@@ -241,7 +279,9 @@ Scenario load_scenario_text(std::string_view text, const std::string& file) {
     if (std::unique_ptr<OutcomeExpectation> outcome = parse_outcome_entry(e, ctx)) {
       s.outcomes.push_back(std::move(outcome));
     } else {
-      s.steps.push_back(parse_entry(e, ctx));
+      std::unique_ptr<OutcomeExpectation> after_run;
+      s.steps.push_back(parse_entry(e, ctx, after_run));
+      if (after_run) s.outcomes.push_back(std::move(after_run));
     }
   }
   return s;

@@ -40,6 +40,8 @@ const StepRegistry& StepRegistry::builtin() {
             return parse_expectation(*table, ctx);
           });
     register_collective_steps(r);
+    register_random_steps(r);
+    register_module_steps(r);
     return r;
   }();
   return registry;

@@ -51,6 +51,20 @@ std::unique_ptr<Step> parse_dump(const toml::node& value, const toml::table& ent
 // Registers tensor, the collectives, send/recv, object collectives and sleep.
 void register_collective_steps(StepRegistry& registry);
 
+// An [[expect]] with `distinct` or `equal`: a step every rank runs to record what it holds, and
+// the comparison across ranks after the run. nullopt for any other [[expect]].
+struct CrossRankExpectation {
+  std::unique_ptr<Step> record;
+  std::unique_ptr<OutcomeExpectation> check;
+};
+std::optional<CrossRankExpectation> parse_cross_rank_expectation(const toml::table& entry,
+                                                                 LoadContext& ctx);
+
+// Registers dtensor, manual_seed, rand, randn, the in-place random ops and distribute_region.
+void register_random_steps(StepRegistry& registry);
+// Registers linear, parallelize, fully_shard, to_empty and reset_parameters.
+void register_module_steps(StepRegistry& registry);
+
 // Keys every entry may carry besides its kind.
 inline constexpr std::string_view kCommonKeys[] = {"when", "raises"};
 

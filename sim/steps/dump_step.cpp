@@ -1,4 +1,5 @@
-// `dump = { mesh = "m", shape = [...], placements = [...] }`: records what a rank sees.
+// `dump = { mesh = "m", shape = [...], placements = [...] }`, `dump = { tensor = "w" }` or
+// `dump = { rng = true }`: records what a rank sees.
 #include <fmt/format.h>
 
 #include "sim/run/query.hpp"
@@ -11,6 +12,14 @@ namespace {
 class DumpStep final : public Step {
  public:
   void run(RankState& rank) const override {
+    if (!tensor_.empty()) {
+      rank.record_dump(*this, fmt::format("tensor {}", tensor_), describe_value(rank, tensor_));
+      return;
+    }
+    if (rng_) {
+      rank.record_dump(*this, "rng", describe_rng(rank.rng()));
+      return;
+    }
     Json value = describe_mesh(rank, mesh_);
     std::string what = fmt::format("mesh {}", mesh_);
     if (shard_) {
@@ -22,6 +31,8 @@ class DumpStep final : public Step {
   }
 
   std::string mesh_;
+  std::string tensor_;
+  bool rng_ = false;
   std::optional<Query> shard_;
   std::optional<Query> indices_;
 };
@@ -36,7 +47,19 @@ std::unique_ptr<Step> parse_dump(const toml::node& value, const toml::table&, Lo
     ctx.require_mesh(value, step->mesh_);
     return step;
   }
-  ctx.only_keys(*table, {"mesh", "shape", "placements"}, "dump");
+  ctx.only_keys(*table, {"mesh", "shape", "placements", "tensor", "rng"}, "dump");
+  if (const toml::node* t = table->get("tensor")) {
+    if (table->size() != 1) ctx.fail(*table, "dump = { tensor = ... } takes nothing else");
+    step->tensor_ = ctx.string_of(*t, "tensor");
+    if (!ctx.has_tensor(step->tensor_))
+      ctx.fail(*t, fmt::format("no tensor \"{}\" is set before this", step->tensor_));
+    return step;
+  }
+  if (const toml::node* r = table->get("rng")) {
+    if (table->size() != 1 || !ctx.boolean_of(*r, "rng")) ctx.fail(*table, "write dump = { rng = true }");
+    step->rng_ = true;
+    return step;
+  }
   const toml::node& mesh = ctx.require(*table, "mesh", "dump");
   step->mesh_ = ctx.string_of(mesh, "mesh");
   ctx.require_mesh(mesh, step->mesh_);

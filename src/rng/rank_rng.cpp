@@ -52,6 +52,7 @@ std::optional<RngProfile> parse_rng_profile(std::string_view text) {
 }
 
 std::string RandomOp::describe() const {
+  if (!label.empty()) return label;
   switch (kind) {
     case Kind::kUniform:
       return fmt::format("uniform_({}, {})", a, b);

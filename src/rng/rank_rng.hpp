@@ -35,7 +35,9 @@ struct RandomOp {
   Kind kind = Kind::kUniform;
   double a = 0.0;
   double b = 1.0;
-  // "uniform_(-0.5, 0.5)", "normal_(0, 1)", "bernoulli_(0.3)", "exponential_(1)".
+  // What the user called, when it is not the in-place op itself ("rand", "kaiming_uniform_").
+  std::string label;
+  // The label, or "uniform_(-0.5, 0.5)", "normal_(0, 1)", "bernoulli_(0.3)", "exponential_(1)".
   std::string describe() const;
 };
 

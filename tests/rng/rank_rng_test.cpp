@@ -22,7 +22,7 @@ using V = std::vector<double>;
 namespace {
 
 const meshsim::GpuProfile kH200 = *meshsim::find_gpu("H200");
-const RandomOp kRand{RandomOp::Kind::kUniform, 0.0, 1.0};
+const RandomOp kRand{RandomOp::Kind::kUniform, 0.0, 1.0, {}};
 
 std::vector<Placement> placements(std::initializer_list<const char*> names) {
   std::vector<Placement> out;
@@ -211,7 +211,7 @@ TEST_CASE("rank rng: meta tensors, a disabled region and exponential_ skip the o
       const DeviceMesh mesh = DeviceMesh::init(groups, "cuda", std::vector<int64_t>{2});
       RankRng rng(RngProfile::kLatest, kH200);
       DTensor t = DTensor::zeros(DTensorSpec{mesh, placements({"Shard(0)"}), {8}});
-      rng.random_(t, RandomOp{RandomOp::Kind::kExponential, 1.0, 0.0}, no_broadcast);
+      rng.random_(t, RandomOp{RandomOp::Kind::kExponential, 1.0, 0.0, {}}, no_broadcast);
       CHECK_FALSE(rng.has_tracker());
       got[r] = first_values(t, 4);
     }

@@ -1,0 +1,251 @@
+// DTensors and random numbers: `dtensor`, torch's and DTensor's `manual_seed`, the `rand` /
+// `randn` factories, the in-place random ops, and `distribute_region`.
+#include <fmt/format.h>
+
+#include "sim/run/query.hpp"
+#include "sim/run/rank_state.hpp"
+#include "sim/scenario/step_registry.hpp"
+
+namespace meshsim::sim {
+
+namespace {
+
+// What a DTensor-making step says about the global tensor.
+struct DTensorShape {
+  std::string mesh;  // empty: a plain tensor of this rank (factories only)
+  std::vector<int64_t> shape;
+  std::vector<Placement> placements;  // empty: Replicate() on every mesh dim
+  DType dtype = DType::kFloat32;
+
+  DTensorSpec spec(const RankState& rank) const {
+    const DeviceMesh& m = rank.mesh(mesh);
+    std::vector<Placement> p = placements;
+    if (p.empty()) p.assign(m.ndim(), Replicate{});
+    return DTensorSpec{m, std::move(p), shape, dtype};
+  }
+};
+
+DType dtype_of(const toml::node& node, const LoadContext& ctx) {
+  const std::string text = ctx.string_of(node, "dtype");
+  const std::optional<DType> d = parse_dtype(text);
+  if (!d) ctx.fail(node, fmt::format("unknown dtype \"{}\"", text));
+  return *d;
+}
+
+DTensorShape dtensor_shape_of(const toml::table& args, LoadContext& ctx, std::string_view what,
+                              bool mesh_required) {
+  DTensorShape out;
+  const toml::node& shape = ctx.require(args, "shape", what);
+  out.shape = ctx.integers_of(shape, "shape");
+  if (out.shape.size() > Tensor::kMaxDims)
+    ctx.fail(shape, fmt::format("a tensor has at most {} dims", Tensor::kMaxDims));
+  for (int64_t s : out.shape) {
+    if (s < 0) ctx.fail(shape, "tensor sizes must be non-negative");
+  }
+  if (const toml::node* d = args.get("dtype")) out.dtype = dtype_of(*d, ctx);
+  const toml::node* mesh = mesh_required ? &ctx.require(args, "mesh", what) : args.get("mesh");
+  if (mesh == nullptr) {
+    if (args.get("placements")) ctx.fail(*args.get("placements"), "placements need a mesh");
+    return out;
+  }
+  out.mesh = ctx.string_of(*mesh, "mesh");
+  const LoadContext::MeshInfo& info = ctx.require_mesh(*mesh, out.mesh);
+  if (const toml::node* p = args.get("placements")) {
+    out.placements = placements_of(*p, ctx);
+    if (out.placements.size() != info.ndim) {
+      ctx.fail(*p, fmt::format("{} placements for mesh \"{}\", which has {} dims",
+                               out.placements.size(), out.mesh, info.ndim));
+    }
+    for (const Placement& pl : out.placements) {
+      const int64_t d = sharded_dim(pl);
+      const auto ndim = static_cast<int64_t>(out.shape.size());
+      if (d >= ndim || d < -ndim) {
+        ctx.fail(*p, fmt::format("{} shards dim {} of a {}-d tensor", placement_name(pl), d, ndim));
+      }
+    }
+  }
+  return out;
+}
+
+// `dtensor = { name, mesh, shape, placements, dtype, meta }`: zeros laid out over the mesh.
+class DTensorStep final : public Step {
+ public:
+  void run(RankState& rank) const override {
+    rank.set_dtensor(name_, DTensor::zeros(shape_.spec(rank), meta_ ? Tensor::Storage::kMeta
+                                                                    : Tensor::Storage::kMaterialized));
+  }
+  std::string name_;
+  DTensorShape shape_;
+  bool meta_ = false;
+};
+
+// `manual_seed = "expr"` is torch.manual_seed; `manual_seed = { seed, mesh }` is DTensor's.
+class ManualSeedStep final : public Step {
+ public:
+  void run(RankState& rank) const override {
+    // Python's seeds are taken modulo 2^64: negative ones in two's complement.
+    const auto seed = static_cast<uint64_t>(seed_->evaluate(rank));
+    if (mesh_.empty()) {
+      rank.rng().manual_seed(seed);
+    } else {
+      rank.rng().dtensor_manual_seed(seed, rank.mesh(mesh_));
+    }
+  }
+  std::optional<Expression> seed_;
+  std::string mesh_;
+};
+
+// `rand = { name, shape, mesh, placements, dtype }` (randn alike): DTensor factories with a mesh,
+// torch.rand on this rank without one.
+class FactoryStep final : public Step {
+ public:
+  void run(RankState& rank) const override {
+    auto broadcast = [&rank](const PhiloxState& s) { return rank.broadcast_rng_state(s); };
+    if (shape_.mesh.empty()) {
+      Tensor t(shape_.shape, shape_.dtype);
+      const RankRng::OpResult r = rank.rng().random_(t, op_);
+      rank.record_draw(*this, name_, r);
+      rank.set_tensor(name_, std::move(t));
+      return;
+    }
+    DTensor t = DTensor::zeros(shape_.spec(rank));
+    const RankRng::OpResult r = rank.rng().random_factory(t, op_, broadcast);
+    rank.record_draw(*this, name_, r);
+    rank.set_dtensor(name_, std::move(t));
+  }
+  std::string name_;
+  DTensorShape shape_;
+  RandomOp op_;
+};
+
+// `uniform_ = { tensor, from, to }`, `normal_ = { tensor, mean, std }`, `bernoulli_ = { tensor,
+// p }`, `exponential_ = { tensor, lambda }`: in place on a tensor or a DTensor.
+class InPlaceRandomStep final : public Step {
+ public:
+  void run(RankState& rank) const override {
+    if (std::holds_alternative<Tensor>(rank.value(tensor_))) {
+      Tensor t = rank.tensor(tensor_);
+      rank.record_draw(*this, tensor_, rank.rng().random_(t, op_));
+      rank.set_tensor(tensor_, std::move(t));
+      return;
+    }
+    auto broadcast = [&rank](const PhiloxState& s) { return rank.broadcast_rng_state(s); };
+    rank.record_draw(*this, tensor_, rank.rng().random_(rank.dtensor(tensor_), op_, broadcast));
+  }
+  std::string tensor_;
+  RandomOp op_;
+};
+
+class DistributeRegionStep final : public Step {
+ public:
+  void run(RankState& rank) const override { rank.rng().set_distribute_region_enabled(enabled_); }
+  bool enabled_ = true;
+};
+
+const toml::table& args_of(const toml::node& value, const LoadContext& ctx, std::string_view what) {
+  const toml::table* t = value.as_table();
+  if (t == nullptr) ctx.fail(value, fmt::format("{} must be a table of arguments", what));
+  return *t;
+}
+
+StepParser factory_parser(RandomOp::Kind kind, std::string_view key) {
+  return [kind, key](const toml::node& value, const toml::table&,
+                     LoadContext& ctx) -> std::unique_ptr<Step> {
+    const toml::table& args = args_of(value, ctx, key);
+    ctx.only_keys(args, {"name", "shape", "mesh", "placements", "dtype"}, key);
+    auto step = std::make_unique<FactoryStep>();
+    step->name_ = ctx.string_of(ctx.require(args, "name", key), "name");
+    step->shape_ = dtensor_shape_of(args, ctx, key, false);
+    step->op_ = RandomOp{kind, 0.0, 1.0, std::string(key)};
+    ctx.declare_tensor(step->name_);
+    return step;
+  };
+}
+
+struct OpKeys {
+  std::string_view key;
+  RandomOp::Kind kind;
+  std::string_view a, b;  // parameter names ("" when the op takes fewer)
+  double a_default, b_default;
+};
+
+StepParser in_place_parser(OpKeys k) {
+  return [k](const toml::node& value, const toml::table&, LoadContext& ctx) -> std::unique_ptr<Step> {
+    auto step = std::make_unique<InPlaceRandomStep>();
+    step->op_ = RandomOp{k.kind, k.a_default, k.b_default, {}};
+    const toml::node* tensor = &value;
+    if (const toml::table* args = value.as_table()) {
+      std::vector<std::string_view> keys{"tensor", k.a};
+      if (!k.b.empty()) keys.push_back(k.b);
+      for (const auto& [name, v] : *args) {
+        if (std::find(keys.begin(), keys.end(), name.str()) == keys.end()) {
+          throw InputError(ctx.at(name.source()),
+                           fmt::format("unknown key \"{}\" in {} (expected: {})", name.str(), k.key,
+                                       fmt::join(keys, ", ")));
+        }
+      }
+      tensor = &ctx.require(*args, "tensor", k.key);
+      if (const toml::node* a = args->get(k.a)) step->op_.a = ctx.number_of(*a, k.a);
+      if (!k.b.empty()) {
+        if (const toml::node* b = args->get(k.b)) step->op_.b = ctx.number_of(*b, k.b);
+      }
+    }
+    step->tensor_ = ctx.string_of(*tensor, "tensor");
+    if (!ctx.has_tensor(step->tensor_))
+      ctx.fail(*tensor, fmt::format("no tensor \"{}\" is set before this", step->tensor_));
+    return step;
+  };
+}
+
+}  // namespace
+
+void register_random_steps(StepRegistry& r) {
+  r.add("dtensor",
+        "a zero DTensor: { name, mesh, shape, placements = [\"Shard(0)\", ...], dtype, meta }",
+        [](const toml::node& value, const toml::table&, LoadContext& ctx) -> std::unique_ptr<Step> {
+          const toml::table& args = args_of(value, ctx, "dtensor");
+          ctx.only_keys(args, {"name", "mesh", "shape", "placements", "dtype", "meta"}, "dtensor");
+          auto step = std::make_unique<DTensorStep>();
+          step->name_ = ctx.string_of(ctx.require(args, "name", "dtensor"), "name");
+          step->shape_ = dtensor_shape_of(args, ctx, "dtensor", true);
+          if (const toml::node* m = args.get("meta")) step->meta_ = ctx.boolean_of(*m, "meta");
+          ctx.declare_tensor(step->name_);
+          return step;
+        });
+  r.add("manual_seed",
+        "torch.manual_seed(seed) (\"expr\"), or DTensor's manual_seed with { seed, mesh }",
+        [](const toml::node& value, const toml::table&, LoadContext& ctx) -> std::unique_ptr<Step> {
+          auto step = std::make_unique<ManualSeedStep>();
+          if (const toml::table* args = value.as_table()) {
+            ctx.only_keys(*args, {"seed", "mesh"}, "manual_seed");
+            step->seed_ = ctx.expression_of(ctx.require(*args, "seed", "manual_seed"), "seed");
+            const toml::node& mesh = ctx.require(*args, "mesh", "manual_seed");
+            step->mesh_ = ctx.string_of(mesh, "mesh");
+            ctx.require_mesh(mesh, step->mesh_);
+          } else {
+            step->seed_ = ctx.expression_of(value, "seed");
+          }
+          return step;
+        });
+  r.add("rand", "torch.rand / distributed.tensor.rand: { name, shape, mesh, placements, dtype }",
+        factory_parser(RandomOp::Kind::kUniform, "rand"));
+  r.add("randn", "torch.randn / distributed.tensor.randn: { name, shape, mesh, placements, dtype }",
+        factory_parser(RandomOp::Kind::kNormal, "randn"));
+  r.add("uniform_", "Tensor.uniform_: { tensor, from = 0, to = 1 }",
+        in_place_parser({"uniform_", RandomOp::Kind::kUniform, "from", "to", 0.0, 1.0}));
+  r.add("normal_", "Tensor.normal_: { tensor, mean = 0, std = 1 }",
+        in_place_parser({"normal_", RandomOp::Kind::kNormal, "mean", "std", 0.0, 1.0}));
+  r.add("bernoulli_", "Tensor.bernoulli_: { tensor, p = 0.5 }",
+        in_place_parser({"bernoulli_", RandomOp::Kind::kBernoulli, "p", "", 0.5, 0.0}));
+  r.add("exponential_", "Tensor.exponential_: { tensor, lambda = 1 }",
+        in_place_parser({"exponential_", RandomOp::Kind::kExponential, "lambda", "", 1.0, 0.0}));
+  r.add("distribute_region",
+        "set the DTensor RNG tracker's distribute_region_enabled (true or false)",
+        [](const toml::node& value, const toml::table&, LoadContext& ctx) -> std::unique_ptr<Step> {
+          auto step = std::make_unique<DistributeRegionStep>();
+          step->enabled_ = ctx.boolean_of(value, "distribute_region");
+          return step;
+        });
+}
+
+}  // namespace meshsim::sim
