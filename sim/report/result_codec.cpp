@@ -35,9 +35,10 @@ DrawRecord draw_of(const Json& j) {
   d.where = where_of(j.at("where"));
   d.tensor = j.at("tensor").get<std::string>();
   d.draw.op = j.at("op").get<std::string>();
-  d.draw.generator = j.at("generator").get<std::string>() == generator_name(Draw::Generator::kTracker)
-                         ? Draw::Generator::kTracker
-                         : Draw::Generator::kDefault;
+  d.draw.generator =
+      j.at("generator").get<std::string>() == generator_name(Draw::Generator::kTracker)
+          ? Draw::Generator::kTracker
+          : Draw::Generator::kDefault;
   d.draw.seed = j.at("seed").get<uint64_t>();
   d.draw.offset = j.at("offset").get<uint64_t>();
   d.draw.words = j.at("words").get<uint64_t>();
@@ -133,9 +134,12 @@ std::optional<ScenarioResult> decode_result(const Json& j) {
     r.crash = j.at("crash").get<std::string>();
     for (const Json& d : j.at("draws")) r.draws.push_back(draw_of(d));
     for (const Json& o : j.at("overlaps")) {
-      RngOverlap v{o.at(0).get<size_t>(), o.at(1).get<size_t>(),
-                   o.at(2).get<std::vector<int64_t>>(), o.at(3).get<std::vector<int64_t>>(),
-                   o.at(4).get<uint64_t>(), o.at(5).get<uint64_t>()};
+      RngOverlap v{o.at(0).get<size_t>(),
+                   o.at(1).get<size_t>(),
+                   o.at(2).get<std::vector<int64_t>>(),
+                   o.at(3).get<std::vector<int64_t>>(),
+                   o.at(4).get<uint64_t>(),
+                   o.at(5).get<uint64_t>()};
       if (v.first >= r.draws.size() || v.second >= r.draws.size()) return std::nullopt;
       r.overlaps.push_back(std::move(v));
     }

@@ -44,9 +44,9 @@ void find_rng_overlaps(ScenarioResult& result) {
   for (size_t i = 0; i < result.draws.size(); ++i) {
     const DrawRecord& r = result.draws[i];
     const uint64_t begin = r.draw.offset / 4;
-    DrawKey key{r.draw.seed,       begin,           begin + r.draw.words / 4,
-                r.where.file,      r.where.line,    r.where.column,
-                r.tensor,          r.draw.shard_index.value_or(-1)};
+    DrawKey key{
+        r.draw.seed,    begin,    begin + r.draw.words / 4,       r.where.file, r.where.line,
+        r.where.column, r.tensor, r.draw.shard_index.value_or(-1)};
     auto [it, fresh] = groups.try_emplace(std::move(key), DrawGroup{i, {}});
     it->second.ranks.push_back(r.rank);
   }
@@ -55,7 +55,8 @@ void find_rng_overlaps(ScenarioResult& result) {
   uint64_t comparisons = 0;
   for (auto it = groups.cbegin(); it != groups.cend(); ++it) {
     const DrawKey& k = it->first;
-    std::erase_if(open, [&](const auto& o) { return o->first.seed != k.seed || o->first.end <= k.begin; });
+    std::erase_if(
+        open, [&](const auto& o) { return o->first.seed != k.seed || o->first.end <= k.begin; });
     for (const auto& o : open) {
       if (++comparisons > kMaxComparisons) break;
       if (o->first.same_source(k)) continue;
@@ -79,9 +80,8 @@ std::string describe_overlap(const ScenarioResult& result, const RngOverlap& ove
     const DrawRecord& r = result.draws[index];
     const std::string shard =
         r.draw.shard_index ? fmt::format("shard {}, ", *r.draw.shard_index) : std::string();
-    return fmt::format("{} into \"{}\" ({}, {}rank{} {})", r.draw.op, r.tensor,
-                       r.where.to_string(), shard, ranks.size() == 1 ? "" : "s",
-                       rank_ranges(ranks));
+    return fmt::format("{} into \"{}\" ({}, {}rank{} {})", r.draw.op, r.tensor, r.where.to_string(),
+                       shard, ranks.size() == 1 ? "" : "s", rank_ranges(ranks));
   };
   return fmt::format(
       "seed {}: {} and {} both read Philox counter blocks [{}, {}): they draw the same random "

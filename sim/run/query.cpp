@@ -192,8 +192,8 @@ Json describe_value(const RankState& rank, const std::string& name) {
     const DTensorSpec& spec = d->spec();
     out["dtensor"] = spec.describe();
     out["stride"] = spec.stride();
-    const LocalShard s = compute_local_shape_and_global_offset(spec.shape, spec.mesh.shape(),
-                                                               spec.mesh.coordinate(), spec.placements);
+    const LocalShard s = compute_local_shape_and_global_offset(
+        spec.shape, spec.mesh.shape(), spec.mesh.coordinate(), spec.placements);
     out["local_offset"] = s.offset;
   }
   out["local"] = local.describe();

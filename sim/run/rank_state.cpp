@@ -49,7 +49,8 @@ DTensor& RankState::dtensor(const std::string& name) {
   value(name);  // throws for an unknown name
   DTensor* d = std::get_if<DTensor>(&values_.at(name));
   if (d == nullptr) {
-    throw runtime_error(fmt::format("\"{}\" is a plain tensor on rank {}, not a DTensor", name, rank_));
+    throw runtime_error(
+        fmt::format("\"{}\" is a plain tensor on rank {}, not a DTensor", name, rank_));
   }
   return *d;
 }
@@ -72,8 +73,7 @@ PhiloxState RankState::broadcast_rng_state(const PhiloxState& mine) {
   std::memcpy(state.mutable_bytes().data(), bytes.data(), bytes.size());
   backend_->broadcast(state, 0, group("", ""));
   const std::span<const std::byte> got = state.bytes();
-  return PhiloxState::from_bytes(
-      {reinterpret_cast<const uint8_t*>(got.data()), got.size()});
+  return PhiloxState::from_bytes({reinterpret_cast<const uint8_t*>(got.data()), got.size()});
 }
 
 void RankState::record_draw(const Step& step, const std::string& tensor,

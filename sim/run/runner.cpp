@@ -5,8 +5,8 @@
 
 #include <fmt/format.h>
 
-#include "sim/run/rank_error.hpp"
 #include "sim/report/rng_overlap.hpp"
+#include "sim/run/rank_error.hpp"
 #include "sim/run/rank_state.hpp"
 #include "sim/runtime/crash_handler.hpp"
 #include "sim/runtime/fiber_stack.hpp"
@@ -125,9 +125,8 @@ ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options)
   result.file = scenario.file;
   result.description = scenario.description;
   result.world_size = scenario.world_size;
-  result.outcome_expected =
-      std::any_of(scenario.outcomes.begin(), scenario.outcomes.end(),
-                  [](const auto& o) { return o->declares_run_outcome(); });
+  result.outcome_expected = std::any_of(scenario.outcomes.begin(), scenario.outcomes.end(),
+                                        [](const auto& o) { return o->declares_run_outcome(); });
   const auto n = static_cast<size_t>(scenario.world_size);
   result.failures.resize(n);
 

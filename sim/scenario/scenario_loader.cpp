@@ -180,8 +180,9 @@ GpuProfile parse_gpu(const toml::node& node, const LoadContext& ctx) {
   if (std::optional<GpuProfile> gpu = find_gpu(name)) return *gpu;
   std::vector<std::string> names;
   for (const GpuProfile& g : known_gpus()) names.push_back(g.name);
-  ctx.fail(node, fmt::format("unknown GPU \"{}\" (known: {}; or give {{ sms, max_threads_per_sm }})",
-                             name, fmt::join(names, ", ")));
+  ctx.fail(node,
+           fmt::format("unknown GPU \"{}\" (known: {}; or give {{ sms, max_threads_per_sm }})",
+                       name, fmt::join(names, ", ")));
 }
 
 // An [[expect]] about how the run ends, or nullptr for any other entry.
@@ -220,11 +221,10 @@ Scenario load_scenario_text(std::string_view text, const std::string& file) {
                      "a scenario file needs a [scenario] table with name and world_size");
   }
   const toml::table& head = *scenario_node->as_table();
-  header.only_keys(
-      head,
-      {"name", "description", "world_size", "device", "timeout_s", "latency_us", "bandwidth_gbps",
-       "torch", "gpu"},
-      "[scenario]");
+  header.only_keys(head,
+                   {"name", "description", "world_size", "device", "timeout_s", "latency_us",
+                    "bandwidth_gbps", "torch", "gpu"},
+                   "[scenario]");
   Scenario s;
   s.file = file;
   s.name = header.string_of(header.require(head, "name", "[scenario]"), "name");
@@ -244,8 +244,9 @@ Scenario load_scenario_text(std::string_view text, const std::string& file) {
   if (const toml::node* t = head.get("torch")) {
     const std::optional<RngProfile> profile = parse_rng_profile(header.string_of(*t, "torch"));
     if (!profile) {
-      header.fail(*t, "torch must be \"latest\" (2.9 and later: DTensor ops advance the default "
-                      "generator) or \"2.6\" (the tracker keeps its own state)");
+      header.fail(*t,
+                  "torch must be \"latest\" (2.9 and later: DTensor ops advance the default "
+                  "generator) or \"2.6\" (the tracker keeps its own state)");
     }
     s.rng_profile = *profile;
   }

@@ -79,7 +79,8 @@ class RecordSamples final : public Step {
       const DeviceMesh& m = target_.mesh.empty() ? d->spec().mesh : rank.mesh(target_.mesh);
       if (!m.coordinate()) continue;  // holds nothing of it
       std::vector<bool> is_across(m.ndim(), false);
-      for (const std::string& dim : target_.across) is_across.at(m.dim_index(*rank.dim_of(dim))) = true;
+      for (const std::string& dim : target_.across)
+        is_across.at(m.dim_index(*rank.dim_of(dim))) = true;
       ShardSample s;
       s.tensor = name;
       for (size_t i = 0; i < m.ndim(); ++i)
@@ -121,7 +122,10 @@ class CompareSamples final : public OutcomeExpectation {
     }
     if (samples == 0) problems.push_back("no rank reached this expectation holding the tensor");
     const bool passed = problems.empty();
-    return {where, -1, target_.describe(), passed,
+    return {where,
+            -1,
+            target_.describe(),
+            passed,
             passed ? Json(fmt::format("{} samples compared", samples)) : std::move(problems),
             target_.distinct ? "every pair differing in an across dim differs"
                              : "every pair differing only in across dims agrees"};
@@ -134,7 +138,8 @@ class CompareSamples final : public OutcomeExpectation {
  private:
   static constexpr size_t kMaxListed = 8;
 
-  void compare(const std::string& tensor, const std::vector<std::pair<int64_t, const ShardSample*>>& held,
+  void compare(const std::string& tensor,
+               const std::vector<std::pair<int64_t, const ShardSample*>>& held,
                Json& problems) const {
     std::vector<int64_t> meta;
     for (const auto& [r, s] : held) {
@@ -152,7 +157,8 @@ class CompareSamples final : public OutcomeExpectation {
       for (const auto& [digest, groups] : by_digest) {
         if (groups.size() < 2 || problems.size() >= kMaxListed) continue;
         Json same = Json::array();
-        for (const auto& [coord, ranks] : groups) same.push_back(ranks_holding(ranks, *held_sample(held, ranks[0])));
+        for (const auto& [coord, ranks] : groups)
+          same.push_back(ranks_holding(ranks, *held_sample(held, ranks[0])));
         problems.push_back({{"tensor", tensor}, {"equal_on_ranks_that_should_differ", same}});
       }
     } else {
@@ -169,8 +175,8 @@ class CompareSamples final : public OutcomeExpectation {
     }
   }
 
-  static const ShardSample* held_sample(const std::vector<std::pair<int64_t, const ShardSample*>>& held,
-                                        int64_t rank) {
+  static const ShardSample* held_sample(
+      const std::vector<std::pair<int64_t, const ShardSample*>>& held, int64_t rank) {
     for (const auto& [r, s] : held) {
       if (r == rank) return s;
     }
@@ -189,19 +195,23 @@ std::optional<CrossRankExpectation> parse_cross_rank_expectation(const toml::tab
   const std::string_view key = distinct ? "distinct" : "equal";
   ctx.only_keys(entry, {key, "when"}, fmt::format("an [[expect]] with {}", key));
   const toml::table* args = node->as_table();
-  if (args == nullptr) ctx.fail(*node, fmt::format("{} must be a table {{ tensor or module, across }}", key));
+  if (args == nullptr)
+    ctx.fail(*node, fmt::format("{} must be a table {{ tensor or module, across }}", key));
   ctx.only_keys(*args, {"tensor", "module", "across", "mesh"}, key);
   Target t;
   t.distinct = distinct;
   const toml::node* tensor = args->get("tensor");
   const toml::node* module = args->get("module");
-  if ((tensor == nullptr) == (module == nullptr)) ctx.fail(*node, fmt::format("{} needs one of tensor or module", key));
+  if ((tensor == nullptr) == (module == nullptr))
+    ctx.fail(*node, fmt::format("{} needs one of tensor or module", key));
   if (tensor != nullptr) {
     t.tensor = ctx.string_of(*tensor, "tensor");
-    if (!ctx.has_tensor(t.tensor)) ctx.fail(*tensor, fmt::format("no tensor \"{}\" is set before this", t.tensor));
+    if (!ctx.has_tensor(t.tensor))
+      ctx.fail(*tensor, fmt::format("no tensor \"{}\" is set before this", t.tensor));
   } else {
     t.module = ctx.string_of(*module, "module");
-    if (!ctx.has_module(t.module)) ctx.fail(*module, fmt::format("no module \"{}\" is created before this", t.module));
+    if (!ctx.has_module(t.module))
+      ctx.fail(*module, fmt::format("no module \"{}\" is created before this", t.module));
   }
   const toml::node& across = ctx.require(*args, "across", key);
   t.across = ctx.strings_of(across, "across");

@@ -56,7 +56,8 @@ std::unique_ptr<Step> parse_dump(const toml::node& value, const toml::table&, Lo
     return step;
   }
   if (const toml::node* r = table->get("rng")) {
-    if (table->size() != 1 || !ctx.boolean_of(*r, "rng")) ctx.fail(*table, "write dump = { rng = true }");
+    if (table->size() != 1 || !ctx.boolean_of(*r, "rng"))
+      ctx.fail(*table, "write dump = { rng = true }");
     step->rng_ = true;
     return step;
   }

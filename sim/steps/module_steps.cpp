@@ -10,8 +10,12 @@ namespace meshsim::sim {
 
 namespace {
 
-std::string weight_of(const std::string& module) { return module + ".weight"; }
-std::string bias_of(const std::string& module) { return module + ".bias"; }
+std::string weight_of(const std::string& module) {
+  return module + ".weight";
+}
+std::string bias_of(const std::string& module) {
+  return module + ".bias";
+}
 
 // reset_parameters' two draws; plain tensors draw from the default generator, DTensors through
 // DTensor's dispatcher. A zero-element weight is left alone, as kaiming_uniform_ does.
@@ -19,7 +23,8 @@ void reset_parameters(RankState& rank, const Step& step, const std::string& modu
   const RankState::LinearModule& m = rank.module(module);
   auto broadcast = [&rank](const PhiloxState& s) { return rank.broadcast_rng_state(s); };
   auto draw = [&](const std::string& name, double bound, const char* init) {
-    const RandomOp op{RandomOp::Kind::kUniform, -bound, bound, fmt::format("{}(bound {:.6g})", init, bound)};
+    const RandomOp op{RandomOp::Kind::kUniform, -bound, bound,
+                      fmt::format("{}(bound {:.6g})", init, bound)};
     if (std::holds_alternative<Tensor>(rank.value(name))) {
       Tensor t = rank.tensor(name);
       rank.record_draw(step, name, rank.rng().random_(t, op));
@@ -28,7 +33,8 @@ void reset_parameters(RankState& rank, const Step& step, const std::string& modu
       rank.record_draw(step, name, rank.rng().random_(rank.dtensor(name), op, broadcast));
     }
   };
-  if (m.in > 0 && m.out > 0) draw(weight_of(module), kaiming_uniform_bound(m.in), "kaiming_uniform_");
+  if (m.in > 0 && m.out > 0)
+    draw(weight_of(module), kaiming_uniform_bound(m.in), "kaiming_uniform_");
   if (m.bias) draw(bias_of(module), linear_bias_bound(m.in), "uniform_");
 }
 
@@ -65,7 +71,8 @@ class ModuleStep final : public Step {
       const Parameter& p = rank.value(name);
       switch (kind_) {
         case Kind::kParallelize:
-          rank.set_dtensor(name, parallelize_parameter(p, name != names[0], rank.mesh(mesh_), style_));
+          rank.set_dtensor(name,
+                           parallelize_parameter(p, name != names[0], rank.mesh(mesh_), style_));
           break;
         case Kind::kFullyShard:
           rank.set_dtensor(name, fully_shard_parameter(p, rank.mesh(mesh_)));
@@ -93,7 +100,8 @@ class ModuleStep final : public Step {
 std::string module_of(const toml::node& node, const LoadContext& ctx) {
   const std::string name = ctx.string_of(node, "module");
   if (!ctx.has_module(name))
-    ctx.fail(node, fmt::format("no module \"{}\" is created before this (linear = {{ name, ... }})", name));
+    ctx.fail(node, fmt::format("no module \"{}\" is created before this (linear = {{ name, ... }})",
+                               name));
   return name;
 }
 
@@ -112,7 +120,9 @@ StepParser module_parser(ModuleStep::Kind kind, std::string_view key) {
       ctx.only_keys(*args, {"module", "mesh", "style"}, key);
       const toml::node& style = ctx.require(*args, "style", key);
       const std::optional<TpStyle> s = parse_tp_style(ctx.string_of(style, "style"));
-      if (!s) ctx.fail(style, "style must be \"colwise\" (ColwiseParallel) or \"rowwise\" (RowwiseParallel)");
+      if (!s)
+        ctx.fail(style,
+                 "style must be \"colwise\" (ColwiseParallel) or \"rowwise\" (RowwiseParallel)");
       step->style_ = *s;
     } else {
       ctx.only_keys(*args, {"module", "mesh"}, key);
@@ -135,12 +145,14 @@ void register_module_steps(StepRegistry& r) {
           ctx.only_keys(*args, {"name", "in", "out", "bias", "dtype", "meta"}, "linear");
           auto step = std::make_unique<LinearStep>();
           step->name_ = ctx.string_of(ctx.require(*args, "name", "linear"), "name");
-          for (auto [key, field] : {std::pair{"in", &step->module_.in}, std::pair{"out", &step->module_.out}}) {
+          for (auto [key, field] :
+               {std::pair{"in", &step->module_.in}, std::pair{"out", &step->module_.out}}) {
             const toml::node& n = ctx.require(*args, key, "linear");
             *field = ctx.integer_of(n, key);
             if (*field < 0) ctx.fail(n, fmt::format("{} must be zero or positive", key));
           }
-          if (const toml::node* b = args->get("bias")) step->module_.bias = ctx.boolean_of(*b, "bias");
+          if (const toml::node* b = args->get("bias"))
+            step->module_.bias = ctx.boolean_of(*b, "bias");
           if (const toml::node* m = args->get("meta")) step->meta_ = ctx.boolean_of(*m, "meta");
           if (const toml::node* d = args->get("dtype")) {
             const std::optional<DType> dt = parse_dtype(ctx.string_of(*d, "dtype"));
@@ -152,7 +164,8 @@ void register_module_steps(StepRegistry& r) {
           if (step->module_.bias) ctx.declare_tensor(bias_of(step->name_));
           return step;
         });
-  r.add("parallelize", "parallelize_module: { module, mesh (the TP mesh), style = colwise|rowwise }",
+  r.add("parallelize",
+        "parallelize_module: { module, mesh (the TP mesh), style = colwise|rowwise }",
         module_parser(ModuleStep::Kind::kParallelize, "parallelize"));
   r.add("fully_shard", "FSDP2's fully_shard: { module, mesh (the DP mesh) }",
         module_parser(ModuleStep::Kind::kFullyShard, "fully_shard"));

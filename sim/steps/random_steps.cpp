@@ -71,8 +71,9 @@ DTensorShape dtensor_shape_of(const toml::table& args, LoadContext& ctx, std::st
 class DTensorStep final : public Step {
  public:
   void run(RankState& rank) const override {
-    rank.set_dtensor(name_, DTensor::zeros(shape_.spec(rank), meta_ ? Tensor::Storage::kMeta
-                                                                    : Tensor::Storage::kMaterialized));
+    rank.set_dtensor(
+        name_, DTensor::zeros(shape_.spec(rank),
+                              meta_ ? Tensor::Storage::kMeta : Tensor::Storage::kMaterialized));
   }
   std::string name_;
   DTensorShape shape_;
@@ -170,31 +171,32 @@ struct OpKeys {
 };
 
 StepParser in_place_parser(OpKeys k) {
-  return [k](const toml::node& value, const toml::table&, LoadContext& ctx) -> std::unique_ptr<Step> {
-    auto step = std::make_unique<InPlaceRandomStep>();
-    step->op_ = RandomOp{k.kind, k.a_default, k.b_default, {}};
-    const toml::node* tensor = &value;
-    if (const toml::table* args = value.as_table()) {
-      std::vector<std::string_view> keys{"tensor", k.a};
-      if (!k.b.empty()) keys.push_back(k.b);
-      for (const auto& [name, v] : *args) {
-        if (std::find(keys.begin(), keys.end(), name.str()) == keys.end()) {
-          throw InputError(ctx.at(name.source()),
-                           fmt::format("unknown key \"{}\" in {} (expected: {})", name.str(), k.key,
-                                       fmt::join(keys, ", ")));
+  return
+      [k](const toml::node& value, const toml::table&, LoadContext& ctx) -> std::unique_ptr<Step> {
+        auto step = std::make_unique<InPlaceRandomStep>();
+        step->op_ = RandomOp{k.kind, k.a_default, k.b_default, {}};
+        const toml::node* tensor = &value;
+        if (const toml::table* args = value.as_table()) {
+          std::vector<std::string_view> keys{"tensor", k.a};
+          if (!k.b.empty()) keys.push_back(k.b);
+          for (const auto& [name, v] : *args) {
+            if (std::find(keys.begin(), keys.end(), name.str()) == keys.end()) {
+              throw InputError(ctx.at(name.source()),
+                               fmt::format("unknown key \"{}\" in {} (expected: {})", name.str(),
+                                           k.key, fmt::join(keys, ", ")));
+            }
+          }
+          tensor = &ctx.require(*args, "tensor", k.key);
+          if (const toml::node* a = args->get(k.a)) step->op_.a = ctx.number_of(*a, k.a);
+          if (!k.b.empty()) {
+            if (const toml::node* b = args->get(k.b)) step->op_.b = ctx.number_of(*b, k.b);
+          }
         }
-      }
-      tensor = &ctx.require(*args, "tensor", k.key);
-      if (const toml::node* a = args->get(k.a)) step->op_.a = ctx.number_of(*a, k.a);
-      if (!k.b.empty()) {
-        if (const toml::node* b = args->get(k.b)) step->op_.b = ctx.number_of(*b, k.b);
-      }
-    }
-    step->tensor_ = ctx.string_of(*tensor, "tensor");
-    if (!ctx.has_tensor(step->tensor_))
-      ctx.fail(*tensor, fmt::format("no tensor \"{}\" is set before this", step->tensor_));
-    return step;
-  };
+        step->tensor_ = ctx.string_of(*tensor, "tensor");
+        if (!ctx.has_tensor(step->tensor_))
+          ctx.fail(*tensor, fmt::format("no tensor \"{}\" is set before this", step->tensor_));
+        return step;
+      };
 }
 
 }  // namespace

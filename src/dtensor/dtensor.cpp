@@ -13,7 +13,9 @@ std::vector<int64_t> DTensorSpec::stride() const {
   std::vector<int64_t> out(shape.size(), 1);
   for (size_t d = shape.size(); d-- > 1;) {
     const std::optional<int64_t> s = checked_mul(out[d], std::max<int64_t>(shape[d], 1));
-    if (!s) throw overflow_error(fmt::format("the strides of shape [{}] overflow int64", fmt::join(shape, ", ")));
+    if (!s)
+      throw overflow_error(
+          fmt::format("the strides of shape [{}] overflow int64", fmt::join(shape, ", ")));
     out[d - 1] = *s;
   }
   return out;
@@ -21,7 +23,9 @@ std::vector<int64_t> DTensorSpec::stride() const {
 
 int64_t DTensorSpec::numel() const {
   const std::optional<int64_t> n = checked_product(shape);
-  if (!n) throw overflow_error(fmt::format("shape [{}] has more than 2^63 elements", fmt::join(shape, ", ")));
+  if (!n)
+    throw overflow_error(
+        fmt::format("shape [{}] has more than 2^63 elements", fmt::join(shape, ", ")));
   return *n;
 }
 

@@ -246,8 +246,8 @@ namespace {
 // uniform, float from one word (every dtype but double) or double from two, and `transform`
 // turns it into the stored value.
 template <typename Transform>
-Tensor uniform_and_transform(PhiloxState& state, int64_t numel, DType dtype,
-                             const GpuProfile& gpu, Transform&& transform) {
+Tensor uniform_and_transform(PhiloxState& state, int64_t numel, DType dtype, const GpuProfile& gpu,
+                             Transform&& transform) {
   const bool is_double = dtype == DType::kFloat64;
   // Integer and bool outputs draw as float does (four elements per draw).
   const KernelLaunch launch =

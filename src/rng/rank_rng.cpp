@@ -158,9 +158,9 @@ RankRng::OpResult RankRng::in_distribute_region(DTensor& t, const RandomOp& op) 
   Tensor local = t.local();
   OpResult out;
   if (!local.is_meta()) {
-    Draw d = draw_local(local, op, state,
-                        profile_ == RngProfile::kLatest ? Draw::Generator::kDefault
-                                                        : Draw::Generator::kTracker);
+    Draw d = draw_local(
+        local, op, state,
+        profile_ == RngProfile::kLatest ? Draw::Generator::kDefault : Draw::Generator::kTracker);
     d.shard_index = off.shard_linear_index;
     d.in_distribute_region = true;
     if (d.words > 0) out.draw = std::move(d);
