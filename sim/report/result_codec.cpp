@@ -26,7 +26,8 @@ Json draw_json(const DrawRecord& d) {
               {"words", d.draw.words},
               {"numel", d.draw.numel},
               {"shard", d.draw.shard_index ? Json(*d.draw.shard_index) : Json(nullptr)},
-              {"distribute_region", d.draw.in_distribute_region}};
+              {"distribute_region", d.draw.in_distribute_region},
+              {"epoch", d.draw.epoch}};
 }
 
 DrawRecord draw_of(const Json& j) {
@@ -45,6 +46,7 @@ DrawRecord draw_of(const Json& j) {
   d.draw.numel = j.at("numel").get<int64_t>();
   if (!j.at("shard").is_null()) d.draw.shard_index = j.at("shard").get<int64_t>();
   d.draw.in_distribute_region = j.at("distribute_region").get<bool>();
+  d.draw.epoch = j.at("epoch").get<int64_t>();
   return d;
 }
 

@@ -14,13 +14,16 @@ namespace {
 
 // Draws that read exactly the same counters for the same op and shard: one entry, many ranks.
 struct DrawKey {
+  int64_t epoch;
   uint64_t seed, begin, end;  // counter blocks [begin, end)
   std::string file;
   int64_t line, column;
   std::string tensor;
   int64_t shard;  // -1: a plain tensor
 
-  auto tied() const { return std::tie(seed, begin, end, file, line, column, tensor, shard); }
+  auto tied() const {
+    return std::tie(epoch, seed, begin, end, file, line, column, tensor, shard);
+  }
   bool operator<(const DrawKey& o) const { return tied() < o.tied(); }
   // Whether two draws come from the same op on the same shard (replicas of each other).
   bool same_source(const DrawKey& o) const {
@@ -44,19 +47,19 @@ void find_rng_overlaps(ScenarioResult& result) {
   for (size_t i = 0; i < result.draws.size(); ++i) {
     const DrawRecord& r = result.draws[i];
     const uint64_t begin = r.draw.offset / 4;
-    DrawKey key{
-        r.draw.seed,    begin,    begin + r.draw.words / 4,       r.where.file, r.where.line,
-        r.where.column, r.tensor, r.draw.shard_index.value_or(-1)};
+    DrawKey key{r.draw.epoch,   r.draw.seed,  begin,
+                begin + r.draw.words / 4, r.where.file, r.where.line,
+                r.where.column, r.tensor,     r.draw.shard_index.value_or(-1)};
     auto [it, fresh] = groups.try_emplace(std::move(key), DrawGroup{i, {}});
     it->second.ranks.push_back(r.rank);
   }
-  // The map orders keys by seed, then first block: a sweep keeps the draws still open.
+  // The map orders keys by epoch, seed, then first block: a sweep keeps the draws still open.
   std::vector<std::map<DrawKey, DrawGroup>::const_iterator> open;
   uint64_t comparisons = 0;
   for (auto it = groups.cbegin(); it != groups.cend(); ++it) {
     const DrawKey& k = it->first;
     std::erase_if(
-        open, [&](const auto& o) { return o->first.seed != k.seed || o->first.end <= k.begin; });
+        open, [&](const auto& o) { return o->first.epoch != k.epoch || o->first.seed != k.seed || o->first.end <= k.begin; });
     for (const auto& o : open) {
       if (++comparisons > kMaxComparisons) break;
       if (o->first.same_source(k)) continue;

@@ -12,7 +12,8 @@
 namespace meshsim::sim {
 
 // Fills result.overlaps (the first kMaxReportedOverlaps, in seed and counter order) and
-// result.overlap_count from result.draws. Replicas (the same op and shard on several ranks) and
+// result.overlap_count from result.draws. Only draws of the same seed epoch count (a manual_seed
+// that restarts a stream means to repeat it). Replicas (the same op and shard on several ranks) and
 // draws of one plain-tensor op on every rank are not independent and never count.
 void find_rng_overlaps(ScenarioResult& result);
 

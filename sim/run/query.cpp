@@ -62,7 +62,7 @@ std::vector<Placement> placements_of(const toml::node& node, const LoadContext& 
 const std::vector<std::string_view>& Query::keys() {
   static const std::vector<std::string_view> k{
       "value",      "coordinate",  "mesh",          "shape",           "groups", "group_name",
-      "local_rank", "local_shard", "owned_indices", "has_group_names", "tensor"};
+      "local_rank", "local_shard", "owned_indices", "has_group_names", "tensor", "rng_state"};
   return k;
 }
 
@@ -74,9 +74,26 @@ Query Query::parse(std::string_view key, const toml::node& node, LoadContext& ct
     return q;
   }
   if (key == "tensor") {
-    q.tensor_ = ctx.string_of(node, "tensor");
+    // "w", or { name = "w", first = 4 } for the first values only.
+    const toml::node* name = &node;
+    if (const toml::table* t = node.as_table()) {
+      ctx.only_keys(*t, {"name", "first"}, "tensor query");
+      name = &ctx.require(*t, "name", "tensor query");
+      if (const toml::node* f = t->get("first")) {
+        q.first_ = ctx.integer_of(*f, "first");
+        if (*q.first_ < 1) ctx.fail(*f, "first must be at least 1");
+      }
+    }
+    q.tensor_ = ctx.string_of(*name, "tensor");
     if (!ctx.has_tensor(q.tensor_))
-      ctx.fail(node, fmt::format("no tensor \"{}\" is set before this", q.tensor_));
+      ctx.fail(*name, fmt::format("no tensor \"{}\" is set before this", q.tensor_));
+    return q;
+  }
+  if (key == "rng_state") {
+    // [seed, offset] of the default generator, or of DTensor's 2.6 tracker.
+    q.generator_ = ctx.string_of(node, "rng_state");
+    if (q.generator_ != "default" && q.generator_ != "tracker")
+      ctx.fail(node, "rng_state is \"default\" (the CUDA default generator) or \"tracker\"");
     return q;
   }
   // Either "mesh" or { mesh = "...", dim = ..., shape = [...], placements = [...] }.
@@ -128,6 +145,9 @@ bool Query::yields_integers() const {
 
 std::string Query::describe() const {
   if (expression_) return fmt::format("value({})", excerpt(expression_->text()));
+  if (key_ == "rng_state") return fmt::format("rng_state({})", generator_);
+  if (key_ == "tensor")
+    return first_ ? fmt::format("tensor({}, first {})", tensor_, *first_) : fmt::format("tensor({})", tensor_);
   std::string args = mesh_;
   if (!dim_.empty()) args += ", " + dim_;
   if (!global_shape_.empty() || !placements_.empty()) {
@@ -140,19 +160,27 @@ std::string Query::describe() const {
 
 Json Query::observe(const RankState& rank) const {
   if (expression_) return expression_->evaluate(rank);
+  if (key_ == "rng_state") {
+    const std::optional<PhiloxState> s = generator_ == "default"
+                                             ? std::optional(rank.rng().default_generator())
+                                             : rank.rng().tracker_state();
+    if (!s) return nullptr;
+    return Json::array({s->seed, s->offset});
+  }
   if (key_ == "tensor") {
     const Tensor& t = rank.tensor(tensor_);
     if (t.is_meta()) return Json{{"meta", t.describe()}};
     // Reports stay proportional to what a person can read and compare.
     constexpr int64_t kMaxValues = int64_t{1} << 20;
-    if (t.numel() > kMaxValues) {
+    if (t.numel() > kMaxValues && !(first_ && *first_ <= kMaxValues)) {
       throw value_error(
           fmt::format("tensor \"{}\" ({}) has {} elements; a tensor query lists at "
                       "most {} values",
                       tensor_, t.describe(), t.numel(), kMaxValues));
     }
     Json values = Json::array();
-    for (int64_t i = 0; i < t.numel(); ++i) {
+    const int64_t shown = first_ ? std::min(*first_, t.numel()) : t.numel();
+    for (int64_t i = 0; i < shown; ++i) {
       if (is_floating(t.dtype())) {
         values.push_back(t.get(i));
       } else {

@@ -34,6 +34,8 @@ class Query {
   std::string mesh_;
   std::string dim_;     // "" = unspecified
   std::string tensor_;  // the `tensor` query's tensor
+  std::optional<int64_t> first_;  // ... and how many of its values
+  std::string generator_;         // the `rng_state` query's generator
   std::vector<int64_t> global_shape_;
   std::vector<Placement> placements_;
   std::optional<Expression> expression_;

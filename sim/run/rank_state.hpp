@@ -58,6 +58,7 @@ class RankState final : public ExpressionEnv {
 
   // This rank's default CUDA generator and DTensor tracker.
   RankRng& rng() { return rng_; }
+  const RankRng& rng() const { return rng_; }
   // The lazy tracker's WORLD broadcast of rank 0's generator state, as a real collective.
   PhiloxState broadcast_rng_state(const PhiloxState& mine);
   // Logs what a random op drew into `tensor` (and a state replaced by rank 0's).

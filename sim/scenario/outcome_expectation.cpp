@@ -149,7 +149,8 @@ class RngOverlapExpectation final : public OutcomeExpectation {
     for (const RngOverlap& o : result.overlaps) {
       std::string text = describe_overlap(result, o);
       found = found || text.find(contains_) != std::string::npos;
-      described.push_back(std::move(text));
+      // A few are enough to read here; the report's rng section lists them all.
+      if (described.size() < 3) described.push_back(std::move(text));
     }
     Json observed{{"count", result.overlap_count}, {"overlaps", std::move(described)}};
     Json expected = Json::object();

@@ -1,4 +1,6 @@
 // [[expect]]: a query, and the value it must have on every rank (`equals`) or per rank (`by_rank`).
+#include <cmath>
+
 #include <fmt/format.h>
 
 #include "sim/run/query.hpp"
@@ -9,17 +11,32 @@ namespace meshsim::sim {
 
 namespace {
 
+// Equal, except that numbers may differ by `tolerance` (values printed to a few decimals).
+bool close(const Json& observed, const Json& expected, double tolerance) {
+  if (observed.is_number() && expected.is_number())
+    return std::abs(observed.get<double>() - expected.get<double>()) <= tolerance;
+  if (observed.is_array() && expected.is_array()) {
+    if (observed.size() != expected.size()) return false;
+    for (size_t i = 0; i < observed.size(); ++i) {
+      if (!close(observed[i], expected[i], tolerance)) return false;
+    }
+    return true;
+  }
+  return observed == expected;
+}
+
 class ExpectStep final : public Step {
  public:
   void run(RankState& rank) const override {
     const Json observed = query_->observe(rank);
     const ExpectedValue& e = equals_ ? *equals_ : by_rank_[static_cast<size_t>(rank.rank())];
     Json expected = query_->canonical_expected(e.resolve(rank));
-    const bool passed = observed == expected;
+    const bool passed = tolerance_ ? close(observed, expected, *tolerance_) : observed == expected;
     rank.record_expectation(*this, query_->describe(), passed, observed, std::move(expected));
   }
 
   std::optional<Query> query_;
+  std::optional<double> tolerance_;  // numbers may differ by this much
   std::optional<ExpectedValue> equals_;
   std::vector<ExpectedValue> by_rank_;
 };
@@ -29,14 +46,14 @@ class ExpectStep final : public Step {
 std::unique_ptr<Step> parse_expectation(const toml::table& table, LoadContext& ctx) {
   auto step = std::make_unique<ExpectStep>();
   std::vector<std::string_view> allowed(Query::keys().begin(), Query::keys().end());
-  for (std::string_view k : {"equals", "by_rank", "when"}) allowed.push_back(k);
+  for (std::string_view k : {"equals", "by_rank", "when", "tolerance"}) allowed.push_back(k);
   // Query keys in source order (toml++ iterates keys alphabetically).
   std::vector<std::pair<const toml::key*, const toml::node*>> queries;
   for (const auto& [key, value] : table) {
     if (std::find(allowed.begin(), allowed.end(), key.str()) == allowed.end()) {
       throw InputError(ctx.at(key.source()),
                        fmt::format("unknown key \"{}\" in an expectation (expected one query of: "
-                                   "{}; then equals or by_rank; optionally when)",
+                                   "{}; then equals or by_rank; optionally when, tolerance)",
                                    key.str(), fmt::join(Query::keys(), ", ")));
     }
     if (std::find(Query::keys().begin(), Query::keys().end(), key.str()) != Query::keys().end()) {
@@ -60,6 +77,10 @@ std::unique_ptr<Step> parse_expectation(const toml::table& table, LoadContext& c
                                 fmt::join(Query::keys(), ", ")));
   }
   step->query_ = Query::parse(query_key, *query_node, ctx);
+  if (const toml::node* t = table.get("tolerance")) {
+    step->tolerance_ = ctx.number_of(*t, "tolerance");
+    if (*step->tolerance_ < 0) ctx.fail(*t, "tolerance must be zero or positive");
+  }
   const auto strings = step->query_->yields_integers() ? ExpectedValue::Strings::kExpressions
                                                        : ExpectedValue::Strings::kLiterals;
   const toml::node* equals = table.get("equals");

@@ -98,6 +98,7 @@ void RankRng::dtensor_manual_seed(uint64_t seed, const DeviceMesh& mesh) {
         "undefined.");
   }
   dtensor_generator() = PhiloxState{seed, 0};
+  ++epoch_;
 }
 
 bool RankRng::create_tracker_synced(const BroadcastFromRank0& broadcast) {
@@ -119,6 +120,7 @@ Draw RankRng::draw_local(Tensor& t, const RandomOp& op, PhiloxState& state, Draw
   d.offset = state.offset;
   d.numel = t.numel();
   d.op = op.describe();
+  d.epoch = epoch_;
   Tensor values;
   switch (op.kind) {
     case RandomOp::Kind::kUniform:

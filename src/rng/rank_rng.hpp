@@ -55,6 +55,9 @@ struct Draw {
   // whether DTensor's distribute region set the offsets (false: the local op ran as is).
   std::optional<int64_t> shard_index;
   bool in_distribute_region = false;
+  // How many manual_seed calls (torch's or DTensor's) the rank had made before this draw. Draws
+  // of different epochs repeating each other's numbers are a deliberate restart of the stream.
+  int64_t epoch = 0;
 };
 std::string_view generator_name(Draw::Generator g);
 
@@ -76,7 +79,10 @@ class RankRng {
   void set_distribute_region_enabled(bool enabled);
 
   // torch.manual_seed(seed) on this rank's device.
-  void manual_seed(uint64_t seed) { default_ = PhiloxState{seed, 0}; }
+  void manual_seed(uint64_t seed) {
+    default_ = PhiloxState{seed, 0};
+    ++epoch_;
+  }
   // torch.distributed.tensor._random.manual_seed(seed, mesh): creates the tracker without a
   // broadcast, then RuntimeError (PyTorch's text) when this rank is not in `mesh`, else seeds.
   void dtensor_manual_seed(uint64_t seed, const DeviceMesh& mesh);
@@ -123,6 +129,7 @@ class RankRng {
   GpuProfile gpu_;
   PhiloxState default_{kDefaultSeed, 0};
   std::optional<Tracker> tracker_;
+  int64_t epoch_ = 0;
 };
 
 }  // namespace meshsim
