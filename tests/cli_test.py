@@ -3,6 +3,7 @@
 hostile files and flags, and robustness against truncated and random files. Behaviour checks and
 fuzz cases are counted apart. Usage: cli_test.py MESHSIM SOURCE_ROOT"""
 import json
+import math
 import os
 import random
 import stat
@@ -357,7 +358,25 @@ with tempfile.TemporaryDirectory() as tmp:
     r = run("rng", "predict", "--numel", "2000000", "--gpu", "A100")
     check(r.returncode == 0 and r.stdout.splitlines()[-1] == "offset 12",
           f"rng predict's offset depends on the GPU: {r.stdout[-40:]!r}")
+    # bernoulli_ and exponential_ transform the very uniforms rand draws: 1 where u < p, and
+    # -log(u) / lambda (to float precision).
+    u = [float(v) for v in run("rng", "predict", "--seed", "9", "--numel", "64").stdout.split()[:-2]]
+    r = run("rng", "predict", "--seed", "9", "--numel", "64", "--op", "bernoulli", "--p", "0.4")
+    b = [float(v) for v in r.stdout.split()[:-2]]
+    check(r.returncode == 0 and b == [1.0 if x < 0.4 else 0.0 for x in u] and 0 < sum(b) < 64,
+          f"rng predict --op bernoulli is uniform < p: {b!r}")
+    r = run("rng", "predict", "--seed", "9", "--numel", "64", "--op", "exponential", "--lambda", "2")
+    e = [float(v) for v in r.stdout.split()[:-2]]
+    check(r.returncode == 0 and len(e) == 64 and
+          all(abs(x + math.log(y) / 2) <= 1e-6 * max(1.0, x) for x, y in zip(e, u)),
+          f"rng predict --op exponential is -log(u) / lambda: {e[:4]!r}")
     for bad_args, message in [
+            (["--numel", "5", "--op", "bernoulli", "--p", "1.5"],
+             "--p: bernoulli_ expects p to be in [0, 1], but got p=1.5"),
+            (["--numel", "5", "--op", "exponential", "--lambda", "0"],
+             "--lambda: exponential_ expects lambda > 0.0, but found lambda=0"),
+            (["--numel", "5", "--p", "0.5"], "--p: --p goes with --op bernoulli"),
+            (["--numel", "5", "--op", "bernoulli", "--from", "1"], "--from: --from and --to go"),
             (["--numel", "5", "--offset", "3"], "--offset: offset must be a multiple of 4"),
             (["--numel", "0"], "--numel"),
             (["--numel", "5", "--dtype", "int64"], "--dtype: int64 is not a floating dtype"),
@@ -369,9 +388,9 @@ with tempfile.TemporaryDirectory() as tmp:
             (["--numel", "5", "--from", "2", "--to", "1"], "from=2 > to=1"),
             (["--numel", "5", "--from", "nan"], "--from: not a finite number"),
             (["--numel", "5", "--dtype", "float16", "--from", "-60000", "--to", "60000"],
-             "--to: uniform_ expects to-from <= std::numeric_limits<float16>::max()"),
+             "--to: uniform_ expects to-from <= std::numeric_limits<Half>::max()"),
             (["--numel", "5", "--dtype", "float16", "--from", "-70000"],
-             "--from: from is out of bounds for float16"),
+             "--from: from is out of bounds for c10::Half"),
             (["--numel", "1073741824", "--dtype", "float64"], "several kernel launches"),
             (["--numel", "5", "--max-threads-per-sm", "1024"],
              "--max-threads-per-sm: --sms and --max-threads-per-sm go together")]:

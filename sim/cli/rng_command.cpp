@@ -61,11 +61,15 @@ RngCommands add_rng_command(CLI::App& app, RngPredictFlags& f, RngOffsetsFlags& 
   predict->add_option("--max-threads-per-sm", f.max_threads_per_sm,
                       "a GPU of your own: its maximum threads per SM");
   predict
-      ->add_option("--op", f.op, "uniform (torch.rand, uniform_) or normal (torch.randn, normal_)")
-      ->check(CLI::IsMember({"uniform", "normal"}));
+      ->add_option("--op", f.op,
+                   "uniform (torch.rand, uniform_), normal (torch.randn, normal_), bernoulli "
+                   "(bernoulli_) or exponential (exponential_)")
+      ->check(CLI::IsMember({"uniform", "normal", "bernoulli", "exponential"}));
   predict->add_option("--from", f.from,
                       "uniform: lower bound (default 0); normal: mean (default 0)");
   predict->add_option("--to", f.to, "uniform: upper bound (default 1); normal: std (default 1)");
+  predict->add_option("--p", f.p, "bernoulli: the probability of a 1 (default 0.5)");
+  predict->add_option("--lambda", f.lambda, "exponential: the rate (default 1)");
   predict->add_option("--format", f.format, "float (default) or hex (the raw bits)")
       ->check(CLI::IsMember({"float", "hex"}));
   CLI::App* offsets = rng->add_subcommand(
@@ -125,24 +129,47 @@ int run_rng_predict(const RngPredictFlags& f) {
     gpu = *known;
   }
   const bool uniform = f.op == "uniform";
+  const bool normal = f.op == "normal";
+  // Each flag belongs to its op: a stray one is a mistake, not something to ignore.
+  if ((!f.from.empty() || !f.to.empty()) && !uniform && !normal)
+    return bad(f.from.empty() ? "--to" : "--from", "--from and --to go with uniform and normal");
+  if (!f.p.empty() && f.op != "bernoulli") return bad("--p", "--p goes with --op bernoulli");
+  if (!f.lambda.empty() && f.op != "exponential")
+    return bad("--lambda", "--lambda goes with --op exponential");
   double a = 0.0, b = 1.0;
+  if (f.op == "bernoulli") a = 0.5;
+  if (f.op == "exponential") a = 1.0;
   if (!f.from.empty() && !parse_double(f.from, a)) return bad("--from", "not a finite number");
   if (!f.to.empty() && !parse_double(f.to, b)) return bad("--to", "not a finite number");
-  if (uniform) {
-    try {
-      check_uniform_bounds(dtype, a, b);
-    } catch (const Error& e) {
-      const std::string message = e.what();
-      return bad(message.rfind("from is", 0) == 0 ? "--from" : "--to", message);
-    }
+  if (!f.p.empty() && !parse_double(f.p, a)) return bad("--p", "not a finite number");
+  if (!f.lambda.empty() && !parse_double(f.lambda, a))
+    return bad("--lambda", "not a finite number");
+  // The kernels' own checks, reported against the flag that set the value.
+  try {
+    if (uniform) check_uniform_bounds(dtype, a, b);
+    if (normal) check_normal(dtype, b);
+    if (f.op == "bernoulli") check_bernoulli(a);
+    if (f.op == "exponential") check_exponential(dtype, a);
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    const char* flag = uniform  ? (message.rfind("from is", 0) == 0 ? "--from" : "--to")
+                       : normal ? "--to"
+                       : f.op == "bernoulli" ? "--p"
+                                             : "--lambda";
+    return bad(flag, message);
   }
-  if (!uniform && b < 0)
-    return bad("--to", fmt::format("normal expects std >= 0.0, but found std {}", b));
   const auto n = static_cast<int64_t>(numel);
   Tensor values;
   try {
-    values = uniform ? predict_uniform(state, n, dtype, gpu, a, b)
-                     : predict_normal(state, n, dtype, gpu, a, b);
+    if (uniform) {
+      values = predict_uniform(state, n, dtype, gpu, a, b);
+    } else if (normal) {
+      values = predict_normal(state, n, dtype, gpu, a, b);
+    } else if (f.op == "bernoulli") {
+      values = predict_bernoulli(state, n, dtype, gpu, a);
+    } else {
+      values = predict_exponential(state, n, dtype, gpu, a);
+    }
   } catch (const Error& e) {
     return bad("--numel", fmt::format("{}: {}", py_error_type_name(e.type()), e.what()));
   }

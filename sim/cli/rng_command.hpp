@@ -18,8 +18,10 @@ struct RngPredictFlags {
   std::string sms;
   std::string max_threads_per_sm;
   std::string op = "uniform";
-  std::string from;  // uniform: default 0; normal: the mean, default 0
-  std::string to;    // uniform: default 1; normal: the std, default 1
+  std::string from;    // uniform: default 0; normal: the mean, default 0
+  std::string to;      // uniform: default 1; normal: the std, default 1
+  std::string p;       // bernoulli: default 0.5
+  std::string lambda;  // exponential: default 1
   std::string format = "float";
 };
 

@@ -11,9 +11,6 @@ namespace meshsim::sim {
 
 namespace {
 
-// Draws listed per scenario in the JSON report (all of them are checked for overlaps).
-constexpr size_t kMaxReportedDraws = size_t{1} << 16;
-
 Json location_json(const SourceLocation& where) {
   return Json{{"file", where.file}, {"line", where.line}, {"column", where.column}};
 }
@@ -120,18 +117,19 @@ Json report_json(const RunReport& report, const std::string& version) {
     }
     Json scenario_hang = r.hang ? *r.hang : Json(nullptr);
     Json draws = Json::array();
-    for (size_t i = 0; i < r.draws.size() && i < kMaxReportedDraws; ++i) {
-      Json d = draw_json(r.draws[i]);
-      d.erase("where");
-      draws.push_back(std::move(d));
-    }
+    auto listed = [](const DrawRecord& d) {
+      Json j = draw_json(d);
+      j.erase("where");
+      return j;
+    };
+    for (const DrawRecord& d : r.draws) draws.push_back(listed(d));
     Json overlaps = Json::array();
     for (const RngOverlap& o : r.overlaps) {
-      overlaps.push_back({{"seed", r.draws[o.first].draw.seed},
+      overlaps.push_back({{"seed", o.first.draw.seed},
                           {"blocks", {o.block_begin, o.block_end}},
-                          {"first", {{"draw", o.first}, {"ranks", o.first_ranks}}},
-                          {"second", {{"draw", o.second}, {"ranks", o.second_ranks}}},
-                          {"text", describe_overlap(r, o)}});
+                          {"first", {{"draw", listed(o.first)}, {"ranks", o.first_ranks}}},
+                          {"second", {{"draw", listed(o.second)}, {"ranks", o.second_ranks}}},
+                          {"text", describe_overlap(o)}});
     }
     scenarios.push_back({{"name", r.name},
                          {"file", r.file},
@@ -148,7 +146,7 @@ Json report_json(const RunReport& report, const std::string& version) {
                          {"warnings", r.warnings},
                          {"rng",
                           {{"draws", std::move(draws)},
-                           {"draws_total", r.draws.size()},
+                           {"draws_total", r.draws_total},
                            {"overlaps", std::move(overlaps)},
                            {"overlap_count", r.overlap_count}}},
                          {"faults", r.faults},

@@ -27,7 +27,7 @@ Json draw_json(const DrawRecord& d) {
               {"numel", d.draw.numel},
               {"shard", d.draw.shard_index ? Json(*d.draw.shard_index) : Json(nullptr)},
               {"distribute_region", d.draw.in_distribute_region},
-              {"epoch", d.draw.epoch}};
+              {"seed_epoch", d.draw.seed_epoch}};
 }
 
 DrawRecord draw_of(const Json& j) {
@@ -46,7 +46,7 @@ DrawRecord draw_of(const Json& j) {
   d.draw.numel = j.at("numel").get<int64_t>();
   if (!j.at("shard").is_null()) d.draw.shard_index = j.at("shard").get<int64_t>();
   d.draw.in_distribute_region = j.at("distribute_region").get<bool>();
-  d.draw.epoch = j.at("epoch").get<int64_t>();
+  d.draw.seed_epoch = j.at("seed_epoch").get<int64_t>();
   return d;
 }
 
@@ -69,13 +69,14 @@ Json encode_result(const ScenarioResult& r) {
   for (const DrawRecord& d : r.draws) draws.push_back(draw_json(d));
   Json overlaps = Json::array();
   for (const RngOverlap& o : r.overlaps) {
-    overlaps.push_back(Json::array(
-        {o.first, o.second, o.first_ranks, o.second_ranks, o.block_begin, o.block_end}));
+    overlaps.push_back(Json::array({draw_json(o.first), draw_json(o.second), o.first_ranks,
+                                    o.second_ranks, o.block_begin, o.block_end}));
   }
   return Json{{"name", r.name},
               {"draws", std::move(draws)},
               {"overlaps", std::move(overlaps)},
               {"overlap_count", r.overlap_count},
+              {"draws_total", r.draws_total},
               {"file", r.file},
               {"description", r.description},
               {"world_size", r.world_size},
@@ -136,15 +137,11 @@ std::optional<ScenarioResult> decode_result(const Json& j) {
     r.crash = j.at("crash").get<std::string>();
     for (const Json& d : j.at("draws")) r.draws.push_back(draw_of(d));
     for (const Json& o : j.at("overlaps")) {
-      RngOverlap v{o.at(0).get<size_t>(),
-                   o.at(1).get<size_t>(),
-                   o.at(2).get<std::vector<int64_t>>(),
-                   o.at(3).get<std::vector<int64_t>>(),
-                   o.at(4).get<uint64_t>(),
-                   o.at(5).get<uint64_t>()};
-      if (v.first >= r.draws.size() || v.second >= r.draws.size()) return std::nullopt;
-      r.overlaps.push_back(std::move(v));
+      r.overlaps.push_back({draw_of(o.at(0)), draw_of(o.at(1)), o.at(2).get<std::vector<int64_t>>(),
+                            o.at(3).get<std::vector<int64_t>>(), o.at(4).get<uint64_t>(),
+                            o.at(5).get<uint64_t>()});
     }
+    r.draws_total = j.at("draws_total").get<uint64_t>();
     r.overlap_count = j.at("overlap_count").get<uint64_t>();
     return r;
   } catch (const Json::exception&) {

@@ -69,14 +69,15 @@ struct ShardSample {
   std::vector<int64_t> across;
   std::vector<int64_t> others;
   bool meta = false;
+  int64_t numel = 0;
   uint64_t digest = 0;  // of dtype, shape and bytes
   Json preview;         // the first few values, for the report
 };
 
 // Two draws meant to be independent that read the same Philox counters under the same seed.
 struct RngOverlap {
-  size_t first = 0;  // indices into ScenarioResult::draws
-  size_t second = 0;
+  DrawRecord first;
+  DrawRecord second;
   std::vector<int64_t> first_ranks;  // every rank that made the same draw as `first`
   std::vector<int64_t> second_ranks;
   uint64_t block_begin = 0;  // the shared counter blocks [begin, end)
@@ -103,9 +104,11 @@ struct ScenarioResult {
   std::vector<std::string> warnings;
   // Every fault injected into this run (declared or drawn from --faults-seed).
   std::vector<std::string> faults;
-  // Every random kernel's draw, rank by rank in program order, and the overlaps found among them
-  // after the run (at most kMaxReportedOverlaps, with the total).
+  // Random kernels' draws, rank by rank in program order: every one while the run lasts (up to
+  // kMaxCheckedDraws), the first kMaxReportedDraws once the overlap check has read them; and the
+  // overlaps found (at most kMaxReportedOverlaps, with the total).
   std::vector<DrawRecord> draws;
+  uint64_t draws_total = 0;
   std::vector<RngOverlap> overlaps;
   uint64_t overlap_count = 0;
   // Ranks whose own generator state was replaced by rank 0's when the tracker was created lazily.
@@ -129,6 +132,9 @@ struct ScenarioResult {
   size_t failed_ranks() const;
   // Overlaps beyond this many are counted, not listed.
   static constexpr size_t kMaxReportedOverlaps = 64;
+  // Draws the overlap check reads (about 200 bytes each), and draws the report lists.
+  static constexpr size_t kMaxCheckedDraws = size_t{1} << 20;
+  static constexpr size_t kMaxReportedDraws = size_t{1} << 16;
 
   bool passed() const {
     return crash.empty() && failed_expectations() == 0 &&

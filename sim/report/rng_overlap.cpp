@@ -14,7 +14,7 @@ namespace {
 
 // Draws that read exactly the same counters for the same op and shard: one entry, many ranks.
 struct DrawKey {
-  int64_t epoch;
+  int64_t seed_epoch;
   uint64_t seed, begin, end;  // counter blocks [begin, end)
   std::string file;
   int64_t line, column;
@@ -22,7 +22,7 @@ struct DrawKey {
   int64_t shard;  // -1: a plain tensor
 
   auto tied() const {
-    return std::tie(epoch, seed, begin, end, file, line, column, tensor, shard);
+    return std::tie(seed_epoch, seed, begin, end, file, line, column, tensor, shard);
   }
   bool operator<(const DrawKey& o) const { return tied() < o.tied(); }
   // Whether two draws come from the same op on the same shard (replicas of each other).
@@ -30,6 +30,8 @@ struct DrawKey {
     return std::tie(file, line, column, tensor, shard) ==
            std::tie(o.file, o.line, o.column, o.tensor, o.shard);
   }
+  // Whether both read the same stream (and a counter block in common is shared numbers).
+  bool same_stream(const DrawKey& o) const { return seed_epoch == o.seed_epoch && seed == o.seed; }
 };
 
 struct DrawGroup {
@@ -37,8 +39,9 @@ struct DrawGroup {
   std::vector<int64_t> ranks;
 };
 
-// Comparisons the sweep may make; past this the count is a lower bound and the report says so.
-constexpr uint64_t kMaxComparisons = uint64_t{50} << 20;
+// Steps the sweep may take (comparisons and bookkeeping); past this the count is a lower bound
+// and the report says so.
+constexpr uint64_t kMaxSteps = uint64_t{50} << 20;
 
 }  // namespace
 
@@ -47,40 +50,41 @@ void find_rng_overlaps(ScenarioResult& result) {
   for (size_t i = 0; i < result.draws.size(); ++i) {
     const DrawRecord& r = result.draws[i];
     const uint64_t begin = r.draw.offset / 4;
-    DrawKey key{r.draw.epoch,   r.draw.seed,  begin,
+    DrawKey key{r.draw.seed_epoch,        r.draw.seed,  begin,
                 begin + r.draw.words / 4, r.where.file, r.where.line,
-                r.where.column, r.tensor,     r.draw.shard_index.value_or(-1)};
+                r.where.column,           r.tensor,     r.draw.shard_index.value_or(-1)};
     auto [it, fresh] = groups.try_emplace(std::move(key), DrawGroup{i, {}});
     it->second.ranks.push_back(r.rank);
   }
   // The map orders keys by epoch, seed, then first block: a sweep keeps the draws still open.
   std::vector<std::map<DrawKey, DrawGroup>::const_iterator> open;
-  uint64_t comparisons = 0;
-  for (auto it = groups.cbegin(); it != groups.cend(); ++it) {
+  uint64_t steps = 0;
+  for (auto it = groups.cbegin(); it != groups.cend() && steps <= kMaxSteps; ++it) {
     const DrawKey& k = it->first;
+    steps += open.size();
     std::erase_if(
-        open, [&](const auto& o) { return o->first.epoch != k.epoch || o->first.seed != k.seed || o->first.end <= k.begin; });
+        open, [&](const auto& o) { return !o->first.same_stream(k) || o->first.end <= k.begin; });
     for (const auto& o : open) {
-      if (++comparisons > kMaxComparisons) break;
+      if (++steps > kMaxSteps) break;
       if (o->first.same_source(k)) continue;
       ++result.overlap_count;
       if (result.overlaps.size() < ScenarioResult::kMaxReportedOverlaps) {
-        result.overlaps.push_back({o->second.draw, it->second.draw, o->second.ranks,
-                                   it->second.ranks, k.begin, std::min(o->first.end, k.end)});
+        result.overlaps.push_back({result.draws[o->second.draw], result.draws[it->second.draw],
+                                   o->second.ranks, it->second.ranks, k.begin,
+                                   std::min(o->first.end, k.end)});
       }
     }
     if (k.end > k.begin) open.push_back(it);
   }
-  if (comparisons > kMaxComparisons) {
-    result.warnings.push_back(fmt::format(
-        "the RNG overlap check stopped after {} comparisons: {} overlaps is a lower bound",
-        kMaxComparisons, result.overlap_count));
+  if (steps > kMaxSteps) {
+    result.warnings.push_back(
+        fmt::format("the RNG overlap check stopped after {} steps: {} overlaps is a lower bound",
+                    kMaxSteps, result.overlap_count));
   }
 }
 
-std::string describe_overlap(const ScenarioResult& result, const RngOverlap& overlap) {
-  auto side = [&](size_t index, const std::vector<int64_t>& ranks) {
-    const DrawRecord& r = result.draws[index];
+std::string describe_overlap(const RngOverlap& overlap) {
+  auto side = [&](const DrawRecord& r, const std::vector<int64_t>& ranks) {
     const std::string shard =
         r.draw.shard_index ? fmt::format("shard {}, ", *r.draw.shard_index) : std::string();
     return fmt::format("{} into \"{}\" ({}, {}rank{} {})", r.draw.op, r.tensor, r.where.to_string(),
@@ -89,7 +93,7 @@ std::string describe_overlap(const ScenarioResult& result, const RngOverlap& ove
   return fmt::format(
       "seed {}: {} and {} both read Philox counter blocks [{}, {}): they draw the same random "
       "numbers",
-      result.draws[overlap.first].draw.seed, side(overlap.first, overlap.first_ranks),
+      overlap.first.draw.seed, side(overlap.first, overlap.first_ranks),
       side(overlap.second, overlap.second_ranks), overlap.block_begin, overlap.block_end);
 }
 

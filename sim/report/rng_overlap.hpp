@@ -12,13 +12,14 @@
 namespace meshsim::sim {
 
 // Fills result.overlaps (the first kMaxReportedOverlaps, in seed and counter order) and
-// result.overlap_count from result.draws. Only draws of the same seed epoch count (a manual_seed
-// that restarts a stream means to repeat it). Replicas (the same op and shard on several ranks) and
-// draws of one plain-tensor op on every rank are not independent and never count.
+// result.overlap_count from result.draws. Only draws of the same seed epoch count: the n-th
+// manual_seed of every rank starts epoch n, and restarting a stream means to repeat it. Replicas
+// (the same op and shard on several ranks) and draws of one plain-tensor op on every rank are not
+// independent and never count.
 void find_rng_overlaps(ScenarioResult& result);
 
 // "seed 1234: uniform_(0, 1) into \"w\" (file:12:1, shard 2, rank 2) and ... both read Philox
 // counter blocks [8, 10)".
-std::string describe_overlap(const ScenarioResult& result, const RngOverlap& overlap);
+std::string describe_overlap(const RngOverlap& overlap);
 
 }  // namespace meshsim::sim

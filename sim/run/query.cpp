@@ -147,7 +147,8 @@ std::string Query::describe() const {
   if (expression_) return fmt::format("value({})", excerpt(expression_->text()));
   if (key_ == "rng_state") return fmt::format("rng_state({})", generator_);
   if (key_ == "tensor")
-    return first_ ? fmt::format("tensor({}, first {})", tensor_, *first_) : fmt::format("tensor({})", tensor_);
+    return first_ ? fmt::format("tensor({}, first {})", tensor_, *first_)
+                  : fmt::format("tensor({})", tensor_);
   std::string args = mesh_;
   if (!dim_.empty()) args += ", " + dim_;
   if (!global_shape_.empty() || !placements_.empty()) {
@@ -178,16 +179,7 @@ Json Query::observe(const RankState& rank) const {
                       "most {} values",
                       tensor_, t.describe(), t.numel(), kMaxValues));
     }
-    Json values = Json::array();
-    const int64_t shown = first_ ? std::min(*first_, t.numel()) : t.numel();
-    for (int64_t i = 0; i < shown; ++i) {
-      if (is_floating(t.dtype())) {
-        values.push_back(t.get(i));
-      } else {
-        values.push_back(t.get_int(i));  // exact, int64 included
-      }
-    }
-    return values;
+    return first_values(t, first_ ? std::min(*first_, t.numel()) : t.numel());
   }
   const DeviceMesh& m = rank.mesh(mesh_);
   const std::optional<MeshDim> dim = rank.dim_of(dim_);
@@ -211,6 +203,18 @@ Json Query::observe(const RankState& rank) const {
   return Json{{"shape", s.shape}, {"offset", s.offset}};
 }
 
+Json first_values(const Tensor& t, int64_t n) {
+  Json values = Json::array();
+  for (int64_t i = 0; i < t.numel() && i < n; ++i) {
+    if (is_floating(t.dtype())) {
+      values.push_back(t.get(i));
+    } else {
+      values.push_back(t.get_int(i));  // exact, int64 included
+    }
+  }
+  return values;
+}
+
 Json describe_value(const RankState& rank, const std::string& name) {
   constexpr int64_t kShownValues = 16;
   const Parameter& v = rank.value(name);
@@ -225,11 +229,7 @@ Json describe_value(const RankState& rank, const std::string& name) {
     out["local_offset"] = s.offset;
   }
   out["local"] = local.describe();
-  if (!local.is_meta()) {
-    Json values = Json::array();
-    for (int64_t i = 0; i < local.numel() && i < kShownValues; ++i) values.push_back(local.get(i));
-    out["first_values"] = std::move(values);
-  }
+  if (!local.is_meta()) out["first_values"] = first_values(local, kShownValues);
   return out;
 }
 

@@ -32,8 +32,8 @@ class Query {
  private:
   std::string key_;
   std::string mesh_;
-  std::string dim_;     // "" = unspecified
-  std::string tensor_;  // the `tensor` query's tensor
+  std::string dim_;               // "" = unspecified
+  std::string tensor_;            // the `tensor` query's tensor
   std::optional<int64_t> first_;  // ... and how many of its values
   std::string generator_;         // the `rng_state` query's generator
   std::vector<int64_t> global_shape_;
@@ -43,6 +43,9 @@ class Query {
 
 // An array of placement strings ("Shard(0)", "Replicate()", ...); InputError at the bad entry.
 std::vector<Placement> placements_of(const toml::node& node, const LoadContext& ctx);
+
+// The first `n` values of a materialized tensor, as the report shows them.
+Json first_values(const Tensor& t, int64_t n);
 
 // A tensor or DTensor on one rank (spec, local shard, its first values), for `dump`.
 Json describe_value(const RankState& rank, const std::string& name);

@@ -37,8 +37,7 @@ const Parameter& RankState::value(const std::string& name) const {
 }
 
 const Tensor& RankState::tensor(const std::string& name) const {
-  const Parameter& v = value(name);
-  return std::holds_alternative<Tensor>(v) ? std::get<Tensor>(v) : std::get<DTensor>(v).local();
+  return local_tensor(value(name));
 }
 
 void RankState::set_tensor(const std::string& name, Tensor value) {
@@ -76,10 +75,23 @@ PhiloxState RankState::broadcast_rng_state(const PhiloxState& mine) {
   return PhiloxState::from_bytes({reinterpret_cast<const uint8_t*>(got.data()), got.size()});
 }
 
+void RankState::random_in_place(const Step& step, const std::string& name, const RandomOp& op) {
+  if (std::holds_alternative<Tensor>(value(name))) {
+    Tensor t = tensor(name);
+    record_draw(step, name, rng_.random_(t, op));
+    set_tensor(name, std::move(t));
+  } else {
+    record_draw(step, name, rng_.random_(dtensor(name), op, rng_state_broadcast()));
+  }
+}
+
 void RankState::record_draw(const Step& step, const std::string& tensor,
                             const RankRng::OpResult& r) {
   if (r.state_overwritten_by_rank0) result_.rng_state_synced.push_back(rank_);
-  if (r.draw) result_.draws.push_back({step.where, rank_, tensor, *r.draw});
+  if (!r.draw) return;
+  ++result_.draws_total;
+  if (result_.draws.size() < ScenarioResult::kMaxCheckedDraws)
+    result_.draws.push_back({step.where, rank_, tensor, *r.draw});
 }
 
 void RankState::record_sample(int64_t id, ShardSample sample) {

@@ -61,6 +61,11 @@ class RankState final : public ExpressionEnv {
   const RankRng& rng() const { return rng_; }
   // The lazy tracker's WORLD broadcast of rank 0's generator state, as a real collective.
   PhiloxState broadcast_rng_state(const PhiloxState& mine);
+  RankRng::BroadcastFromRank0 rng_state_broadcast() {
+    return [this](const PhiloxState& mine) { return broadcast_rng_state(mine); };
+  }
+  // A random op in place on the tensor or DTensor `name`, its draw logged for `step`.
+  void random_in_place(const Step& step, const std::string& name, const RandomOp& op);
   // Logs what a random op drew into `tensor` (and a state replaced by rank 0's).
   void record_draw(const Step& step, const std::string& tensor, const RankRng::OpResult& result);
   // Keeps what this rank holds for cross-rank expectation `id`.

@@ -106,14 +106,26 @@ void add_rng_findings(ScenarioResult& result) {
         "seed on every rank of one SPMD region, one seed per pipeline stage)",
         rank_ranges(result.rng_state_synced)));
   }
+  // Rank by rank, each in program order: the report reads the same whatever the schedule.
+  std::stable_sort(result.draws.begin(), result.draws.end(),
+                   [](const DrawRecord& a, const DrawRecord& b) { return a.rank < b.rank; });
   find_rng_overlaps(result);
   constexpr size_t kListed = 8;
   for (size_t i = 0; i < result.overlaps.size() && i < kListed; ++i)
-    result.warnings.push_back("RNG overlap: " + describe_overlap(result, result.overlaps[i]));
+    result.warnings.push_back("RNG overlap: " + describe_overlap(result.overlaps[i]));
   if (result.overlap_count > kListed) {
     result.warnings.push_back(
         fmt::format("... and {} more RNG overlaps (see --json)", result.overlap_count - kListed));
   }
+  if (result.draws_total > result.draws.size()) {
+    result.warnings.push_back(fmt::format(
+        "the draw log kept {} of {} draws: later draws are neither listed nor checked for "
+        "overlaps",
+        result.draws.size(), result.draws_total));
+  }
+  // The report lists the first draws; the overlaps carry their own copies.
+  if (result.draws.size() > ScenarioResult::kMaxReportedDraws)
+    result.draws.resize(ScenarioResult::kMaxReportedDraws);
 }
 
 }  // namespace

@@ -147,7 +147,7 @@ class RngOverlapExpectation final : public OutcomeExpectation {
     Json described = Json::array();
     bool found = contains_.empty();
     for (const RngOverlap& o : result.overlaps) {
-      std::string text = describe_overlap(result, o);
+      std::string text = describe_overlap(o);
       found = found || text.find(contains_) != std::string::npos;
       // A few are enough to read here; the report's rng section lists them all.
       if (described.size() < 3) described.push_back(std::move(text));

@@ -6,11 +6,13 @@
 //     hold the same values (replicas agree).
 // Coordinates are taken in the DTensor's own mesh, or in `mesh` when given (required for plain
 // tensors).
+#include <algorithm>
 #include <cstring>
 #include <map>
 
 #include <fmt/format.h>
 
+#include "sim/run/query.hpp"
 #include "sim/run/rank_state.hpp"
 #include "sim/runtime/hang_report.hpp"
 #include "sim/scenario/step_registry.hpp"
@@ -38,12 +40,6 @@ uint64_t digest_of(const Tensor& t) {
   }
   for (; i < bytes.size(); ++i) h = mix(h, static_cast<uint64_t>(bytes[i]));
   return h;
-}
-
-Json preview_of(const Tensor& t) {
-  Json out = Json::array();
-  for (int64_t i = 0; i < t.numel() && i < 4; ++i) out.push_back(t.get(i));
-  return out;
 }
 
 struct Target {
@@ -87,9 +83,10 @@ class RecordSamples final : public Step {
         (is_across[i] ? s.across : s.others).push_back((*m.coordinate())[i]);
       const Tensor& t = rank.tensor(name);
       s.meta = t.is_meta();
+      s.numel = t.numel();
       if (!s.meta) {
         s.digest = digest_of(t);
-        s.preview = preview_of(t);
+        s.preview = first_values(t, 4);
       }
       rank.record_sample(id_, std::move(s));
     }
@@ -151,15 +148,21 @@ class CompareSamples final : public OutcomeExpectation {
       return;
     }
     if (target_.distinct) {
-      // Ranks holding equal values must agree on every across dim.
+      // Ranks holding equal values must agree on every across dim. Empty shards (uneven
+      // sharding) hold no values to repeat.
       std::map<uint64_t, std::map<std::vector<int64_t>, std::vector<int64_t>>> by_digest;
-      for (const auto& [r, s] : held) by_digest[s->digest][s->across].push_back(r);
+      for (const auto& [r, s] : held) {
+        if (s->numel > 0) by_digest[s->digest][s->across].push_back(r);
+      }
       for (const auto& [digest, groups] : by_digest) {
         if (groups.size() < 2 || problems.size() >= kMaxListed) continue;
-        Json same = Json::array();
-        for (const auto& [coord, ranks] : groups)
-          same.push_back(ranks_holding(ranks, *held_sample(held, ranks[0])));
-        problems.push_back({{"tensor", tensor}, {"equal_on_ranks_that_should_differ", same}});
+        std::vector<int64_t> ranks;
+        for (const auto& [coord, in_group] : groups)
+          ranks.insert(ranks.end(), in_group.begin(), in_group.end());
+        std::sort(ranks.begin(), ranks.end());
+        problems.push_back({{"tensor", tensor},
+                            {"same_values_on_ranks", rank_ranges(ranks)},
+                            {"first_values", held_sample(held, ranks[0])->preview}});
       }
     } else {
       // Ranks that differ only in across dims must hold one value.
@@ -216,6 +219,8 @@ std::optional<CrossRankExpectation> parse_cross_rank_expectation(const toml::tab
   const toml::node& across = ctx.require(*args, "across", key);
   t.across = ctx.strings_of(across, "across");
   if (t.across.empty()) ctx.fail(across, "across needs at least one mesh dim name");
+  if (std::find(t.across.begin(), t.across.end(), "") != t.across.end())
+    ctx.fail(across, "across may not contain an empty dim name");
   if (const toml::node* m = args->get("mesh")) {
     t.mesh = ctx.string_of(*m, "mesh");
     const LoadContext::MeshInfo& info = ctx.require_mesh(*m, t.mesh);

@@ -21,17 +21,10 @@ std::string bias_of(const std::string& module) {
 // DTensor's dispatcher. A zero-element weight is left alone, as kaiming_uniform_ does.
 void reset_parameters(RankState& rank, const Step& step, const std::string& module) {
   const RankState::LinearModule& m = rank.module(module);
-  auto broadcast = [&rank](const PhiloxState& s) { return rank.broadcast_rng_state(s); };
   auto draw = [&](const std::string& name, double bound, const char* init) {
-    const RandomOp op{RandomOp::Kind::kUniform, -bound, bound,
-                      fmt::format("{}(bound {:.6g})", init, bound)};
-    if (std::holds_alternative<Tensor>(rank.value(name))) {
-      Tensor t = rank.tensor(name);
-      rank.record_draw(step, name, rank.rng().random_(t, op));
-      rank.set_tensor(name, std::move(t));
-    } else {
-      rank.record_draw(step, name, rank.rng().random_(rank.dtensor(name), op, broadcast));
-    }
+    rank.random_in_place(step, name,
+                         RandomOp{RandomOp::Kind::kUniform, -bound, bound,
+                                  fmt::format("{}(bound {:.6g})", init, bound)});
   };
   if (m.in > 0 && m.out > 0)
     draw(weight_of(module), kaiming_uniform_bound(m.in), "kaiming_uniform_");

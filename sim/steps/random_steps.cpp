@@ -57,6 +57,7 @@ DTensorShape dtensor_shape_of(const toml::table& args, LoadContext& ctx, std::st
                                out.placements.size(), out.mesh, info.ndim));
     }
     for (const Placement& pl : out.placements) {
+      if (!std::holds_alternative<Shard>(pl) && !std::holds_alternative<StridedShard>(pl)) continue;
       const int64_t d = sharded_dim(pl);
       const auto ndim = static_cast<int64_t>(out.shape.size());
       if (d >= ndim || d < -ndim) {
@@ -101,17 +102,13 @@ class ManualSeedStep final : public Step {
 class FactoryStep final : public Step {
  public:
   void run(RankState& rank) const override {
-    auto broadcast = [&rank](const PhiloxState& s) { return rank.broadcast_rng_state(s); };
     if (shape_.mesh.empty()) {
-      Tensor t(shape_.shape, shape_.dtype);
-      const RankRng::OpResult r = rank.rng().random_(t, op_);
-      rank.record_draw(*this, name_, r);
-      rank.set_tensor(name_, std::move(t));
+      rank.set_tensor(name_, Tensor(shape_.shape, shape_.dtype));
+      rank.random_in_place(*this, name_, op_);
       return;
     }
     DTensor t = DTensor::zeros(shape_.spec(rank));
-    const RankRng::OpResult r = rank.rng().random_factory(t, op_, broadcast);
-    rank.record_draw(*this, name_, r);
+    rank.record_draw(*this, name_, rank.rng().random_factory(t, op_, rank.rng_state_broadcast()));
     rank.set_dtensor(name_, std::move(t));
   }
   std::string name_;
@@ -123,16 +120,7 @@ class FactoryStep final : public Step {
 // p }`, `exponential_ = { tensor, lambda }`: in place on a tensor or a DTensor.
 class InPlaceRandomStep final : public Step {
  public:
-  void run(RankState& rank) const override {
-    if (std::holds_alternative<Tensor>(rank.value(tensor_))) {
-      Tensor t = rank.tensor(tensor_);
-      rank.record_draw(*this, tensor_, rank.rng().random_(t, op_));
-      rank.set_tensor(tensor_, std::move(t));
-      return;
-    }
-    auto broadcast = [&rank](const PhiloxState& s) { return rank.broadcast_rng_state(s); };
-    rank.record_draw(*this, tensor_, rank.rng().random_(rank.dtensor(tensor_), op_, broadcast));
-  }
+  void run(RankState& rank) const override { rank.random_in_place(*this, tensor_, op_); }
   std::string tensor_;
   RandomOp op_;
 };

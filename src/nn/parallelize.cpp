@@ -10,12 +10,8 @@ namespace meshsim {
 
 namespace {
 
-const Tensor& local_of(const Parameter& p) {
-  return std::holds_alternative<Tensor>(p) ? std::get<Tensor>(p) : std::get<DTensor>(p).local();
-}
-
 void require_meta(const Parameter& p, std::string_view api) {
-  if (!local_of(p).is_meta()) {
+  if (!local_tensor(p).is_meta()) {
     throw Error(PyErrorType::kNotImplementedError,
                 fmt::format("meshsim models {} for modules created on the meta device (meta = "
                             "true), as rng.md 3.4's seed tests do; on a real device PyTorch "
@@ -25,6 +21,10 @@ void require_meta(const Parameter& p, std::string_view api) {
 }
 
 }  // namespace
+
+const Tensor& local_tensor(const Parameter& p) {
+  return std::holds_alternative<Tensor>(p) ? std::get<Tensor>(p) : std::get<DTensor>(p).local();
+}
 
 std::optional<TpStyle> parse_tp_style(std::string_view text) {
   if (text == "colwise" || text == "ColwiseParallel") return TpStyle::kColwise;
@@ -75,7 +75,8 @@ DTensor fully_shard_parameter(const Parameter& param, const DeviceMesh& dp) {
 }
 
 double kaiming_uniform_bound(int64_t fan_in) {
-  if (fan_in == 0) throw value_error("Initializing zero-element tensors is a no-op");
+  // PyTorch leaves a zero-element weight alone (a warning); callers skip it before asking.
+  if (fan_in <= 0) throw value_error("kaiming_uniform_bound needs fan_in > 0");
   // torch.nn.init: gain = calculate_gain("leaky_relu", a), std = gain / sqrt(fan), bound =
   // sqrt(3) * std, with a = sqrt(5) (so a**2 is 5.000000000000001 in Python).
   const double a = std::sqrt(5.0);

@@ -12,6 +12,8 @@ namespace meshsim {
 
 // A parameter before (a plain tensor) or after (a DTensor) parallelisation.
 using Parameter = std::variant<Tensor, DTensor>;
+// The tensor itself, or the DTensor's local shard.
+const Tensor& local_tensor(const Parameter& p);
 
 enum class TpStyle { kColwise, kRowwise };
 // "colwise" / "ColwiseParallel", "rowwise" / "RowwiseParallel"; nullopt otherwise.
@@ -34,7 +36,8 @@ DTensor fully_shard_parameter(const Parameter& param, const DeviceMesh& dp);
 
 // nn.Linear.reset_parameters: kaiming_uniform_(weight, a=sqrt(5)) draws from
 // uniform_(-bound, bound) with this bound, computed in double as torch.nn.init does; the bias
-// from uniform_(-1/sqrt(fan_in), 1/sqrt(fan_in)) (0 when fan_in is 0).
+// from uniform_(-1/sqrt(fan_in), 1/sqrt(fan_in)) (0 when fan_in is 0). kaiming_uniform_bound
+// needs fan_in > 0 (ValueError): a zero-element weight is not drawn at all.
 double kaiming_uniform_bound(int64_t fan_in);
 double linear_bias_bound(int64_t fan_in);
 

@@ -25,17 +25,25 @@ constexpr int64_t kThreadsPerBlock = 256;
 constexpr float kTwoPow32Inv = 2.3283064e-10f;           // exactly 2^-32
 constexpr double kTwoPow53Inv = 1.1102230246251565e-16;  // 2^-53
 
-int64_t unroll_of(DType dtype) {
+// AT_DISPATCH's error for a dtype a floating-point kernel does not handle.
+void require_floating(DType dtype, std::string_view kernel) {
+  if (!is_floating(dtype)) {
+    throw runtime_error(
+        fmt::format("\"{}\" not implemented for '{}'", kernel, scalar_type_name(dtype)));
+  }
+}
+
+// How caffe2's TypeMeta prints a floating dtype in uniform_'s bounds errors.
+std::string_view type_meta_name(DType dtype) {
   switch (dtype) {
-    case DType::kFloat32:
-    case DType::kFloat16:
-    case DType::kBFloat16:
-      return 4;
     case DType::kFloat64:
-      return 2;
+      return "double";
+    case DType::kFloat16:
+      return "c10::Half";
+    case DType::kBFloat16:
+      return "c10::BFloat16";
     default:
-      throw runtime_error(
-          fmt::format("\"check_uniform_bounds\" not implemented for '{}'", dtype_name(dtype)));
+      return "float";
   }
 }
 
@@ -82,7 +90,8 @@ double stored(DType dtype, double v) {
 KernelLaunch KernelLaunch::plan(int64_t numel, DType dtype, const GpuProfile& gpu) {
   KernelLaunch l;
   l.numel = numel;
-  l.unroll = unroll_of(dtype);
+  // Every dtype but double draws four floats per Philox call (curand_uniform4, curand_normal4).
+  l.unroll = dtype == DType::kFloat64 ? 2 : 4;
   if (numel <= 0) return l;
   // Past 32-bit byte offsets, PyTorch splits the tensor into several launches, each with its own
   // grid and offset advance: not modelled (yet), so refused rather than predicted wrongly.
@@ -146,21 +155,22 @@ void check_uniform_bounds(DType dtype, double from, double to) {
                      : dtype == DType::kFloat32 ? std::numeric_limits<float>::max()
                      : dtype == DType::kFloat16 ? 65504.0
                                                 : 3.3895313892515355e38;  // bfloat16
-  unroll_of(dtype);                                                       // a floating dtype
+  require_floating(dtype, "check_uniform_bounds");
   for (const auto& [value, name] : {std::pair{from, "from"}, std::pair{to, "to"}}) {
     if (!(value >= -max && value <= max)) {
-      throw runtime_error(fmt::format("{} is out of bounds for {}", name, dtype_name(dtype)));
+      throw runtime_error(fmt::format("{} is out of bounds for {}", name, type_meta_name(dtype)));
     }
   }
+  // Numbers as PyTorch's TORCH_CHECK streams them (six significant digits).
   if (!(from <= to)) {
     throw runtime_error(fmt::format(
-        "uniform_ expects to return a [from, to) range, but found from={} > to={}", from, to));
+        "uniform_ expects to return a [from, to) range, but found from={:g} > to={:g}", from, to));
   }
   if (!(to - from <= max)) {
     throw runtime_error(fmt::format(
-        "uniform_ expects to-from <= std::numeric_limits<{}>::max(), but found to={} and from={} "
-        "which result in to-from to exceed the limit",
-        dtype_name(dtype), to, from));
+        "uniform_ expects to-from <= std::numeric_limits<{}>::max(), but found to={:g} and "
+        "from={:g} which result in to-from to exceed the limit",
+        scalar_type_name(dtype), to, from));
   }
 }
 
@@ -202,8 +212,33 @@ Tensor predict_uniform(PhiloxState& state, int64_t numel, DType dtype, const Gpu
   return out;
 }
 
+void check_normal(DType dtype, double std) {
+  if (!(std >= 0.0))
+    throw runtime_error(fmt::format("normal expects std >= 0.0, but found std {:g}", std));
+  require_floating(dtype, "normal_kernel_cuda");
+}
+
+void check_bernoulli(double p) {
+  if (!(p >= 0.0 && p <= 1.0))
+    throw runtime_error(fmt::format("bernoulli_ expects p to be in [0, 1], but got p={:g}", p));
+}
+
+void check_exponential(DType dtype, double lambda) {
+  if (!(lambda > 0.0)) {
+    throw runtime_error(
+        fmt::format("exponential_ expects lambda > 0.0, but found lambda={:g}", lambda));
+  }
+  if (!is_floating(dtype)) {
+    throw runtime_error(fmt::format(
+        "Exponential distribution is a continuous probability distribution. dtype must be a "
+        "floating point but you specified {}",
+        scalar_type_name(dtype)));
+  }
+}
+
 Tensor predict_normal(PhiloxState& state, int64_t numel, DType dtype, const GpuProfile& gpu,
                       double mean, double std) {
+  check_normal(dtype, std);
   const KernelLaunch launch = KernelLaunch::plan(numel, dtype, gpu);
   Tensor out({numel}, dtype);
   for_each_draw(
@@ -249,9 +284,7 @@ template <typename Transform>
 Tensor uniform_and_transform(PhiloxState& state, int64_t numel, DType dtype, const GpuProfile& gpu,
                              Transform&& transform) {
   const bool is_double = dtype == DType::kFloat64;
-  // Integer and bool outputs draw as float does (four elements per draw).
-  const KernelLaunch launch =
-      KernelLaunch::plan(numel, is_floating(dtype) ? dtype : DType::kFloat32, gpu);
+  const KernelLaunch launch = KernelLaunch::plan(numel, dtype, gpu);
   Tensor out({numel}, dtype);
   for_each_draw(state, launch, best_philox_path(),
                 [&](uint64_t e, const uint32_t(&w)[4][8], int64_t ii, size_t j) {
@@ -267,8 +300,7 @@ Tensor uniform_and_transform(PhiloxState& state, int64_t numel, DType dtype, con
 
 Tensor predict_bernoulli(PhiloxState& state, int64_t numel, DType dtype, const GpuProfile& gpu,
                          double p) {
-  if (!(p >= 0.0 && p <= 1.0))
-    throw runtime_error(fmt::format("bernoulli_ expects p to be in [0, 1], but got p={}", p));
+  check_bernoulli(p);
   // The comparison happens in double for double tensors and in float for every other dtype.
   const bool is_double = dtype == DType::kFloat64;
   const auto p_f = static_cast<float>(p);
@@ -279,16 +311,7 @@ Tensor predict_bernoulli(PhiloxState& state, int64_t numel, DType dtype, const G
 
 Tensor predict_exponential(PhiloxState& state, int64_t numel, DType dtype, const GpuProfile& gpu,
                            double lambda) {
-  if (!(lambda > 0.0)) {
-    throw runtime_error(
-        fmt::format("exponential_ expects lambda > 0.0, but found lambda={}", lambda));
-  }
-  if (!is_floating(dtype)) {
-    throw runtime_error(fmt::format(
-        "Exponential distribution is a continuous probability distribution. dtype must be a "
-        "floating point but you specified {}",
-        dtype_name(dtype)));
-  }
+  check_exponential(dtype, lambda);
   if (dtype == DType::kFloat64) {
     constexpr double kHalfEps = std::numeric_limits<double>::epsilon() / 2;
     return uniform_and_transform(state, numel, dtype, gpu, [&](double u) {

@@ -23,9 +23,9 @@ struct KernelLaunch {
   // How far the generator's offset moves, before the kernel runs (0 when numel is 0).
   uint64_t counter_offset = 0;
 
-  // Throws meshsim::Error (RuntimeError) for a dtype the kernels do not draw (integers, bool),
-  // and for tensors whose byte offsets pass 2^31 - 1 (PyTorch splits those into several launches,
-  // which is not modelled).
+  // Any dtype (bernoulli_ writes integers and bool; the distributions check theirs). Throws
+  // meshsim::Error (RuntimeError) for tensors whose byte offsets pass 2^31 - 1 (PyTorch splits
+  // those into several launches, which is not modelled).
   static KernelLaunch plan(int64_t numel, DType dtype, const GpuProfile& gpu);
 };
 
@@ -46,9 +46,14 @@ double uniform_from_words(uint32_t x, uint32_t y);
 // the kernel advances it. Values equal to `to` after rounding become `from`, as PyTorch does.
 // `u * range + from` is one fused multiply-add, as nvcc compiles it by default; it only matters
 // in the last bit, and only when from is not 0.
-// PyTorch's check_uniform_bounds: RuntimeError, with its messages, for bounds outside the dtype,
-// from > to, or a range wider than the dtype's largest value.
+// PyTorch's argument checks, with its messages (RuntimeError): check_uniform_bounds for a
+// non-floating dtype, bounds outside the dtype, from > to, or a range wider than the dtype's
+// largest value; normal_'s std < 0 and dtype; bernoulli_'s p outside [0, 1]; exponential_'s
+// lambda <= 0 and dtype. PyTorch checks them on meta tensors too.
 void check_uniform_bounds(DType dtype, double from, double to);
+void check_normal(DType dtype, double std);
+void check_bernoulli(double p);
+void check_exponential(DType dtype, double lambda);
 
 // `path` chooses how Philox runs (every path gives the same bits; tests compare them). Throws
 // what check_uniform_bounds and KernelLaunch::plan throw.

@@ -81,9 +81,10 @@ bool RankRng::distribute_region_enabled() const {
 
 void RankRng::set_distribute_region_enabled(bool enabled) {
   if (!tracker_) {
-    throw runtime_error(
-        "there is no DTensor RNG tracker yet (random._rng_tracker is None): create it with "
-        "manual_seed or a DTensor random op before setting distribute_region_enabled");
+    // random._rng_tracker is still None in PyTorch.
+    throw Error(PyErrorType::kAttributeError,
+                "'NoneType' object has no attribute 'distribute_region_enabled' (no DTensor RNG "
+                "tracker yet: manual_seed or a first DTensor random op creates it)");
   }
   tracker_->distribute_region = enabled;
 }
@@ -98,7 +99,7 @@ void RankRng::dtensor_manual_seed(uint64_t seed, const DeviceMesh& mesh) {
         "undefined.");
   }
   dtensor_generator() = PhiloxState{seed, 0};
-  ++epoch_;
+  ++(profile_ == RngProfile::kLatest ? default_epoch_ : tracker_epoch_);
 }
 
 bool RankRng::create_tracker_synced(const BroadcastFromRank0& broadcast) {
@@ -113,22 +114,40 @@ PhiloxState& RankRng::dtensor_generator() {
   return profile_ == RngProfile::kLatest ? default_ : tracker_->state;
 }
 
-Draw RankRng::draw_local(Tensor& t, const RandomOp& op, PhiloxState& state, Draw::Generator g) {
+void check_arguments(const RandomOp& op, DType dtype) {
+  switch (op.kind) {
+    case RandomOp::Kind::kUniform:
+      check_uniform_bounds(dtype, op.a, op.b);
+      return;
+    case RandomOp::Kind::kNormal:
+      check_normal(dtype, op.b);
+      return;
+    case RandomOp::Kind::kBernoulli:
+      check_bernoulli(op.a);
+      return;
+    case RandomOp::Kind::kExponential:
+      check_exponential(dtype, op.a);
+      return;
+  }
+}
+
+std::optional<Draw> RankRng::draw_local(Tensor& t, const RandomOp& op, PhiloxState& state,
+                                        Draw::Generator g) {
+  check_arguments(op, t.dtype());
+  if (t.is_meta()) return std::nullopt;  // meta tensors consume nothing
   Draw d;
   d.generator = g;
   d.seed = state.seed;
   d.offset = state.offset;
   d.numel = t.numel();
   d.op = op.describe();
-  d.epoch = epoch_;
+  d.seed_epoch = g == Draw::Generator::kDefault ? default_epoch_ : tracker_epoch_;
   Tensor values;
   switch (op.kind) {
     case RandomOp::Kind::kUniform:
       values = predict_uniform(state, t.numel(), t.dtype(), gpu_, op.a, op.b);
       break;
     case RandomOp::Kind::kNormal:
-      if (!(op.b >= 0.0))
-        throw runtime_error(fmt::format("normal expects std >= 0.0, but found std {}", op.b));
       values = predict_normal(state, t.numel(), t.dtype(), gpu_, op.a, op.b);
       break;
     case RandomOp::Kind::kBernoulli:
@@ -140,82 +159,84 @@ Draw RankRng::draw_local(Tensor& t, const RandomOp& op, PhiloxState& state, Draw
   }
   t = values.reshaped(t.shape());
   d.words = state.offset - d.offset;
+  if (d.words == 0) return std::nullopt;  // an empty tensor draws nothing
   return d;
 }
 
 RankRng::OpResult RankRng::random_(Tensor& t, const RandomOp& op) {
-  if (t.is_meta()) return {};  // meta tensors consume nothing
-  Draw d = draw_local(t, op, default_, Draw::Generator::kDefault);
-  if (d.words == 0) return {};
-  return {std::move(d), false};
+  return {draw_local(t, op, default_, Draw::Generator::kDefault), false};
 }
 
-RankRng::OpResult RankRng::in_distribute_region(DTensor& t, const RandomOp& op) {
-  const DTensorSpec& spec = t.spec();
-  const DTensorRngOffsets off =
-      dtensor_rng_offsets(spec.shape, spec.mesh.shape(), *spec.mesh.coordinate(), spec.placements);
+RankRng::OpResult RankRng::run_local(DTensor& t, const RandomOp& op, PhiloxState& state,
+                                     const DTensorRngOffsets& off) {
+  Tensor local = t.local();
+  OpResult r{draw_local(local, op, state, Draw::Generator::kDefault), false};
+  if (r.draw) r.draw->shard_index = off.shard_linear_index;
+  t.set_local(std::move(local));
+  return r;
+}
+
+RankRng::OpResult RankRng::in_distribute_region(DTensor& t, const RandomOp& op,
+                                                const DTensorRngOffsets& off) {
   PhiloxState& gen = dtensor_generator();
   const uint64_t old = gen.offset;
   PhiloxState state{gen.seed, add_offset(old, off.pre_op_increment)};
   Tensor local = t.local();
-  OpResult out;
-  if (!local.is_meta()) {
-    Draw d = draw_local(
-        local, op, state,
-        profile_ == RngProfile::kLatest ? Draw::Generator::kDefault : Draw::Generator::kTracker);
-    d.shard_index = off.shard_linear_index;
-    d.in_distribute_region = true;
-    if (d.words > 0) out.draw = std::move(d);
-    t.set_local(std::move(local));
+  OpResult out{draw_local(local, op, state,
+                          profile_ == RngProfile::kLatest ? Draw::Generator::kDefault
+                                                          : Draw::Generator::kTracker),
+               false};
+  if (out.draw) {
+    out.draw->shard_index = off.shard_linear_index;
+    out.draw->in_distribute_region = true;
   }
+  t.set_local(std::move(local));
   gen.offset = add_offset(old, off.post_op_increment);
   return out;
 }
 
 RankRng::OpResult RankRng::random_(DTensor& t, const RandomOp& op,
                                    const BroadcastFromRank0& broadcast) {
-  require_cuda(t.spec().mesh);
+  const DTensorSpec& spec = t.spec();
+  require_cuda(spec.mesh);
   if (!t.participates()) return {};  // DTensor's dispatcher runs nothing off the mesh
+  const DTensorRngOffsets off =
+      dtensor_rng_offsets(spec.shape, spec.mesh.shape(), *spec.mesh.coordinate(), spec.placements);
   // exponential_ is not among DTensor's random ops: no tracker, no offsets.
   const bool dtensor_random = op.kind != RandomOp::Kind::kExponential;
   bool overwritten = false;
   if (dtensor_random && !tracker_) overwritten = create_tracker_synced(broadcast);
-  if (dtensor_random && !t.local().is_meta() && tracker_->distribute_region) {
-    OpResult r = in_distribute_region(t, op);
-    r.state_overwritten_by_rank0 = overwritten;
-    return r;
-  }
-  OpResult r{std::nullopt, overwritten};
-  Tensor local = t.local();
-  if (local.is_meta()) return r;
-  Draw d = draw_local(local, op, default_, Draw::Generator::kDefault);
-  const DTensorSpec& spec = t.spec();
-  d.shard_index =
-      dtensor_rng_offsets(spec.shape, spec.mesh.shape(), *spec.mesh.coordinate(), spec.placements)
-          .shard_linear_index;
-  if (d.words > 0) r.draw = std::move(d);
-  t.set_local(std::move(local));
+  OpResult r = dtensor_random && !t.local().is_meta() && tracker_->distribute_region
+                   ? in_distribute_region(t, op, off)
+                   : run_local(t, op, default_, off);
+  r.state_overwritten_by_rank0 = overwritten;
   return r;
 }
 
 RankRng::OpResult RankRng::random_factory(DTensor& out, const RandomOp& op,
                                           const BroadcastFromRank0& broadcast) {
-  require_cuda(out.spec().mesh);
+  const DTensorSpec& spec = out.spec();
+  require_cuda(spec.mesh);
   bool overwritten = false;
   if (!tracker_) overwritten = create_tracker_synced(broadcast);
+  OpResult r;
   if (!tracker_->distribute_region) {
+    // The op runs on the device generator inside _distribute_region. The latest release then
+    // puts back the state it read before: the generator does not move. 2.6 leaves it moved.
+    PhiloxState copy = default_;
+    PhiloxState& state = profile_ == RngProfile::kLatest ? copy : default_;
     Tensor local = out.local();
-    OpResult r = random_(local, op);
+    r.draw = draw_local(local, op, state, Draw::Generator::kDefault);
     out.set_local(std::move(local));
-    r.state_overwritten_by_rank0 = overwritten;
-    return r;
-  }
-  if (!out.participates()) {
+  } else if (!out.participates()) {
     throw Error(PyErrorType::kAssertionError,
                 "this rank is not in the DTensor's mesh: PyTorch's _compute_rng_offsets asserts "
                 "on the missing coordinate (DeviceMesh._sym_get_coordinate)");
+  } else {
+    r = in_distribute_region(out, op,
+                             dtensor_rng_offsets(spec.shape, spec.mesh.shape(),
+                                                 *spec.mesh.coordinate(), spec.placements));
   }
-  OpResult r = in_distribute_region(out, op);
   r.state_overwritten_by_rank0 = overwritten;
   return r;
 }

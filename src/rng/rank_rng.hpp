@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "src/dtensor/dtensor.hpp"
+#include "src/rng/dtensor_rng_offsets.hpp"
 #include "src/rng/gpu_profile.hpp"
 #include "src/rng/philox_state.hpp"
 
@@ -55,9 +56,10 @@ struct Draw {
   // whether DTensor's distribute region set the offsets (false: the local op ran as is).
   std::optional<int64_t> shard_index;
   bool in_distribute_region = false;
-  // How many manual_seed calls (torch's or DTensor's) the rank had made before this draw. Draws
-  // of different epochs repeating each other's numbers are a deliberate restart of the stream.
-  int64_t epoch = 0;
+  // How many times this rank had seeded the generator drawn from (torch's or DTensor's
+  // manual_seed) before the draw. Draws of different epochs that repeat each other's numbers
+  // are a deliberate restart of the stream.
+  int64_t seed_epoch = 0;
 };
 std::string_view generator_name(Draw::Generator g);
 
@@ -75,13 +77,14 @@ class RankRng {
   // The tracker's own state (2.6 profile only; nullopt otherwise or before it exists).
   std::optional<PhiloxState> tracker_state() const;
   bool distribute_region_enabled() const;
-  // Sets the tracker's flag; RuntimeError when no tracker exists (PyTorch: no _rng_tracker).
+  // Sets the tracker's flag; AttributeError when no tracker exists (PyTorch's _rng_tracker is
+  // None).
   void set_distribute_region_enabled(bool enabled);
 
   // torch.manual_seed(seed) on this rank's device.
   void manual_seed(uint64_t seed) {
     default_ = PhiloxState{seed, 0};
-    ++epoch_;
+    ++default_epoch_;
   }
   // torch.distributed.tensor._random.manual_seed(seed, mesh): creates the tracker without a
   // broadcast, then RuntimeError (PyTorch's text) when this rank is not in `mesh`, else seeds.
@@ -104,12 +107,13 @@ class RankRng {
   // nothing; otherwise the tracker is created lazily (with the broadcast) for the ops DTensor
   // counts as random, and the distribute region applies unless the local tensor is meta or the
   // region is disabled. exponential_ is not in DTensor's random-op list (PyTorch 2.15): it runs
-  // as a local op on every rank.
+  // as a local op on every rank of the mesh.
   OpResult random_(DTensor& t, const RandomOp& op, const BroadcastFromRank0& broadcast);
   // torch.distributed.tensor.rand / randn: creates the tracker lazily (with the broadcast) on
-  // every caller, then draws the rank's shard in the distribute region. A rank outside the mesh
-  // then fails as PyTorch does (AssertionError: it has no coordinate) unless the region is
-  // disabled.
+  // every rank that calls it, members of the mesh or not, then draws the rank's shard in the
+  // distribute region. A rank outside the mesh then fails as PyTorch does (AssertionError: it
+  // has no coordinate) unless the region is disabled; with the region disabled the latest
+  // release draws from the default generator's state and then restores it.
   OpResult random_factory(DTensor& out, const RandomOp& op, const BroadcastFromRank0& broadcast);
 
  private:
@@ -121,15 +125,21 @@ class RankRng {
   bool create_tracker_synced(const BroadcastFromRank0& broadcast);
   // The generator DTensor ops read in this profile.
   PhiloxState& dtensor_generator();
-  // Runs the local kernel on `state` into `t` (same shape), returning the draw.
-  Draw draw_local(Tensor& t, const RandomOp& op, PhiloxState& state, Draw::Generator g);
-  OpResult in_distribute_region(DTensor& t, const RandomOp& op);
+  // Checks the op's arguments (on meta tensors too, as PyTorch), then runs the local kernel on
+  // `state` into `t` (same shape): the draw, or nullopt for a meta or empty tensor.
+  std::optional<Draw> draw_local(Tensor& t, const RandomOp& op, PhiloxState& state,
+                                 Draw::Generator g);
+  // A DTensor's local op on `state` as is, or inside DTensor's distribute region.
+  OpResult run_local(DTensor& t, const RandomOp& op, PhiloxState& state,
+                     const DTensorRngOffsets& off);
+  OpResult in_distribute_region(DTensor& t, const RandomOp& op, const DTensorRngOffsets& off);
 
   RngProfile profile_;
   GpuProfile gpu_;
   PhiloxState default_{kDefaultSeed, 0};
   std::optional<Tracker> tracker_;
-  int64_t epoch_ = 0;
+  int64_t default_epoch_ = 0;  // seeds of each generator so far (Draw::seed_epoch)
+  int64_t tracker_epoch_ = 0;
 };
 
 }  // namespace meshsim

@@ -29,6 +29,28 @@ bool is_floating(DType dtype) {
          dtype == DType::kBFloat16;
 }
 
+std::string_view scalar_type_name(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return "Float";
+    case DType::kFloat64:
+      return "Double";
+    case DType::kFloat16:
+      return "Half";
+    case DType::kBFloat16:
+      return "BFloat16";
+    case DType::kInt64:
+      return "Long";
+    case DType::kInt32:
+      return "Int";
+    case DType::kUInt8:
+      return "Byte";
+    case DType::kBool:
+      return "Bool";
+  }
+  return "?";
+}
+
 std::string_view dtype_name(DType dtype) {
   switch (dtype) {
     case DType::kFloat32:

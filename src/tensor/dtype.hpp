@@ -13,6 +13,8 @@ size_t dtype_size(DType dtype);
 bool is_floating(DType dtype);
 // PyTorch's name without the "torch." prefix: "float32", "bfloat16", "bool", ...
 std::string_view dtype_name(DType dtype);
+// c10's ScalarType name, as PyTorch's kernel errors print it: "Float", "Long", "BFloat16", ...
+std::string_view scalar_type_name(DType dtype);
 // Accepts PyTorch's names and aliases ("float32", "float", "torch.half", "int", "long", ...).
 std::optional<DType> parse_dtype(std::string_view name);
 

@@ -45,8 +45,9 @@ TEST_CASE("cuda kernel: counter offsets on an H200 (rng.md 2.3)", "[rng][kernel]
   CHECK(KernelLaunch::plan(0, DType::kFloat32, kH200).counter_offset == 0);
   // One wave: 1056 blocks of 256 threads, 4 floats each.
   CHECK(KernelLaunch::plan(int64_t{1} << 28, DType::kFloat32, kH200).grid == 1056);
-  CHECK_THROWS_WITH(KernelLaunch::plan(4, DType::kInt64, kH200),
-                    "\"check_uniform_bounds\" not implemented for 'int64'");
+  // bernoulli_ on integer and bool tensors draws four floats per call, like float32.
+  CHECK(KernelLaunch::plan(2000000, DType::kBool, kH200).counter_offset == 8);
+  CHECK(KernelLaunch::plan(2000000, DType::kInt64, kH200).unroll == 4);
 }
 
 TEST_CASE("cuda kernel: which thread and component an element comes from depends on the GPU",
@@ -210,9 +211,18 @@ TEST_CASE("cuda kernel: PyTorch's bounds checks for uniform_ and the one-launch 
           "[rng][kernel]") {
   PhiloxState state{0, 0};
   CHECK_THROWS_WITH(meshsim::predict_uniform(state, 4, DType::kFloat16, kH200, -60000, 60000),
-                    Catch::StartsWith("uniform_ expects to-from <= std::numeric_limits<float16>"));
+                    "uniform_ expects to-from <= std::numeric_limits<Half>::max(), but found "
+                    "to=60000 and from=-60000 which result in to-from to exceed the limit");
   CHECK_THROWS_WITH(meshsim::predict_uniform(state, 4, DType::kFloat16, kH200, 0, 70000),
-                    "to is out of bounds for float16");
+                    "to is out of bounds for c10::Half");
+  CHECK_THROWS_WITH(meshsim::predict_uniform(state, 4, DType::kFloat32, kH200, -3.5e38, 0),
+                    "from is out of bounds for float");
+  CHECK_THROWS_WITH(meshsim::predict_uniform(state, 4, DType::kInt64, kH200),
+                    "\"check_uniform_bounds\" not implemented for 'Long'");
+  CHECK_THROWS_WITH(meshsim::predict_normal(state, 4, DType::kInt32, kH200),
+                    "\"normal_kernel_cuda\" not implemented for 'Int'");
+  CHECK_THROWS_WITH(meshsim::predict_normal(state, 4, DType::kFloat32, kH200, 0.0, -0.5),
+                    "normal expects std >= 0.0, but found std -0.5");
   CHECK_THROWS_WITH(meshsim::predict_uniform(state, 4, DType::kFloat32, kH200, 2, 1),
                     "uniform_ expects to return a [from, to) range, but found from=2 > to=1");
   CHECK_THROWS_WITH(KernelLaunch::plan(int64_t{1} << 29 | 1, DType::kFloat32, kH200),
@@ -268,5 +278,5 @@ TEST_CASE("cuda kernel: exponential_ has the exponential's mean and PyTorch's er
   REQUIRE_THROWS_WITH(meshsim::predict_exponential(s, 4, DType::kFloat32, kH200, 0.0),
                       "exponential_ expects lambda > 0.0, but found lambda=0");
   REQUIRE_THROWS_WITH(meshsim::predict_exponential(s, 4, DType::kInt64, kH200, 1.0),
-                      Catch::Contains("dtype must be a floating point but you specified int64"));
+                      Catch::Contains("dtype must be a floating point but you specified Long"));
 }

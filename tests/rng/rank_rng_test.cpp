@@ -196,6 +196,7 @@ TEST_CASE("rank rng: meta tensors, a disabled region and exponential_ skip the o
       OneRank one(r, 4, {4}, {8, 4}, placements({"Shard(0)"}));
       one.rng.set_distribute_region_enabled(false);
       const RankRng::OpResult res = one.rng.random_(one.t, kRand, no_broadcast);
+      REQUIRE(res.draw);
       CHECK(res.draw->offset == 0);
       CHECK_FALSE(res.draw->in_distribute_region);
       CHECK(*res.draw->shard_index == r);

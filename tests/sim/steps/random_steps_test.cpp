@@ -1,0 +1,254 @@
+// The RNG steps in scenarios: what the loader refuses, what a run records (draws, overlaps,
+// cross-rank checks), and that the report's codec keeps it.
+#include <catch2/catch.hpp>
+
+#include "sim/report/result_codec.hpp"
+#include "sim/run/runner.hpp"
+#include "sim/scenario/scenario_loader.hpp"
+
+using namespace meshsim::sim;
+
+namespace {
+
+const std::string kHeader = "[scenario]\nname = \"t\"\nworld_size = 4\n";
+const std::string kLine = "[[mesh]]\nname = \"m\"\nshape = [4]\ndims = [\"x\"]\n";
+
+std::string load_error(const std::string& body, const std::string& header = kHeader) {
+  try {
+    load_scenario_text(header + body, "t.toml");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(loaded)";
+}
+
+ScenarioResult run_text(const std::string& body, const std::string& header = kHeader) {
+  return run_scenario(load_scenario_text(header + body, "t.toml"));
+}
+
+const ExpectationRecord* find_expectation(const ScenarioResult& r, const std::string& what) {
+  for (const ExpectationRecord& e : r.expectations) {
+    if (e.what.rfind(what, 0) == 0) return &e;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("random steps: mistakes are refused with file:line:col", "[sim][rng][errors]") {
+  CHECK(load_error("", "[scenario]\nname = \"t\"\nworld_size = 4\ntorch = \"2.7\"\n") ==
+        "t.toml:4:9: torch must be \"latest\" (2.9 and later: DTensor ops advance the default "
+        "generator) or \"2.6\" (the tracker keeps its own state)");
+  CHECK_THAT(load_error("", "[scenario]\nname = \"t\"\nworld_size = 4\ngpu = \"B9000\"\n"),
+             Catch::StartsWith("t.toml:4:7: unknown GPU \"B9000\" (known: H200,"));
+  CHECK_THAT(load_error("",
+                        "[scenario]\nname = \"t\"\nworld_size = 4\ngpu = { sms = 0, "
+                        "max_threads_per_sm = 2048 }\n"),
+             Catch::StartsWith("t.toml:4:7: "));
+  CHECK(load_error(kLine + "[[step]]\nrand = { name = \"w\", shape = [8], mesh = \"m\", "
+                           "placements = [\"Shard(1)\"] }\n") ==
+        "t.toml:9:60: Shard(1) shards dim 1 of a 1-d tensor");
+  CHECK(load_error(kLine + "[[step]]\nrand = { name = \"w\", shape = [8], mesh = \"m\", "
+                           "placements = [\"Shard(0)\", \"Replicate()\"] }\n") ==
+        "t.toml:9:60: 2 placements for mesh \"m\", which has 1 dims");
+  CHECK(load_error("[[step]]\nrand = { name = \"w\", shape = [-1] }\n") ==
+        "t.toml:5:30: tensor sizes must be non-negative");
+  CHECK(load_error("[[step]]\nuniform_ = \"nope\"\n") ==
+        "t.toml:5:12: no tensor \"nope\" is set before this");
+  CHECK(load_error("[[step]]\nrand = { name = \"w\", shape = [4] }\n[[step]]\nuniform_ = { tensor "
+                   "= \"w\", low = 1 }\n") ==
+        "t.toml:7:28: unknown key \"low\" in uniform_ (expected: tensor, from, to)");
+  CHECK(load_error("[[step]]\nmanual_seed = { seed = 1, mesh = \"nope\" }\n") ==
+        "t.toml:5:34: unknown mesh \"nope\"");
+  CHECK(load_error("[[step]]\nreset_parameters = \"fc\"\n") ==
+        "t.toml:5:20: no module \"fc\" is created before this (linear = { name, ... })");
+  CHECK(
+      load_error("[[step]]\nlinear = { name = \"fc\", in = 4, out = 2 }\n[[step]]\nparallelize "
+                 "= { module = \"fc\", mesh = \"m\", style = \"diagonal\" }\n" +
+                 kLine) ==
+      "t.toml:7:52: style must be \"colwise\" (ColwiseParallel) or \"rowwise\" (RowwiseParallel)");
+  CHECK(load_error("[[step]]\nrand = { name = \"w\", shape = [4] }\n[[expect]]\ndistinct = { "
+                   "tensor = \"w\", across = [] }\n") ==
+        "t.toml:7:37: across needs at least one mesh dim name");
+  CHECK(load_error(kLine + "[[step]]\nrand = { name = \"w\", shape = [4] }\n[[expect]]\nequal = { "
+                           "tensor = \"w\", mesh = \"m\", across = [\"y\"] }\n") ==
+        "t.toml:11:46: mesh \"m\" has no dim \"y\"");
+  CHECK(load_error("[[expect]]\nrng_overlap = {}\n") ==
+        "t.toml:5:15: rng_overlap needs count (0 for none) or contains");
+  CHECK(load_error("[[step]]\ndistribute_region = 1\n") ==
+        "t.toml:5:21: distribute_region must be true or false, not an integer");
+}
+
+TEST_CASE("random steps: a run logs every draw, and the codec keeps draws and overlaps",
+          "[sim][rng]") {
+  const ScenarioResult r = run_text(kLine + R"toml(
+[[step]]
+manual_seed = { seed = 1234, mesh = "m" }
+[[step]]
+rand = { name = "tiny", shape = [4], mesh = "m", placements = ["Shard(0)"] }
+[[step]]
+rand = { name = "local", shape = [3] }
+)toml");
+  REQUIRE(r.passed());
+  // Four tiny shards, then a plain 3-element rand on every rank after the post-op offset 4.
+  REQUIRE(r.draws.size() == 8);
+  CHECK(r.draws[0].rank == 0);
+  CHECK(r.draws[1].rank == 0);
+  CHECK(r.draws[0].draw.offset == 0);
+  CHECK(r.draws[1].draw.offset == 4);
+  CHECK_FALSE(r.draws[1].draw.shard_index);
+  CHECK(r.draws[2].draw.offset == 4);  // rank 1's shard: ceil4(1 * 1)
+  CHECK(*r.draws[2].draw.shard_index == 1);
+  // Four groups read counter block 1: tiny's shards 1, 2 and 3 (one rank each, pre-op offset 4)
+  // and the plain rand (one group of ranks 0-3, from the post-op offset 4): C(4, 2) = 6 pairs.
+  CHECK(r.overlap_count == 6);
+  const std::optional<ScenarioResult> back = decode_result(encode_result(r));
+  REQUIRE(back);
+  REQUIRE(back->draws.size() == r.draws.size());
+  CHECK(back->draws[2].draw.shard_index == r.draws[2].draw.shard_index);
+  CHECK(back->draws[5].draw.op == r.draws[5].draw.op);
+  CHECK(back->overlap_count == r.overlap_count);
+  REQUIRE(back->overlaps.size() == r.overlaps.size());
+  CHECK(back->overlaps[0].second_ranks == r.overlaps[0].second_ranks);
+}
+
+TEST_CASE("random steps: distinct and equal fail with the ranks that break them", "[sim][rng]") {
+  const ScenarioResult r = run_text(R"toml(
+[[mesh]]
+name = "w"
+shape = [2, 2]
+dims = ["dp", "tp"]
+[[step]]
+manual_seed = "rank % 2"     # replicas along dp get different seeds: a bug
+[[step]]
+rand = { name = "x", shape = [8], mesh = "w", placements = ["Replicate()", "Shard(0)"] }
+[[expect]]
+equal = { tensor = "x", across = ["dp"] }
+[[expect]]
+distinct = { tensor = "x", across = ["dp"] }
+)toml");
+  // The lazy tracker broadcast rank 0's state to everyone: replicas agree after all, and the
+  // "distinct across dp" check is the one that fails.
+  const ExpectationRecord* equal = find_expectation(r, "equal(x across dp)");
+  const ExpectationRecord* distinct = find_expectation(r, "distinct(x across dp)");
+  REQUIRE(equal);
+  REQUIRE(distinct);
+  CHECK(equal->passed);
+  CHECK_FALSE(distinct->passed);
+  CHECK(distinct->observed.dump().find("0, 2") != std::string::npos);
+  REQUIRE(r.warnings.size() == 1);
+  CHECK_THAT(r.warnings[0], Catch::StartsWith("DTensor synchronized the RNG state of rank(s) 1, 3 "
+                                              "with rank 0's"));
+
+  // Seeded per rank after the tracker exists: replicas differ, and equal says which.
+  const ScenarioResult d = run_text(R"toml(
+[[mesh]]
+name = "w"
+shape = [2, 2]
+dims = ["dp", "tp"]
+[[step]]
+manual_seed = { seed = "rank", mesh = "w" }
+[[step]]
+rand = { name = "x", shape = [8], mesh = "w", placements = ["Replicate()", "Shard(0)"] }
+[[expect]]
+equal = { tensor = "x", across = ["dp"] }
+)toml");
+  const ExpectationRecord* e = find_expectation(d, "equal(x across dp)");
+  REQUIRE(e);
+  CHECK_FALSE(e->passed);
+  CHECK(e->observed.dump().find("replicas_that_differ") != std::string::npos);
+  CHECK(d.warnings.empty());
+  CHECK(d.overlap_count == 0);  // different seeds never overlap
+}
+
+TEST_CASE("random steps: errors on ranks name the rank and step", "[sim][rng][errors]") {
+  const ScenarioResult r = run_text(kLine + R"toml(
+[[step]]
+linear = { name = "fc", in = 4, out = 8 }
+[[step]]
+parallelize = { module = "fc", mesh = "m", style = "colwise" }
+)toml");
+  REQUIRE(r.failures[2]);
+  CHECK(r.failures[2]->error_type == "NotImplementedError");
+  CHECK_THAT(r.failures[2]->message, Catch::Contains("modules created on the meta device"));
+  CHECK(r.failures[2]->where.line == 11);
+
+  const ScenarioResult u = run_text(R"toml(
+[[step]]
+rand = { name = "x", shape = [4], dtype = "int64" }
+)toml");
+  REQUIRE(u.failures[0]);
+  CHECK(u.failures[0]->error_type == "RuntimeError");
+  CHECK(u.failures[0]->message == "\"check_uniform_bounds\" not implemented for 'Long'");
+
+  // No tracker yet: PyTorch's random._rng_tracker is None.
+  const ScenarioResult n = run_text("[[step]]\ndistribute_region = false\n");
+  REQUIRE(n.failures[3]);
+  CHECK(n.failures[3]->error_type == "AttributeError");
+  CHECK_THAT(n.failures[3]->message,
+             Catch::StartsWith("'NoneType' object has no attribute 'distribute_region_enabled'"));
+
+  // Meta tensors draw nothing, but their arguments are checked as PyTorch's meta kernels do.
+  const ScenarioResult m = run_text(kLine + R"toml(
+[[step]]
+dtensor = { name = "w", mesh = "m", shape = [8], meta = true }
+[[step]]
+uniform_ = { tensor = "w", from = 2, to = 1 }
+)toml");
+  REQUIRE(m.failures[1]);
+  CHECK(m.failures[1]->message ==
+        "uniform_ expects to return a [from, to) range, but found from=2 > to=1");
+}
+
+TEST_CASE("random steps: a disabled region in the factories, by profile", "[sim][rng]") {
+  const std::string body = kLine + R"toml(
+[[step]]
+manual_seed = { seed = 3, mesh = "m" }
+[[step]]
+distribute_region = false
+[[step]]
+rand = { name = "a", shape = [8], mesh = "m", placements = ["Shard(0)"] }
+[[step]]
+rand = { name = "b", shape = [8], mesh = "m", placements = ["Shard(0)"] }
+[[expect]]
+equal = { tensor = "a", across = ["x"] }
+)toml";
+  // Latest: every shard draws from the same state, which _distribute_region then restores, so
+  // a and b repeat each other.
+  const ScenarioResult latest = run_text(body);
+  CHECK(latest.passed());
+  REQUIRE(latest.draws.size() == 8);
+  CHECK(latest.draws[0].draw.offset == 0);
+  CHECK(latest.draws[1].draw.offset == 0);
+  // 2.6: the op moves the default generator (the tracker's own state is untouched), so b
+  // starts where a stopped.
+  const ScenarioResult old =
+      run_text(body, "[scenario]\nname = \"t\"\nworld_size = 4\ntorch = \"2.6\"\n");
+  CHECK(old.passed());
+  REQUIRE(old.draws.size() == 8);
+  CHECK(old.draws[1].draw.offset == 4);
+}
+
+TEST_CASE("random steps: ranks that seed a different number of times", "[sim][rng]") {
+  // Ranks 0-1 draw v and ranks 2-3 draw u, both from seed 9 at offset 0: the same numbers.
+  const std::string draws = R"toml(
+[[step]]
+manual_seed = { seed = 9, mesh = "m" }
+[[step]]
+rand = { name = "v", shape = [4] }
+when = "rank < 2"
+[[step]]
+rand = { name = "u", shape = [4] }
+when = "rank >= 2"
+)toml";
+  const ScenarioResult same = run_text(kLine + draws);
+  CHECK(same.overlap_count == 1);  // the group of ranks 0-1 against the group of ranks 2-3
+  // When ranks 0-1 seeded once more before, the n-th seed of every rank starts epoch n: their
+  // draws are in epoch 2, ranks 2-3's in epoch 1, and they are not compared.
+  const ScenarioResult r =
+      run_text(kLine + "[[step]]\nmanual_seed = 9\nwhen = \"rank < 2\"\n" + draws);
+  REQUIRE(r.draws.size() == 4);
+  CHECK(r.draws[0].draw.seed_epoch == 2);
+  CHECK(r.draws[2].draw.seed_epoch == 1);
+  CHECK(r.overlap_count == 0);
+}
