@@ -8,6 +8,7 @@ packages=(
   meson ninja-build pkg-config g++ clang clang-format libclang-rt-14-dev
   libboost-fiber-dev libboost-context-dev libboost-serialization-dev
   catch2 libbenchmark-dev libtomlplusplus-dev libcli11-dev libfmt-dev nlohmann-json3-dev
+  libxxhash-dev
 )
 
 missing=()

@@ -281,7 +281,8 @@ int main(int argc, char** argv) {
   if (check->parsed()) return check_command(check_paths);
   if (steps->parsed()) {
     size_t width = 0;
-    for (const auto& kind : StepRegistry::builtin().kinds()) width = std::max(width, kind.key.size());
+    for (const auto& kind : StepRegistry::builtin().kinds())
+      width = std::max(width, kind.key.size());
     for (const auto& kind : StepRegistry::builtin().kinds()) {
       std::cout << fmt::format("{:<{}}  {}\n", kind.key, width, kind.summary);
     }

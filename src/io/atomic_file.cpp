@@ -1,0 +1,163 @@
+#include "src/io/atomic_file.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "src/error.hpp"
+
+namespace meshsim {
+
+namespace {
+
+// Writes are issued in pieces so that a test can fail or stop a save half-way through.
+constexpr size_t kWriteChunk = size_t{1} << 20;
+
+std::string directory_of(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+class FileDescriptor {
+ public:
+  explicit FileDescriptor(int fd) : fd_(fd) {}
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  ~FileDescriptor() { close_quietly(); }
+  int get() const { return fd_; }
+  int release_and_close() {
+    const int rc = ::close(fd_);
+    fd_ = -1;
+    return rc;
+  }
+
+ private:
+  void close_quietly() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int fd_;
+};
+
+}  // namespace
+
+std::string_view save_point_name(SavePoint point) {
+  switch (point) {
+    case SavePoint::kOpen:
+      return "open";
+    case SavePoint::kWrite:
+      return "write";
+    case SavePoint::kFsyncFile:
+      return "fsync";
+    case SavePoint::kClose:
+      return "close";
+    case SavePoint::kRename:
+      return "rename";
+    case SavePoint::kFsyncDirectory:
+      return "fsync of the directory";
+  }
+  return "?";
+}
+
+void write_file_atomically(const std::string& path, std::string_view bytes,
+                           const SaveHook& hook) {
+  const std::string temp = fmt::format("{}.tmp.{}", path, ::getpid());
+  uint64_t written = 0;
+  // The call at `point` fails with the hook's errno, or runs `call` (-1 and errno on failure).
+  auto step = [&](SavePoint point, auto&& call) {
+    const int injected = hook ? hook(point, written) : 0;
+    if (injected != 0) {
+      errno = injected;
+      return -1L;
+    }
+    long rc = 0;
+    do {
+      rc = static_cast<long>(call());
+    } while (rc < 0 && errno == EINTR);
+    return rc;
+  };
+  auto fail = [&](SavePoint point, const std::string& what) {
+    const int saved = errno;
+    ::unlink(temp.c_str());
+    throw runtime_error(fmt::format("cannot save {}: {} of {} failed: {}", path,
+                                    save_point_name(point), what, std::strerror(saved)));
+  };
+  const int raw = static_cast<int>(step(SavePoint::kOpen, [&] {
+    return ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  }));
+  if (raw < 0) {
+    const int saved = errno;
+    throw runtime_error(fmt::format("cannot save {}: open of {} failed: {}", path, temp,
+                                    std::strerror(saved)));
+  }
+  FileDescriptor fd(raw);
+  while (written < bytes.size()) {
+    const size_t n = std::min(kWriteChunk, bytes.size() - static_cast<size_t>(written));
+    const long rc = step(SavePoint::kWrite, [&] { return ::write(fd.get(), bytes.data() + written, n); });
+    if (rc < 0) fail(SavePoint::kWrite, temp);
+    if (rc == 0) {
+      errno = EIO;
+      fail(SavePoint::kWrite, temp);
+    }
+    written += static_cast<uint64_t>(rc);
+  }
+  if (step(SavePoint::kFsyncFile, [&] { return ::fsync(fd.get()); }) < 0)
+    fail(SavePoint::kFsyncFile, temp);
+  if (step(SavePoint::kClose, [&] { return fd.release_and_close(); }) < 0)
+    fail(SavePoint::kClose, temp);
+  if (step(SavePoint::kRename, [&] { return ::rename(temp.c_str(), path.c_str()); }) < 0)
+    fail(SavePoint::kRename, temp);
+  // The rename is durable once the directory entry is: without this a power cut could bring the
+  // old file back (or no file at all for a first save).
+  const std::string dir = directory_of(path);
+  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0) {
+    const int saved = errno;
+    throw runtime_error(fmt::format("cannot save {}: open of directory {} failed: {}", path, dir,
+                                    std::strerror(saved)));
+  }
+  FileDescriptor dir_guard(dir_fd);
+  if (step(SavePoint::kFsyncDirectory, [&] { return ::fsync(dir_fd); }) < 0) {
+    const int saved = errno;
+    throw runtime_error(fmt::format("cannot save {}: fsync of directory {} failed: {} (the new "
+                                    "file is in place but may not survive a power cut)",
+                                    path, dir, std::strerror(saved)));
+  }
+}
+
+std::string read_file_bounded(const std::string& path, uint64_t max_bytes) {
+  const int raw = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (raw < 0) {
+    const int saved = errno;
+    throw runtime_error(fmt::format("cannot read {}: {}", path, std::strerror(saved)));
+  }
+  FileDescriptor fd(raw);
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode))
+    throw runtime_error(fmt::format("cannot read {}: not a regular file", path));
+  if (static_cast<uint64_t>(st.st_size) > max_bytes) {
+    throw runtime_error(fmt::format("cannot read {}: {} bytes, more than the limit of {}", path,
+                                    st.st_size, max_bytes));
+  }
+  std::string out(static_cast<size_t>(st.st_size), '\0');
+  size_t got = 0;
+  while (got < out.size()) {
+    const ssize_t rc = ::read(fd.get(), out.data() + got, out.size() - got);
+    if (rc < 0 && errno == EINTR) continue;
+    if (rc < 0) {
+      const int saved = errno;
+      throw runtime_error(fmt::format("cannot read {}: {}", path, std::strerror(saved)));
+    }
+    if (rc == 0) break;  // shrank while reading: what was read is checked by the envelope
+    got += static_cast<size_t>(rc);
+  }
+  out.resize(got);
+  return out;
+}
+
+}  // namespace meshsim

@@ -1,0 +1,31 @@
+// Files replaced atomically, and files read with a size bound: a crash at any point of a save
+// leaves the old file or the new one, never a mix, and a load never reads more than it allows.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+
+namespace meshsim {
+
+// The points of write_file_atomically, in order, where tests inject failures and crashes.
+enum class SavePoint { kOpen, kWrite, kFsyncFile, kClose, kRename, kFsyncDirectory };
+std::string_view save_point_name(SavePoint point);
+
+// Called before each system call of a save; returning an errno value makes that call fail with
+// it (a full disk: ENOSPC), 0 lets it run. A test may also end the process there.
+using SaveHook = std::function<int(SavePoint point, uint64_t bytes_written)>;
+
+// Writes `bytes` to `path`: a temporary file in the same directory, written in full and fsynced,
+// renamed over `path`, then the directory fsynced. Throws meshsim::Error (OSError-like
+// RuntimeError naming the file, the step and strerror) on any failure, after removing the
+// temporary file; `path` is then untouched.
+void write_file_atomically(const std::string& path, std::string_view bytes,
+                           const SaveHook& hook = nullptr);
+
+// The whole file, refusing (RuntimeError naming the file) anything but a regular file of at most
+// `max_bytes` bytes.
+std::string read_file_bounded(const std::string& path, uint64_t max_bytes);
+
+}  // namespace meshsim
