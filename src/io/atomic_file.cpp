@@ -64,8 +64,7 @@ std::string_view save_point_name(SavePoint point) {
   return "?";
 }
 
-void write_file_atomically(const std::string& path, std::string_view bytes,
-                           const SaveHook& hook) {
+void write_file_atomically(const std::string& path, std::string_view bytes, const SaveHook& hook) {
   const std::string temp = fmt::format("{}.tmp.{}", path, ::getpid());
   uint64_t written = 0;
   // The call at `point` fails with the hook's errno, or runs `call` (-1 and errno on failure).
@@ -92,13 +91,14 @@ void write_file_atomically(const std::string& path, std::string_view bytes,
   }));
   if (raw < 0) {
     const int saved = errno;
-    throw runtime_error(fmt::format("cannot save {}: open of {} failed: {}", path, temp,
-                                    std::strerror(saved)));
+    throw runtime_error(
+        fmt::format("cannot save {}: open of {} failed: {}", path, temp, std::strerror(saved)));
   }
   FileDescriptor fd(raw);
   while (written < bytes.size()) {
     const size_t n = std::min(kWriteChunk, bytes.size() - static_cast<size_t>(written));
-    const long rc = step(SavePoint::kWrite, [&] { return ::write(fd.get(), bytes.data() + written, n); });
+    const long rc =
+        step(SavePoint::kWrite, [&] { return ::write(fd.get(), bytes.data() + written, n); });
     if (rc < 0) fail(SavePoint::kWrite, temp);
     if (rc == 0) {
       errno = EIO;
@@ -124,9 +124,10 @@ void write_file_atomically(const std::string& path, std::string_view bytes,
   FileDescriptor dir_guard(dir_fd);
   if (step(SavePoint::kFsyncDirectory, [&] { return ::fsync(dir_fd); }) < 0) {
     const int saved = errno;
-    throw runtime_error(fmt::format("cannot save {}: fsync of directory {} failed: {} (the new "
-                                    "file is in place but may not survive a power cut)",
-                                    path, dir, std::strerror(saved)));
+    throw runtime_error(
+        fmt::format("cannot save {}: fsync of directory {} failed: {} (the new "
+                    "file is in place but may not survive a power cut)",
+                    path, dir, std::strerror(saved)));
   }
 }
 

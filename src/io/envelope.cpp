@@ -27,10 +27,16 @@ uint64_t get_le(std::string_view bytes, size_t at, int width) {
   return v;
 }
 
-uint64_t checksum(std::string_view bytes) { return XXH3_64bits(bytes.data(), bytes.size()); }
+uint64_t checksum(std::string_view bytes) {
+  return XXH3_64bits(bytes.data(), bytes.size());
+}
 
-bool known_kind(uint32_t k) { return k >= 1 && k <= 5; }
-bool known_format(uint32_t f) { return f >= 1 && f <= 3; }
+bool known_kind(uint32_t k) {
+  return k >= 1 && k <= 5;
+}
+bool known_format(uint32_t f) {
+  return f >= 1 && f <= 3;
+}
 
 }  // namespace
 
@@ -78,9 +84,9 @@ std::string seal_envelope(const EnvelopeHeader& header, std::string_view payload
 
 OpenedEnvelope open_envelope(std::string_view bytes) {
   if (bytes.size() < kEnvelopeHeaderSize) {
-    throw runtime_error(fmt::format(
-        "not a meshsim checkpoint: {} bytes, shorter than the {}-byte header", bytes.size(),
-        kEnvelopeHeaderSize));
+    throw runtime_error(
+        fmt::format("not a meshsim checkpoint: {} bytes, shorter than the {}-byte header",
+                    bytes.size(), kEnvelopeHeaderSize));
   }
   if (std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0)
     throw runtime_error("not a meshsim checkpoint: the file does not start with MSIMCKPT");
@@ -97,7 +103,8 @@ OpenedEnvelope open_envelope(std::string_view bytes) {
   }
   const auto kind = static_cast<uint32_t>(get_le(bytes, 12, 4));
   const auto format = static_cast<uint32_t>(get_le(bytes, 16, 4));
-  if (!known_kind(kind)) throw runtime_error(fmt::format("unknown checkpoint record kind {}", kind));
+  if (!known_kind(kind))
+    throw runtime_error(fmt::format("unknown checkpoint record kind {}", kind));
   if (!known_format(format))
     throw runtime_error(fmt::format("unknown checkpoint archive format {}", format));
   OpenedEnvelope out;

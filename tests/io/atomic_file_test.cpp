@@ -26,7 +26,9 @@ struct TempDir {
 };
 
 // Big enough to take several write calls (1 MiB each).
-std::string content(char fill) { return std::string((size_t{3} << 20) + 17, fill); }
+std::string content(char fill) {
+  return std::string((size_t{3} << 20) + 17, fill);
+}
 
 size_t entries(const std::filesystem::path& dir) {
   size_t n = 0;

@@ -42,7 +42,8 @@ TEST_CASE("envelope: a sealed payload opens with its header", "[io][envelope]") 
   CHECK(opened.header.payload_size == 300);
   CHECK(opened.payload == std::string_view(file).substr(meshsim::kEnvelopeHeaderSize));
   // An empty payload is a valid record too.
-  const std::string empty = meshsim::seal_envelope({RecordKind::kRngState, ArchiveFormat::kXml, 3, 0}, "");
+  const std::string empty =
+      meshsim::seal_envelope({RecordKind::kRngState, ArchiveFormat::kXml, 3, 0}, "");
   CHECK(meshsim::open_envelope(empty).payload.empty());
 }
 
@@ -65,8 +66,9 @@ TEST_CASE("envelope: every single-byte change and every truncation is refused", 
   }
   CHECK(open_error(file + "x") ==
         "corrupt checkpoint: the header promises 300 payload bytes, the file holds 301");
-  CHECK(open_error(file.substr(0, file.size() - 1)) ==
-        "corrupt checkpoint: the header promises 300 payload bytes, the file holds 299 (truncated)");
+  CHECK(
+      open_error(file.substr(0, file.size() - 1)) ==
+      "corrupt checkpoint: the header promises 300 payload bytes, the file holds 299 (truncated)");
   CHECK(open_error(file.substr(0, 10)) ==
         "not a meshsim checkpoint: 10 bytes, shorter than the 48-byte header");
 }
