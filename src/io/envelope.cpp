@@ -83,13 +83,13 @@ std::string seal_envelope(const EnvelopeHeader& header, std::string_view payload
 }
 
 OpenedEnvelope open_envelope(std::string_view bytes) {
+  if (bytes.size() < sizeof kMagic || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0)
+    throw runtime_error("not a meshsim checkpoint: the file does not start with MSIMCKPT");
   if (bytes.size() < kEnvelopeHeaderSize) {
     throw runtime_error(
-        fmt::format("not a meshsim checkpoint: {} bytes, shorter than the {}-byte header",
-                    bytes.size(), kEnvelopeHeaderSize));
+        fmt::format("truncated checkpoint: {} bytes, shorter than the {}-byte header", bytes.size(),
+                    kEnvelopeHeaderSize));
   }
-  if (std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0)
-    throw runtime_error("not a meshsim checkpoint: the file does not start with MSIMCKPT");
   // The version first: a later envelope may lay its header out differently.
   const auto envelope_version = static_cast<uint32_t>(get_le(bytes, 8, 4));
   if (envelope_version != kEnvelopeVersion) {

@@ -102,6 +102,31 @@ void RankRng::dtensor_manual_seed(uint64_t seed, const DeviceMesh& mesh) {
   ++(profile_ == RngProfile::kLatest ? default_epoch_ : tracker_epoch_);
 }
 
+RankRng::Snapshot RankRng::snapshot() const {
+  Snapshot s;
+  s.profile = profile_;
+  s.default_generator = default_;
+  s.has_tracker = tracker_.has_value();
+  if (tracker_) {
+    s.tracker_state = tracker_->state;
+    s.distribute_region = tracker_->distribute_region;
+  }
+  return s;
+}
+
+void RankRng::restore(const Snapshot& saved) {
+  if (saved.profile != profile_) {
+    throw runtime_error(fmt::format(
+        "the RNG state was saved with the torch {} profile and cannot resume under torch {}",
+        rng_profile_name(saved.profile), rng_profile_name(profile_)));
+  }
+  default_ = saved.default_generator;
+  tracker_.reset();
+  if (saved.has_tracker) tracker_ = Tracker{saved.tracker_state, saved.distribute_region};
+  ++default_epoch_;
+  ++tracker_epoch_;
+}
+
 bool RankRng::create_tracker_synced(const BroadcastFromRank0& broadcast) {
   const PhiloxState mine = default_;
   const PhiloxState rank0 = broadcast(mine);

@@ -116,6 +116,21 @@ class RankRng {
   // release draws from the default generator's state and then restores it.
   OpResult random_factory(DTensor& out, const RandomOp& op, const BroadcastFromRank0& broadcast);
 
+  // What a checkpoint keeps of this rank's random state (issue 9): enough to resume the same
+  // streams.
+  struct Snapshot {
+    RngProfile profile = RngProfile::kLatest;
+    PhiloxState default_generator;
+    bool has_tracker = false;
+    PhiloxState tracker_state;  // 2.6 profile only
+    bool distribute_region = true;
+    friend bool operator==(const Snapshot&, const Snapshot&) = default;
+  };
+  Snapshot snapshot() const;
+  // Resumes the saved streams (the next draws repeat those made after the save: a new seed
+  // epoch). RuntimeError for a snapshot of the other profile.
+  void restore(const Snapshot& saved);
+
  private:
   struct Tracker {
     PhiloxState state;  // 2.6 only

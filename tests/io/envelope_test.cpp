@@ -70,7 +70,9 @@ TEST_CASE("envelope: every single-byte change and every truncation is refused", 
       open_error(file.substr(0, file.size() - 1)) ==
       "corrupt checkpoint: the header promises 300 payload bytes, the file holds 299 (truncated)");
   CHECK(open_error(file.substr(0, 10)) ==
-        "not a meshsim checkpoint: 10 bytes, shorter than the 48-byte header");
+        "truncated checkpoint: 10 bytes, shorter than the 48-byte header");
+  CHECK(open_error(file.substr(0, 5)) ==
+        "not a meshsim checkpoint: the file does not start with MSIMCKPT");
 }
 
 TEST_CASE("envelope: garbage, foreign files and newer versions say what they are",
