@@ -24,9 +24,11 @@ namespace {
 struct RngFields {
   uint32_t profile = 0;
   uint64_t default_seed = 0, default_offset = 0;
-  bool has_tracker = false;
+  // Flags as bytes: Boost's binary reader copies a bool's byte as is, and a byte that is neither
+  // 0 nor 1 in a bool is undefined behaviour.
+  uint8_t has_tracker = 0;
   uint64_t tracker_seed = 0, tracker_offset = 0;
-  bool distribute_region = true;
+  uint8_t distribute_region = 1;
 
   template <typename Archive>
   void serialize(Archive& ar, unsigned /*version*/) {
@@ -65,6 +67,14 @@ RngFields read_archive(std::string_view payload) {
   IArchive ar(in, kArchiveFlags);
   ar >> boost::serialization::make_nvp("rng_state", fields);
   return fields;
+}
+
+bool checked_flag(uint8_t value, std::string_view name) {
+  if (value > 1) {
+    throw runtime_error(
+        fmt::format("corrupt RNG state record: {} is {}, not 0 or 1", name, unsigned{value}));
+  }
+  return value == 1;
 }
 
 PhiloxState checked_state(uint64_t seed, uint64_t offset, std::string_view which) {
@@ -143,9 +153,9 @@ RankRng::Snapshot open_rng_state(std::string_view file) {
   RankRng::Snapshot s;
   s.profile = f.profile == 1 ? RngProfile::kLatest : RngProfile::kTorch26;
   s.default_generator = checked_state(f.default_seed, f.default_offset, "default");
-  s.has_tracker = f.has_tracker;
+  s.has_tracker = checked_flag(f.has_tracker, "has_tracker");
   s.tracker_state = checked_state(f.tracker_seed, f.tracker_offset, "tracker's");
-  s.distribute_region = f.distribute_region;
+  s.distribute_region = checked_flag(f.distribute_region, "distribute_region");
   return s;
 }
 

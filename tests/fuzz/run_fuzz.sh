@@ -8,7 +8,8 @@ shift 3
 if [ "$mode" = libfuzzer ]; then
   scratch=$(mktemp -d)
   trap 'rm -rf "$scratch"' EXIT
-  exec "$binary" -seed=20261130 -runs="$runs" -max_len=8192 -timeout=20 -rss_limit_mb=2048 \
+  # libFuzzer's default error exit code is 77, which meson reads as "skipped": a finding must fail.
+  exec "$binary" -error_exitcode=1 -seed=20261130 -runs="$runs" -max_len=8192 -timeout=20 -rss_limit_mb=2048 \
     -print_final_stats=1 "$scratch" "$@"
 fi
 exec "$binary" --mutations "$runs" "$@"

@@ -109,6 +109,16 @@ TEST_CASE("rng record: damaged, foreign and newer records are refused with a rea
   CHECK_THAT(open_error(meshsim::seal_envelope(
                  {meshsim::RecordKind::kRngState, ArchiveFormat::kXml, 1, 0}, xml)),
              Catch::StartsWith("corrupt RNG state record (xml archive): </default_off"));
+  // A flag byte that is neither 0 nor 1 (Boost's binary reader would put it in a bool as is).
+  const RankRng::Snapshot marked{RngProfile::kLatest, {1, 0x4141414141414140}, true, {0, 0}, true};
+  std::string binary =
+      meshsim::seal_rng_state(marked, ArchiveFormat::kBinary).substr(meshsim::kEnvelopeHeaderSize);
+  const size_t offset_at = binary.find(std::string(1, '\x40') + std::string(7, '\x41'));
+  REQUIRE(offset_at != std::string::npos);
+  binary[offset_at + 8] = '\xff';  // has_tracker follows the default generator's offset
+  CHECK(open_error(meshsim::seal_envelope(
+            {meshsim::RecordKind::kRngState, ArchiveFormat::kBinary, 1, 0}, binary)) ==
+        "corrupt RNG state record: has_tracker is 255, not 0 or 1");
   // ... and a known name in the wrong place.
   std::string swapped =
       meshsim::seal_rng_state(state, ArchiveFormat::kXml).substr(meshsim::kEnvelopeHeaderSize);
