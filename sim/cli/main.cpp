@@ -56,6 +56,7 @@ struct RunFlags {
   std::string max_memory_text;  // as given, for the rerun line
   std::string stack_guard = "auto";
   bool in_process = false;
+  std::string keep_checkpoints;
 };
 
 // Records a problem with a path the way unusable scenario files are recorded.
@@ -75,6 +76,7 @@ std::string rerun_line(const std::string& file, const RunFlags& flags) {
   if (flags.stack_guard != "auto") line += " --stack-guard " + flags.stack_guard;
   if (flags.faults_seed) line += fmt::format(" --faults-seed {}", *flags.faults_seed);
   if (!flags.max_memory_text.empty()) line += " --max-memory " + flags.max_memory_text;
+  if (!flags.keep_checkpoints.empty()) line += " --keep-checkpoints " + flags.keep_checkpoints;
   return line;
 }
 
@@ -99,6 +101,7 @@ int run_command(const std::vector<std::string>& paths, const RunFlags& flags) {
   options.faults_seed = flags.faults_seed;
   options.backend = *parse_backend_kind(flags.backend);  // CLI11 checked the name
   options.trace = !flags.trace_path.empty();
+  if (!flags.keep_checkpoints.empty()) options.keep_checkpoints = flags.keep_checkpoints;
   nlohmann::json trace_events = nlohmann::json::array();
   std::string dot;
   RunReport report;
@@ -230,6 +233,9 @@ int main(int argc, char** argv) {
   run->add_option("--max-memory", memory_text,
                   "budget for tensor data of all ranks together: 8G, 512M, a byte count, or a "
                   "share of this machine's memory such as 50% (the default)");
+  run->add_option("--keep-checkpoints", flags.keep_checkpoints,
+                  "keep the files save steps write, under DIR/<scenario name> (default: a "
+                  "temporary directory per run, removed afterwards)");
   std::vector<std::string> check_paths;
   CLI::App* check = app.add_subcommand("check", "validate scenario files without running them");
   check->add_option("paths", check_paths, "scenario files (.toml) or directories")->required();

@@ -12,6 +12,13 @@ namespace meshsim::sim {
 
 namespace {
 
+// Two tensors, or two DTensors, that PyTorch's seed test would call equal.
+bool same_values(const Parameter& a, const Parameter& b) {
+  if (a.index() != b.index()) return false;
+  if (const auto* t = std::get_if<Tensor>(&a)) return t->same_as(std::get<Tensor>(b));
+  return std::get<DTensor>(a) == std::get<DTensor>(b);
+}
+
 Json ranks_json(const RankTensor& t) {
   // Nest the row-major values by shape.
   std::function<Json(size_t, size_t&)> build = [&](size_t dim, size_t& next) -> Json {
@@ -61,8 +68,9 @@ std::vector<Placement> placements_of(const toml::node& node, const LoadContext& 
 
 const std::vector<std::string_view>& Query::keys() {
   static const std::vector<std::string_view> k{
-      "value",      "coordinate",  "mesh",          "shape",           "groups", "group_name",
-      "local_rank", "local_shard", "owned_indices", "has_group_names", "tensor", "rng_state"};
+      "value",      "coordinate",       "mesh",          "shape",           "groups", "group_name",
+      "local_rank", "local_shard",      "owned_indices", "has_group_names", "tensor", "rng_state",
+      "same",       "stale_group_names"};
   return k;
 }
 
@@ -87,6 +95,26 @@ Query Query::parse(std::string_view key, const toml::node& node, LoadContext& ct
     q.tensor_ = ctx.string_of(*name, "tensor");
     if (!ctx.has_tensor(q.tensor_))
       ctx.fail(*name, fmt::format("no tensor \"{}\" is set before this", q.tensor_));
+    return q;
+  }
+  if (key == "same") {
+    // ["x", "y"]: equal tensors, or DTensors with equal specs, shards and requires_grad.
+    const std::vector<std::string> names = ctx.strings_of(node, "same");
+    if (names.size() != 2) ctx.fail(node, "same names two tensors: [\"x\", \"y\"]");
+    for (const std::string& n : names) {
+      if (!ctx.has_tensor(n)) ctx.fail(node, fmt::format("no tensor \"{}\" is set before this", n));
+    }
+    q.tensor_ = names[0];
+    q.other_tensor_ = names[1];
+    return q;
+  }
+  if (key == "has_group_names" && node.as_table() && node.as_table()->get("tensor")) {
+    // { tensor = "y" }: the mesh of a DTensor's spec.
+    ctx.only_keys(*node.as_table(), {"tensor"}, "has_group_names query");
+    const toml::node& name = *node.as_table()->get("tensor");
+    q.tensor_ = ctx.string_of(name, "tensor");
+    if (!ctx.has_tensor(q.tensor_))
+      ctx.fail(name, fmt::format("no tensor \"{}\" is set before this", q.tensor_));
     return q;
   }
   if (key == "rng_state") {
@@ -140,12 +168,16 @@ Json Query::canonical_expected(Json expected) const {
 }
 
 bool Query::yields_integers() const {
-  return key_ != "group_name" && key_ != "has_group_names";
+  return key_ != "group_name" && key_ != "has_group_names" && key_ != "same" &&
+         key_ != "stale_group_names";
 }
 
 std::string Query::describe() const {
   if (expression_) return fmt::format("value({})", excerpt(expression_->text()));
   if (key_ == "rng_state") return fmt::format("rng_state({})", generator_);
+  if (key_ == "same") return fmt::format("same({}, {})", tensor_, other_tensor_);
+  if (key_ == "has_group_names" && !tensor_.empty())
+    return fmt::format("has_group_names(tensor {})", tensor_);
   if (key_ == "tensor")
     return first_ ? fmt::format("tensor({}, first {})", tensor_, *first_)
                   : fmt::format("tensor({})", tensor_);
@@ -181,8 +213,21 @@ Json Query::observe(const RankState& rank) const {
     }
     return first_values(t, first_ ? std::min(*first_, t.numel()) : t.numel());
   }
+  if (key_ == "same") return same_values(rank.value(tensor_), rank.value(other_tensor_));
+  if (key_ == "has_group_names" && !tensor_.empty()) {
+    const auto* t = std::get_if<DTensor>(&rank.value(tensor_));
+    if (t == nullptr) throw runtime_error(fmt::format("\"{}\" is not a DTensor", tensor_));
+    return t->spec().mesh.has_group_names();
+  }
   const DeviceMesh& m = rank.mesh(mesh_);
   const std::optional<MeshDim> dim = rank.dim_of(dim_);
+  if (key_ == "stale_group_names") {
+    // The dims whose saved names mean other groups here.
+    Json dims = Json::array();
+    for (const DeviceMesh::StaleGroupName& s : m.stale_group_names(rank.groups()))
+      dims.push_back(s.dim);
+    return dims;
+  }
   if (key_ == "coordinate") return m.coordinate() ? Json(*m.coordinate()) : Json(nullptr);
   if (key_ == "mesh") return ranks_json(m.mesh());
   if (key_ == "shape") return m.shape();

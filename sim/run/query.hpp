@@ -34,6 +34,7 @@ class Query {
   std::string mesh_;
   std::string dim_;               // "" = unspecified
   std::string tensor_;            // the `tensor` query's tensor
+  std::string other_tensor_;      // the second tensor of `same`
   std::optional<int64_t> first_;  // ... and how many of its values
   std::string generator_;         // the `rng_state` query's generator
   std::vector<int64_t> global_shape_;

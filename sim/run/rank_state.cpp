@@ -8,14 +8,24 @@
 namespace meshsim::sim {
 
 RankState::RankState(const Scenario& scenario, int64_t rank, ScenarioResult& result,
-                     BackendFactory& backends, RankActivity& activity)
+                     BackendFactory& backends, RankActivity& activity,
+                     const std::string& checkpoints, std::vector<std::string>& warnings)
     : scenario_(scenario),
       rank_(rank),
       result_(result),
       activity_(activity),
       backend_(backends.backend(rank)),
       groups_(backends.group_creator(rank)),
-      rng_(scenario.rng_profile, scenario.gpu) {}
+      rng_(scenario.rng_profile, scenario.gpu),
+      checkpoint_dir_(checkpoints),
+      warnings_(warnings) {}
+
+void RankState::warn(std::string text) {
+  // Bounded: a step in a loop warns once.
+  if (warnings_.size() < 64 &&
+      std::find(warnings_.begin(), warnings_.end(), text) == warnings_.end())
+    warnings_.push_back(std::move(text));
+}
 
 Group RankState::group(const std::string& mesh_name, const std::string& dim) const {
   if (mesh_name.empty()) return Group{groups_->world_group_name(), groups_->world_ranks(), rank_};

@@ -19,8 +19,11 @@ namespace meshsim::sim {
 
 class RankState final : public ExpressionEnv {
  public:
+  // `checkpoints`: the run's checkpoint directory; `warnings`: this rank's warnings, which the
+  // runner merges in rank order so the report does not depend on the schedule.
   RankState(const Scenario& scenario, int64_t rank, ScenarioResult& result,
-            BackendFactory& backends, RankActivity& activity);
+            BackendFactory& backends, RankActivity& activity, const std::string& checkpoints,
+            std::vector<std::string>& warnings);
 
   int64_t rank() const override { return rank_; }
   int64_t world_size() const override { return scenario_.world_size; }
@@ -75,6 +78,15 @@ class RankState final : public ExpressionEnv {
   void set_mesh(const std::string& name, DeviceMesh mesh);
   std::optional<MeshDim> dim_of(const std::string& dim) const;
 
+  // Where save and load steps put files (one directory per run), and the process-wide
+  // decouple_backend_at_save switch (off by default, as in PyTorch).
+  const std::string& checkpoint_dir() const { return checkpoint_dir_; }
+  bool decouple_backend_at_save() const { return decouple_backend_at_save_; }
+  void set_decouple_backend_at_save(bool on) { decouple_backend_at_save_ = on; }
+  // A suspicious but not fatal finding of this rank (a saved group name that means another
+  // group here), reported once per distinct text.
+  void warn(std::string text);
+
   // Records keep their values while the scenario's report stays under kMaxReportValueBytes.
   void record_dump(const Step& step, std::string what, Json value);
   void record_expectation(const Step& step, std::string what, bool passed, Json observed,
@@ -93,6 +105,9 @@ class RankState final : public ExpressionEnv {
   std::map<std::string, Parameter> values_;
   std::map<std::string, LinearModule> modules_;
   RankRng rng_;
+  const std::string& checkpoint_dir_;
+  bool decouple_backend_at_save_ = false;
+  std::vector<std::string>& warnings_;
 };
 
 }  // namespace meshsim::sim

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 
 #include <fmt/format.h>
 
 #include "sim/report/rng_overlap.hpp"
+#include "sim/run/checkpoint_dir.hpp"
 #include "sim/run/rank_error.hpp"
 #include "sim/run/rank_state.hpp"
 #include "sim/runtime/crash_handler.hpp"
@@ -128,6 +130,24 @@ void add_rng_findings(ScenarioResult& result) {
     result.draws.resize(ScenarioResult::kMaxReportedDraws);
 }
 
+// Ranks' own warnings, each text once with the ranks that gave it, in rank order.
+void add_rank_warnings(const std::vector<std::vector<std::string>>& by_rank,
+                       ScenarioResult& result) {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> texts;
+  std::map<std::string, size_t> index;
+  for (size_t r = 0; r < by_rank.size(); ++r) {
+    for (const std::string& w : by_rank[r]) {
+      const auto [it, added] = index.emplace(w, texts.size());
+      if (added) texts.push_back({w, {}});
+      texts[it->second].second.push_back(static_cast<int64_t>(r));
+    }
+  }
+  for (const auto& [text, ranks] : texts) {
+    result.warnings.push_back(
+        fmt::format("rank{} {}: {}", ranks.size() > 1 ? "s" : "", rank_ranges(ranks), text));
+  }
+}
+
 }  // namespace
 
 ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options) {
@@ -163,6 +183,9 @@ ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options)
     result.hang_dot = (*result.hang)["dot"].get<std::string>();
   };
 
+  const CheckpointDir checkpoints(options.keep_checkpoints, scenario.name);
+  std::vector<std::vector<std::string>> rank_warnings(n);
+
   // Crash messages name the rank and its scenario location while this world runs.
   crash::watch(&world.stacks(), &activity);
   struct Unwatch {
@@ -171,7 +194,8 @@ ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options)
   world.run(
       [&](int64_t r) {
         RankActivity& me = activity[static_cast<size_t>(r)];
-        RankState rank(scenario, r, result, backends, me);
+        RankState rank(scenario, r, result, backends, me, checkpoints.path(),
+                       rank_warnings[static_cast<size_t>(r)]);
         int64_t index = 0;
         try {
           for (const auto& step : scenario.steps) {
@@ -229,6 +253,7 @@ ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options)
   if (backends.timeout())
     keep_hang(analyze_hang(activity, backends.rendezvous(), backends.timeout()));
   result.warnings = backends.warnings();
+  add_rank_warnings(rank_warnings, result);
   add_rng_findings(result);
   if (result.omitted_values > 0) {
     result.warnings.push_back(fmt::format(

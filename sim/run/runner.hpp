@@ -18,6 +18,9 @@ struct RunOptions {
   bool trace = false;
   // The collective backend the ranks talk through.
   BackendKind backend = BackendKind::kSim;
+  // --keep-checkpoints DIR: save steps write under DIR/<scenario name>, kept after the run;
+  // otherwise under a temporary directory removed when the run ends.
+  std::optional<std::string> keep_checkpoints;
 };
 
 // Every rank runs the steps in order as a fiber. A step whose `when` is false is skipped; a model

@@ -53,6 +53,17 @@ class LoadContext : public ExpressionSchema {
   // nn.Linear modules created so far (their parameters are declared as tensors).
   void declare_module(const std::string& name) { modules_.insert(name); }
   bool has_module(const std::string& name) const { return modules_.count(name) > 0; }
+  // Files save steps write, by path pattern, and what they hold: a load knows what it gets.
+  struct SavedFile {
+    enum class Kind { kTensor, kMesh, kRng } kind = Kind::kTensor;
+    MeshInfo mesh;  // the saved mesh's (kMesh)
+  };
+  void declare_saved_file(const std::string& path, SavedFile file) { saved_files_[path] = file; }
+  const SavedFile* saved_file(const std::string& path) const {
+    const auto it = saved_files_.find(path);
+    return it == saved_files_.end() ? nullptr : &it->second;
+  }
+
   // Ids of cross-rank expectations, in file order.
   int64_t next_cross_rank_id() { return next_cross_rank_id_++; }
 
@@ -90,6 +101,7 @@ class LoadContext : public ExpressionSchema {
   std::set<std::string> tensors_;
   std::set<std::string> per_rank_tensors_;
   std::set<std::string> modules_;
+  std::map<std::string, SavedFile> saved_files_;
   int64_t next_cross_rank_id_ = 0;
   const Expression* entry_when_ = nullptr;
 };

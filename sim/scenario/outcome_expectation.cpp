@@ -165,6 +165,27 @@ class RngOverlapExpectation final : public OutcomeExpectation {
   std::string contains_;
 };
 
+// `warning = { contains = "...", count = 1 }`: warnings of the run that contain the text (count:
+// exactly that many; count = 0 says there is none).
+class WarningExpectation final : public OutcomeExpectation {
+ public:
+  ExpectationRecord check(const ScenarioResult& result) const override {
+    Json matching = Json::array();
+    for (const std::string& w : result.warnings) {
+      if (w.find(contains_) != std::string::npos) matching.push_back(w);
+    }
+    const bool passed = count_ ? matching.size() == *count_ : !matching.empty();
+    Json expected{{"contains", contains_}};
+    if (count_) expected["count"] = *count_;
+    return {
+        where, -1, "warning", passed, Json{{"matching", std::move(matching)}}, std::move(expected)};
+  }
+  bool declares_run_outcome() const override { return false; }
+
+  std::optional<uint64_t> count_;
+  std::string contains_;
+};
+
 Json to_json(const toml::node& node, const LoadContext& ctx) {
   if (const auto* s = node.as_string()) return s->get();
   if (const auto* i = node.as_integer()) return i->get();
@@ -185,8 +206,8 @@ Json to_json(const toml::node& node, const LoadContext& ctx) {
 }  // namespace
 
 const std::vector<std::string_view>& outcome_keys() {
-  static const std::vector<std::string_view> k{"deadlock", "desync", "timeout", "rank_failed",
-                                               "rng_overlap"};
+  static const std::vector<std::string_view> k{"deadlock",    "desync",      "timeout",
+                                               "rank_failed", "rng_overlap", "warning"};
   return k;
 }
 
@@ -206,6 +227,16 @@ std::unique_ptr<OutcomeExpectation> parse_outcome(std::string_view key, const to
     if (const toml::node* c = table->get("contains")) e->contains_ = ctx.string_of(*c, "contains");
     if (!e->count_ && e->contains_.empty()) {
       ctx.fail(node, "rng_overlap needs count (0 for none) or contains");
+    }
+    out = std::move(e);
+  } else if (key == "warning") {
+    ctx.only_keys(*table, {"contains", "count"}, "warning");
+    auto e = std::make_unique<WarningExpectation>();
+    e->contains_ = ctx.string_of(ctx.require(*table, "contains", "warning"), "contains");
+    if (const toml::node* c = table->get("count")) {
+      const int64_t count = ctx.integer_of(*c, "count");
+      if (count < 0) ctx.fail(*c, "count must be zero or positive");
+      e->count_ = static_cast<uint64_t>(count);
     }
     out = std::move(e);
   } else if (key == "rank_failed") {

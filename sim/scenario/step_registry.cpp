@@ -42,6 +42,7 @@ const StepRegistry& StepRegistry::builtin() {
     register_collective_steps(r);
     register_random_steps(r);
     register_module_steps(r);
+    register_checkpoint_steps(r);
     return r;
   }();
   return registry;

@@ -65,6 +65,10 @@ void register_random_steps(StepRegistry& registry);
 // Registers linear, parallelize, fully_shard, to_empty and reset_parameters.
 void register_module_steps(StepRegistry& registry);
 
+// Registers decouple_backend_at_save, from_local, save, load, reassign_mesh, rebind_groups and
+// corrupt_file.
+void register_checkpoint_steps(StepRegistry& registry);
+
 // Keys every entry may carry besides its kind.
 inline constexpr std::string_view kCommonKeys[] = {"when", "raises"};
 

@@ -50,6 +50,26 @@ DTensor DTensor::zeros(DTensorSpec spec, Tensor::Storage storage) {
   return DTensor(std::move(spec), std::move(t));
 }
 
+DTensor DTensor::from_local_shard(DTensorSpec spec, Tensor local) {
+  DTensor out = zeros(std::move(spec), Tensor::Storage::kMeta);
+  out.set_local(std::move(local));
+  return out;
+}
+
+void DTensor::reassign_mesh(DeviceMesh mesh) {
+  if (!(mesh == spec_.mesh)) {
+    throw runtime_error(fmt::format("cannot hand {} a different mesh, {}", spec_.mesh.to_string(),
+                                    mesh.to_string()));
+  }
+  spec_.mesh = std::move(mesh);
+}
+
+bool operator==(const DTensor& a, const DTensor& b) {
+  return a.spec_.mesh == b.spec_.mesh && a.spec_.placements == b.spec_.placements &&
+         a.spec_.shape == b.spec_.shape && a.spec_.dtype == b.spec_.dtype &&
+         a.requires_grad_ == b.requires_grad_ && a.local_.same_as(b.local_);
+}
+
 void DTensor::set_local(Tensor local) {
   if (local.shape() != spec_.local_shape() || local.dtype() != spec_.dtype) {
     throw runtime_error(fmt::format("local tensor {} does not fit the shard of {}",

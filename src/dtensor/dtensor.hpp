@@ -32,6 +32,9 @@ class DTensor {
   // ValueError when the placements do not match the mesh, IndexError for a shard dim outside the
   // tensor, what Tensor's constructor throws for impossible sizes.
   static DTensor zeros(DTensorSpec spec, Tensor::Storage storage = Tensor::Storage::kMaterialized);
+  // A DTensor around a shard it already has (a checkpoint's): what zeros() throws, and
+  // RuntimeError unless the shard has the spec's local shape and dtype.
+  static DTensor from_local_shard(DTensorSpec spec, Tensor local);
 
   const DTensorSpec& spec() const { return spec_; }
   const Tensor& local() const { return local_; }
@@ -40,6 +43,14 @@ class DTensor {
   void set_local(Tensor local);
   // Whether the calling rank holds part of it (is in the mesh).
   bool participates() const { return spec_.mesh.coordinate().has_value(); }
+  bool requires_grad() const { return requires_grad_; }
+  void set_requires_grad(bool value) { requires_grad_ = value; }
+  // `dtensor._spec.mesh = mesh`: a loaded DTensor handed the live mesh (the seed test). Throws
+  // RuntimeError unless the meshes are equal (same ranks, layout, device type and names).
+  void reassign_mesh(DeviceMesh mesh);
+
+  // Same spec (meshes compared as DeviceMesh ==), same local bits, same requires_grad.
+  friend bool operator==(const DTensor& a, const DTensor& b);
 
   // The same global tensor on another mesh and placements; its local shard is meta when this one
   // is, zero-filled otherwise (only the layout moves, for parallelize and fully_shard on meta
@@ -51,6 +62,7 @@ class DTensor {
       : spec_(std::move(spec)), local_(std::move(local)) {}
   DTensorSpec spec_;
   Tensor local_;
+  bool requires_grad_ = false;
 };
 
 }  // namespace meshsim

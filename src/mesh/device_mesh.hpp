@@ -22,6 +22,26 @@ using DimNames = std::optional<std::vector<std::string>>;
 
 class DeviceMesh {
  public:
+  // The fields a save records of one mesh (mesh.md 4.1) and a load restores.
+  struct SavedFields {
+    std::string device_type;
+    std::vector<int64_t> rank_map;
+    MeshLayout layout;
+    DimNames mesh_dim_names;
+    // PyTorch records the saving thread; a meshsim rank is a fiber, named by its rank. A loaded
+    // mesh keeps the saver's rank and coordinate, as in PyTorch.
+    int64_t thread_id = 0;
+    std::optional<std::vector<int64_t>> coordinate_on_dim;
+    std::optional<std::vector<std::string>> dim_group_names;  // absent: none saved
+  };
+  // A mesh with its family: the root's fields unless it is the root, and the root's flattened
+  // meshes (a root carries them; a derived mesh reaches them through its root).
+  struct Saved {
+    SavedFields self;
+    std::optional<SavedFields> root;
+    std::map<std::string, SavedFields> flattened;
+  };
+
   // init_device_mesh(device_type, shape, mesh_dim_names). Collective over WORLD: creates every
   // group of every dim in order. Throws RuntimeError for repeated or miscounted names, a device
   // type with an index, or a mesh bigger than the world.
@@ -87,6 +107,21 @@ class DeviceMesh {
   // The same mesh with no group names attached, as a save without them (decoupled from the
   // backend) loads: every group lookup fails until rebind_groups().
   DeviceMesh without_group_names() const;
+
+  // What a save writes; group names only when `with_group_names` and the mesh has them.
+  Saved save(bool with_group_names) const;
+  // The mesh a load rebuilds, in a world of `world_size` ranks. Checks everything a record could
+  // get wrong (RuntimeError naming the field): layouts that leave the rank table, ranks outside
+  // the world, a coordinate that is not the saved rank's, a rank table differing from its root's.
+  static DeviceMesh restore(const Saved& saved, int64_t world_size);
+  // For a mesh loaded with group names: every dim whose name, in the live world `groups`, is
+  // unknown or names a group other than the mesh's group along that dim on this rank (a world
+  // that created its groups in another order). Empty when every name holds.
+  struct StaleGroupName {
+    std::string dim;     // "'tp'", or the index of a dim without a name
+    std::string detail;  // what the name means here and what it should
+  };
+  std::vector<StaleGroupName> stale_group_names(const GroupCreator& groups) const;
 
   // Equality and hash by (rank table, layout, device type, dim names); group names are ignored,
   // so equal meshes on different ranks compare equal.

@@ -1,0 +1,62 @@
+#include "sim/run/checkpoint_dir.hpp"
+
+#include <cstdlib>
+#include <filesystem>
+#include <system_error>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "src/error.hpp"
+
+namespace meshsim::sim {
+
+namespace {
+
+// A scenario name as one path component.
+std::string component(const std::string& name) {
+  std::string out;
+  for (char c : name) {
+    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                       c == '-' || c == '_' || c == '.';
+    out += plain ? c : '_';
+  }
+  if (out.empty() || out == "." || out == "..") out = "_" + out;
+  return out.substr(0, 200);
+}
+
+}  // namespace
+
+CheckpointDir::CheckpointDir(const std::optional<std::string>& keep_under,
+                             const std::string& scenario_name) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (keep_under) {
+    path_ = (fs::path(*keep_under) / component(scenario_name)).string();
+    fs::remove_all(path_, ec);
+    if (!ec) fs::create_directories(path_, ec);
+    if (ec) {
+      throw runtime_error(
+          fmt::format("cannot prepare checkpoint directory {}: {}", path_, ec.message()));
+    }
+    return;
+  }
+  const fs::path base = fs::temp_directory_path(ec);
+  std::string pattern = ((ec ? fs::path("/tmp") : base) / "meshsim-ckpt-XXXXXX").string();
+  std::vector<char> buffer(pattern.begin(), pattern.end());
+  buffer.push_back('\0');
+  if (mkdtemp(buffer.data()) == nullptr) {
+    throw runtime_error(fmt::format("cannot create a checkpoint directory from {}: {}", pattern,
+                                    std::error_code(errno, std::generic_category()).message()));
+  }
+  path_ = buffer.data();
+  remove_ = true;
+}
+
+CheckpointDir::~CheckpointDir() {
+  if (!remove_) return;
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);  // best effort: a leftover temp dir is harmless
+}
+
+}  // namespace meshsim::sim

@@ -1,0 +1,535 @@
+// Checkpoints in scenarios: `save` and `load` of DeviceMesh, DTensor and RNG state records in the
+// run's checkpoint directory, the `decouple_backend_at_save` switch, `from_local`,
+// `reassign_mesh` and `rebind_groups` (what a user does with a loaded DTensor or mesh), and
+// `corrupt_file` (a flipped byte or a cut file, to test what a load says about it).
+#include <filesystem>
+#include <fstream>
+
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "sim/run/query.hpp"
+#include "sim/run/rank_state.hpp"
+#include "sim/scenario/step_registry.hpp"
+#include "src/io/atomic_file.hpp"
+#include "src/io/dtensor_record.hpp"
+#include "src/io/mesh_record.hpp"
+#include "src/io/rng_record.hpp"
+
+namespace meshsim::sim {
+
+namespace {
+
+using SavedFile = LoadContext::SavedFile;
+
+// A checkpoint file this large is refused before it is read (a shard of 16 GiB is not a test).
+constexpr uint64_t kMaxCheckpointFileBytes = uint64_t{16} << 30;
+
+const toml::table& args_of(const toml::node& value, const LoadContext& ctx, std::string_view what) {
+  const toml::table* t = value.as_table();
+  if (t == nullptr) ctx.fail(value, fmt::format("{} must be a table of arguments", what));
+  return *t;
+}
+
+// The name of a tensor set before this entry, from `key` of `args`.
+std::string tensor_name_of(const toml::table& args, std::string_view key, std::string_view what,
+                           const LoadContext& ctx) {
+  const toml::node& node = ctx.require(args, key, what);
+  std::string name = ctx.string_of(node, key);
+  if (!ctx.has_tensor(name))
+    ctx.fail(node, fmt::format("no tensor \"{}\" is set before this", name));
+  return name;
+}
+
+// Whether every '/'-separated part of `path` (after removing {rank}) is a plain name: letters,
+// digits, '.', '_' and '-', never "." or "..". Nothing such a path names can leave its directory.
+bool plain_relative_path(const std::string& path, bool allow_directories) {
+  std::string plain = path;
+  for (size_t at; (at = plain.find("{rank}")) != std::string::npos;) plain.replace(at, 6, "0");
+  if (path.empty() || path.size() > 200) return false;
+  size_t begin = 0;
+  while (true) {
+    const size_t end = plain.find('/', begin);
+    const std::string part = plain.substr(begin, end == std::string::npos ? end : end - begin);
+    if (part.empty() || part == "." || part == ".." ||
+        part.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                               "0123456789._-") != std::string::npos) {
+      return false;
+    }
+    if (end == std::string::npos) return true;
+    if (!allow_directories) return false;
+    begin = end + 1;
+  }
+}
+
+// "x-{rank}.ckpt": one file name inside the run's checkpoint directory, `{rank}` for the rank.
+std::string path_pattern_of(const toml::node& node, const LoadContext& ctx) {
+  const std::string path = ctx.string_of(node, "path");
+  if (!plain_relative_path(path, false)) {
+    ctx.fail(node,
+             "a checkpoint path is a file name of letters, digits, '.', '_' and '-' (at most 200), "
+             "with {rank} for the rank: it lives in the run's checkpoint directory");
+  }
+  return path;
+}
+
+std::string with_rank(std::string pattern, int64_t rank) {
+  for (size_t at; (at = pattern.find("{rank}")) != std::string::npos;)
+    pattern.replace(at, 6, std::to_string(rank));
+  return pattern;
+}
+
+std::string resolve(const RankState& rank, const std::string& pattern) {
+  return (std::filesystem::path(rank.checkpoint_dir()) / with_rank(pattern, rank.rank())).string();
+}
+
+std::string file_name(const std::string& path) {
+  return std::filesystem::path(path).filename().string();
+}
+
+void replace_all(std::string& text, const std::string& from, std::string_view to) {
+  for (size_t at = 0; (at = text.find(from, at)) != std::string::npos; at += to.size())
+    text.replace(at, from.size(), to);
+}
+
+// Runs `body`, naming files in its errors relative to the run's directory and temporary files
+// without the process id, so that a report reads the same on every run.
+template <typename Body>
+void with_stable_errors(const RankState& rank, Body&& body) {
+  try {
+    body();
+  } catch (const Error& e) {
+    std::string text = e.what();
+    replace_all(text, rank.checkpoint_dir() + "/", "");
+    replace_all(text, fmt::format(".tmp.{}", ::getpid()), ".tmp");
+    throw Error(e.type(), std::move(text));
+  }
+}
+
+// What a save or load step works on: exactly one of tensor, mesh and rng.
+struct Subject {
+  SavedFile::Kind kind = SavedFile::Kind::kTensor;
+  std::string name;  // tensor or mesh name
+};
+
+Subject subject_of(const toml::table& args, const LoadContext& ctx, std::string_view what) {
+  std::vector<std::string_view> given;
+  for (std::string_view key : {"tensor", "mesh", "rng"}) {
+    if (args.get(key)) given.push_back(key);
+  }
+  if (given.size() != 1) {
+    throw InputError(
+        ctx.at(args.source()),
+        fmt::format("{} takes exactly one of tensor, mesh and rng{}", what,
+                    given.empty() ? "" : fmt::format(" (found {})", fmt::join(given, ", "))));
+  }
+  Subject s;
+  const toml::node& node = *args.get(given.front());
+  if (given.front() == "rng") {
+    if (!ctx.boolean_of(node, "rng")) ctx.fail(node, "rng = true names this rank's generators");
+    s.kind = SavedFile::Kind::kRng;
+    return s;
+  }
+  s.kind = given.front() == "mesh" ? SavedFile::Kind::kMesh : SavedFile::Kind::kTensor;
+  s.name = ctx.string_of(node, given.front());
+  return s;
+}
+
+ArchiveFormat format_of(const toml::node& node, const LoadContext& ctx) {
+  const std::string text = ctx.string_of(node, "format");
+  if (text == "binary") return ArchiveFormat::kBinary;
+  if (text == "text") return ArchiveFormat::kText;
+  if (text == "xml") return ArchiveFormat::kXml;
+  ctx.fail(node, fmt::format("unknown archive format \"{}\" (binary, text or xml)", text));
+}
+
+std::optional<SavePoint> save_point_of(const toml::node& node, const LoadContext& ctx) {
+  const std::string text = ctx.string_of(node, "fail_at");
+  for (SavePoint p : {SavePoint::kOpen, SavePoint::kWrite, SavePoint::kFsyncFile, SavePoint::kClose,
+                      SavePoint::kRename, SavePoint::kFsyncDirectory}) {
+    if (save_point_name(p) == text) return p;
+  }
+  ctx.fail(node, fmt::format("unknown save point \"{}\" (open, write, fsync, close, rename, "
+                             "fsync of the directory)",
+                             text));
+}
+
+class DecoupleStep final : public Step {
+ public:
+  void run(RankState& rank) const override { rank.set_decouple_backend_at_save(on_); }
+  bool on_ = false;
+};
+
+// `from_local = { name, local, mesh, placements, requires_grad }`: DTensor.from_local(local, mesh,
+// placements) without run_check, the global shape inferred from the local one.
+class FromLocalStep final : public Step {
+ public:
+  void run(RankState& rank) const override {
+    const DeviceMesh& mesh = rank.mesh(mesh_);
+    std::vector<Placement> placements = placements_;
+    if (placements.empty()) placements.assign(mesh.ndim(), Replicate{});
+    const Tensor& local = rank.tensor(local_);
+    std::vector<int64_t> shape = local.shape();
+    for (size_t d = 0; d < placements.size(); ++d) {
+      const int64_t dim = sharded_dim(placements[d]);
+      if (dim < 0) continue;
+      if (dim >= static_cast<int64_t>(shape.size())) {
+        throw Error(
+            PyErrorType::kIndexError,
+            fmt::format("{} of a {}-d local tensor", placement_name(placements[d]), shape.size()));
+      }
+      shape[static_cast<size_t>(dim)] *= mesh.size(d);
+    }
+    DTensor t =
+        DTensor::from_local_shard(DTensorSpec{mesh, placements, shape, local.dtype()}, local);
+    t.set_requires_grad(requires_grad_);
+    rank.set_dtensor(name_, std::move(t));
+  }
+  std::string name_, local_, mesh_;
+  std::vector<Placement> placements_;
+  bool requires_grad_ = false;
+};
+
+class SaveStep final : public Step {
+ public:
+  void run(RankState& rank) const override {
+    const bool with_names = group_names_.value_or(!rank.decouple_backend_at_save());
+    std::string bytes;
+    switch (subject_.kind) {
+      case SavedFile::Kind::kTensor: {
+        const Parameter& value = rank.value(subject_.name);
+        const DTensor* t = std::get_if<DTensor>(&value);
+        if (t == nullptr) {
+          throw runtime_error(
+              fmt::format("\"{}\" is a plain tensor; save writes DTensors, meshes and RNG state",
+                          subject_.name));
+        }
+        warn_if_group_names(rank, t->spec().mesh, with_names);
+        bytes = seal_dtensor(*t, with_names, format_);
+        break;
+      }
+      case SavedFile::Kind::kMesh:
+        warn_if_group_names(rank, rank.mesh(subject_.name), with_names);
+        bytes = seal_mesh(rank.mesh(subject_.name), with_names, format_);
+        break;
+      case SavedFile::Kind::kRng:
+        bytes = seal_rng_state(rank.rng().snapshot(), format_);
+        break;
+    }
+    SaveHook hook;
+    if (fail_at_) {
+      // A full disk while writing, an I/O error anywhere else.
+      hook = [point = *fail_at_](SavePoint p, uint64_t) {
+        return p != point ? 0 : p == SavePoint::kWrite ? ENOSPC : EIO;
+      };
+    }
+    with_stable_errors(rank, [&] { write_file_atomically(resolve(rank, path_), bytes, hook); });
+  }
+
+  static void warn_if_group_names(RankState& rank, const DeviceMesh& mesh, bool with_names) {
+    if (with_names && mesh.has_group_names()) rank.warn(std::string(kGroupNamesSavedWarning));
+  }
+
+  Subject subject_;
+  std::string path_;
+  ArchiveFormat format_ = ArchiveFormat::kBinary;
+  std::optional<bool> group_names_;
+  std::optional<SavePoint> fail_at_;
+};
+
+class LoadStep final : public Step {
+ public:
+  void run(RankState& rank) const override {
+    with_stable_errors(rank, [&] {
+      const std::string path = input_dir_.empty()
+                                   ? resolve(rank, path_)
+                                   : input_dir_ + "/" + with_rank(path_, rank.rank());
+      const std::string bytes = read_file_bounded(path, kMaxCheckpointFileBytes);
+      // Nothing is replaced until the record has been read whole: a failed load leaves the rank
+      // as it was.
+      try {
+        switch (subject_.kind) {
+          case SavedFile::Kind::kTensor: {
+            DTensor t = open_dtensor(bytes, rank.world_size(), strict_);
+            check_group_names(rank, t.spec().mesh);
+            rank.set_dtensor(subject_.name, std::move(t));
+            break;
+          }
+          case SavedFile::Kind::kMesh: {
+            DeviceMesh m = open_mesh(bytes, rank.world_size(), strict_);
+            check_group_names(rank, m);
+            rank.set_mesh(subject_.name, std::move(m));
+            break;
+          }
+          case SavedFile::Kind::kRng:
+            rank.rng().restore(open_rng_state(bytes));
+            break;
+        }
+      } catch (const Error& e) {
+        throw Error(e.type(), fmt::format("cannot load {}: {}", file_name(path), e.what()));
+      }
+    });
+  }
+
+  // Saved group names that mean other groups here: PyTorch would use them silently.
+  void check_group_names(RankState& rank, const DeviceMesh& mesh) const {
+    std::vector<std::string> dims;
+    for (const DeviceMesh::StaleGroupName& s : mesh.stale_group_names(rank.groups()))
+      dims.push_back(s.dim);
+    if (dims.empty()) return;
+    rank.warn(fmt::format(
+        "the DeviceMesh loaded from {} has saved group names that mean other process groups in "
+        "this world (dims {}): the world created its groups in a different order. rebind_groups "
+        "re-attaches the mesh to its groups by layout",
+        path_, fmt::join(dims, ", ")));
+  }
+
+  Subject subject_;
+  std::string path_;
+  std::string input_dir_;  // set for `file`: the scenario's directory
+  bool strict_ = false;
+};
+
+class ReassignMeshStep final : public Step {
+ public:
+  void run(RankState& rank) const override {
+    rank.dtensor(tensor_).reassign_mesh(rank.mesh(mesh_));
+  }
+  std::string tensor_, mesh_;
+};
+
+class RebindGroupsStep final : public Step {
+ public:
+  void run(RankState& rank) const override {
+    DeviceMesh m = rank.mesh(mesh_).without_group_names();
+    m.rebind_groups(rank.groups());
+    rank.set_mesh(mesh_, std::move(m));
+  }
+  std::string mesh_;
+};
+
+// `corrupt_file = { path, flip_byte = N }` or `{ path, truncate_to = N }`: damage a file in place
+// (byte offsets from the start; a negative one counts from the end).
+class CorruptFileStep final : public Step {
+ public:
+  void run(RankState& rank) const override {
+    with_stable_errors(rank, [&] { damage(resolve(rank, path_)); });
+  }
+
+  void damage(const std::string& path) const {
+    std::string bytes = read_file_bounded(path, kMaxCheckpointFileBytes);
+    const auto size = static_cast<int64_t>(bytes.size());
+    const int64_t at = offset_ < 0 ? size + offset_ : offset_;
+    if (at < 0 || at > size || (flip_ && at == size)) {
+      throw Error(PyErrorType::kIndexError,
+                  fmt::format("byte {} is outside {} ({} bytes)", offset_, file_name(path), size));
+    }
+    if (flip_) {
+      bytes[static_cast<size_t>(at)] = static_cast<char>(bytes[static_cast<size_t>(at)] ^ 0xff);
+    } else {
+      bytes.resize(static_cast<size_t>(at));
+    }
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!out) throw runtime_error(fmt::format("cannot rewrite {}", file_name(path)));
+  }
+  std::string path_;
+  bool flip_ = true;
+  int64_t offset_ = 0;
+};
+
+std::unique_ptr<Step> parse_save(const toml::node& value, const toml::table&, LoadContext& ctx) {
+  const toml::table& args = args_of(value, ctx, "save");
+  ctx.only_keys(args, {"tensor", "mesh", "rng", "path", "format", "group_names", "fail_at"},
+                "save");
+  auto step = std::make_unique<SaveStep>();
+  step->subject_ = subject_of(args, ctx, "save");
+  step->path_ = path_pattern_of(ctx.require(args, "path", "save"), ctx);
+  if (const toml::node* f = args.get("format")) step->format_ = format_of(*f, ctx);
+  if (const toml::node* g = args.get("group_names"))
+    step->group_names_ = ctx.boolean_of(*g, "group_names");
+  if (const toml::node* f = args.get("fail_at")) step->fail_at_ = save_point_of(*f, ctx);
+  SavedFile saved{step->subject_.kind, {}};
+  switch (step->subject_.kind) {
+    case SavedFile::Kind::kTensor:
+      if (!ctx.has_tensor(step->subject_.name)) {
+        ctx.fail(*args.get("tensor"),
+                 fmt::format("no tensor \"{}\" is set before this", step->subject_.name));
+      }
+      break;
+    case SavedFile::Kind::kMesh:
+      saved.mesh = ctx.require_mesh(*args.get("mesh"), step->subject_.name);
+      break;
+    case SavedFile::Kind::kRng:
+      break;
+  }
+  ctx.declare_saved_file(step->path_, saved);
+  return step;
+}
+
+std::string_view kind_name(SavedFile::Kind kind) {
+  switch (kind) {
+    case SavedFile::Kind::kTensor:
+      return "a DTensor";
+    case SavedFile::Kind::kMesh:
+      return "a mesh";
+    case SavedFile::Kind::kRng:
+      return "RNG state";
+  }
+  return "?";
+}
+
+// A file that ships beside the scenario (`file = "checkpoints/m-{rank}.ckpt"`), written by an
+// earlier job: rank 0's is read now, so that later steps know what it holds.
+SavedFile input_file_of(const toml::node& node, const LoadContext& ctx, const std::string& pattern,
+                        const std::string& dir, SavedFile::Kind kind) {
+  const std::string path = dir + "/" + with_rank(pattern, 0);
+  SavedFile out{kind, {}};
+  try {
+    const std::string bytes = read_file_bounded(path, kMaxCheckpointFileBytes);
+    if (kind == SavedFile::Kind::kMesh) {
+      const DeviceMesh mesh = open_mesh(bytes, ctx.world_size(), false);
+      out.mesh.ndim = mesh.ndim();
+      out.mesh.dims = mesh.dim_names().value_or(std::vector<std::string>{});
+    } else if (kind == SavedFile::Kind::kTensor) {
+      open_dtensor(bytes, ctx.world_size(), false);
+    } else {
+      open_rng_state(bytes);
+    }
+  } catch (const Error& e) {
+    ctx.fail(node,
+             fmt::format("cannot use {} (rank 0's file): {}", with_rank(pattern, 0), e.what()));
+  }
+  return out;
+}
+
+std::unique_ptr<Step> parse_load(const toml::node& value, const toml::table&, LoadContext& ctx) {
+  const toml::table& args = args_of(value, ctx, "load");
+  ctx.only_keys(args, {"tensor", "mesh", "rng", "path", "file", "strict"}, "load");
+  auto step = std::make_unique<LoadStep>();
+  step->subject_ = subject_of(args, ctx, "load");
+  if (const toml::node* s = args.get("strict")) step->strict_ = ctx.boolean_of(*s, "strict");
+  const toml::node* path = args.get("path");
+  const toml::node* file = args.get("file");
+  if ((path == nullptr) == (file == nullptr)) {
+    throw InputError(ctx.at(args.source()),
+                     "load takes path (a file a save step of this run wrote) or file (one "
+                     "shipped beside the scenario)");
+  }
+  SavedFile saved;
+  if (path != nullptr) {
+    step->path_ = path_pattern_of(*path, ctx);
+    const SavedFile* found = ctx.saved_file(step->path_);
+    if (found == nullptr) {
+      ctx.fail(*path, fmt::format("no save step before this writes \"{}\" (loads read the "
+                                  "run's own checkpoint directory; file = reads one shipped "
+                                  "beside the scenario)",
+                                  step->path_));
+    }
+    saved = *found;
+  } else {
+    step->path_ = ctx.string_of(*file, "file");
+    if (!plain_relative_path(step->path_, true)) {
+      ctx.fail(*file,
+               "file is a path relative to the scenario's directory, of names made of "
+               "letters, digits, '.', '_' and '-', with {rank} for the rank");
+    }
+    step->input_dir_ = std::filesystem::path(ctx.file()).parent_path().string();
+    if (step->input_dir_.empty()) step->input_dir_ = ".";
+    saved = input_file_of(*file, ctx, step->path_, step->input_dir_, step->subject_.kind);
+  }
+  if (saved.kind != step->subject_.kind) {
+    ctx.fail(*path, fmt::format("\"{}\" holds {}, not {}", step->path_, kind_name(saved.kind),
+                                kind_name(step->subject_.kind)));
+  }
+  if (saved.kind == SavedFile::Kind::kMesh) {
+    LoadContext::MeshInfo info = saved.mesh;
+    info.root = step->subject_.name;  // a loaded mesh starts a family of its own
+    ctx.declare_mesh(step->subject_.name, info);
+  } else if (saved.kind == SavedFile::Kind::kTensor) {
+    ctx.declare_tensor(step->subject_.name);
+  }
+  return step;
+}
+
+}  // namespace
+
+void register_checkpoint_steps(StepRegistry& r) {
+  r.add("decouple_backend_at_save",
+        "true: later saves leave out process group names (PyTorch's switch; off by default)",
+        [](const toml::node& value, const toml::table&, LoadContext& ctx) -> std::unique_ptr<Step> {
+          auto step = std::make_unique<DecoupleStep>();
+          step->on_ = ctx.boolean_of(value, "decouple_backend_at_save");
+          return step;
+        });
+  r.add(
+      "from_local",
+      "DTensor.from_local: { name, local = \"tensor\", mesh, placements, requires_grad }",
+      [](const toml::node& value, const toml::table&, LoadContext& ctx) -> std::unique_ptr<Step> {
+        const toml::table& args = args_of(value, ctx, "from_local");
+        ctx.only_keys(args, {"name", "local", "mesh", "placements", "requires_grad"}, "from_local");
+        auto step = std::make_unique<FromLocalStep>();
+        step->name_ = ctx.string_of(ctx.require(args, "name", "from_local"), "name");
+        step->local_ = tensor_name_of(args, "local", "from_local", ctx);
+        const toml::node& mesh = ctx.require(args, "mesh", "from_local");
+        step->mesh_ = ctx.string_of(mesh, "mesh");
+        const LoadContext::MeshInfo& info = ctx.require_mesh(mesh, step->mesh_);
+        if (const toml::node* p = args.get("placements")) {
+          step->placements_ = placements_of(*p, ctx);
+          if (step->placements_.size() != info.ndim) {
+            ctx.fail(*p, fmt::format("{} placements for mesh \"{}\", which has {} dims",
+                                     step->placements_.size(), step->mesh_, info.ndim));
+          }
+        }
+        if (const toml::node* g = args.get("requires_grad"))
+          step->requires_grad_ = ctx.boolean_of(*g, "requires_grad");
+        ctx.declare_tensor(step->name_);
+        return step;
+      });
+  r.add("save",
+        "write a checkpoint record: { tensor | mesh | rng = true, path = \"x-{rank}.ckpt\", "
+        "format = \"binary\" | \"text\" | \"xml\", group_names, fail_at }",
+        parse_save);
+  r.add("load",
+        "read a record: { tensor | mesh | rng = true, path (this run's) or file (beside the "
+        "scenario), strict }",
+        parse_load);
+  r.add("reassign_mesh", "dtensor._spec.mesh = mesh (the meshes must be equal): { tensor, mesh }",
+        [](const toml::node& value, const toml::table&, LoadContext& ctx) -> std::unique_ptr<Step> {
+          const toml::table& args = args_of(value, ctx, "reassign_mesh");
+          ctx.only_keys(args, {"tensor", "mesh"}, "reassign_mesh");
+          auto step = std::make_unique<ReassignMeshStep>();
+          step->tensor_ = tensor_name_of(args, "tensor", "reassign_mesh", ctx);
+          const toml::node& mesh = ctx.require(args, "mesh", "reassign_mesh");
+          step->mesh_ = ctx.string_of(mesh, "mesh");
+          ctx.require_mesh(mesh, step->mesh_);
+          return step;
+        });
+  r.add("rebind_groups", "re-attach a mesh to this world's process groups by layout: \"mesh\"",
+        [](const toml::node& value, const toml::table&, LoadContext& ctx) -> std::unique_ptr<Step> {
+          auto step = std::make_unique<RebindGroupsStep>();
+          step->mesh_ = ctx.string_of(value, "rebind_groups");
+          ctx.require_mesh(value, step->mesh_);
+          return step;
+        });
+  r.add("corrupt_file",
+        "damage a checkpoint file: { path, flip_byte = N } or { path, truncate_to = N }",
+        [](const toml::node& value, const toml::table&, LoadContext& ctx) -> std::unique_ptr<Step> {
+          const toml::table& args = args_of(value, ctx, "corrupt_file");
+          ctx.only_keys(args, {"path", "flip_byte", "truncate_to"}, "corrupt_file");
+          auto step = std::make_unique<CorruptFileStep>();
+          step->path_ = path_pattern_of(ctx.require(args, "path", "corrupt_file"), ctx);
+          const toml::node* flip = args.get("flip_byte");
+          const toml::node* cut = args.get("truncate_to");
+          if ((flip == nullptr) == (cut == nullptr)) {
+            throw InputError(ctx.at(args.source()),
+                             "corrupt_file takes one of flip_byte and truncate_to");
+          }
+          step->flip_ = flip != nullptr;
+          step->offset_ = ctx.integer_of(flip ? *flip : *cut, flip ? "flip_byte" : "truncate_to");
+          return step;
+        });
+}
+
+}  // namespace meshsim::sim

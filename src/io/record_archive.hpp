@@ -1,0 +1,40 @@
+// Record trees in Boost.Serialization archives (binary, text or XML) inside the checkpoint
+// envelope. The reader trusts nothing: every count is checked against what is left of the payload
+// and a memory budget before anything is allocated, nesting is bounded, nothing is tracked by
+// pointer, and whatever Boost throws becomes a meshsim error naming the record.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "src/io/envelope.hpp"
+#include "src/io/record_tree.hpp"
+
+namespace meshsim {
+
+// Deeper trees are refused: the deepest record meshsim writes (a DTensor whose mesh is derived
+// from a flattened root) nests six objects.
+inline constexpr size_t kMaxRecordDepth = 12;
+
+// The archive alone, without the envelope.
+std::string write_record_payload(const RecordObject& root, ArchiveFormat format);
+// Throws meshsim::Error (RuntimeError "corrupt {what} record (... archive): ...") on anything but
+// a complete, well-formed tree; also when bytes are left over.
+RecordObject read_record_payload(std::string_view payload, ArchiveFormat format,
+                                 std::string_view what);
+
+// The whole file: envelope around the archive.
+std::string seal_record(RecordKind kind, uint32_t record_version, const RecordObject& root,
+                        ArchiveFormat format);
+
+struct OpenedRecord {
+  uint32_t record_version = 0;
+  ArchiveFormat format = ArchiveFormat::kBinary;
+  RecordObject root;
+};
+// Opens the envelope (open_envelope's checks), refuses another kind of record or a version
+// outside [1, newest_version], then reads the tree.
+OpenedRecord open_record(std::string_view file, RecordKind kind, uint32_t newest_version);
+
+}  // namespace meshsim

@@ -1,0 +1,184 @@
+// Record trees in archives: random trees round-trip in every format, and payloads a writer could
+// not have produced (bogus counts, deep nesting, trailing bytes, cut base64) are refused before
+// anything of their claimed size is allocated.
+#include "src/io/record_archive.hpp"
+
+#include <catch2/catch.hpp>
+
+#include "src/error.hpp"
+#include "tests/splitmix.hpp"
+
+using meshsim::ArchiveFormat;
+using meshsim::RecordObject;
+using meshsim::RecordValue;
+
+namespace {
+
+constexpr ArchiveFormat kFormats[] = {ArchiveFormat::kBinary, ArchiveFormat::kText,
+                                      ArchiveFormat::kXml};
+
+// Names that XML must escape or could trim, and bytes of every value.
+std::string random_text(meshsim::testing::SplitMix& rng, bool any_byte) {
+  static const std::string kAwkward[] = {"", " lead", "trail ", "a<b>&\"c'", "dp_shard", "tp"};
+  if (!any_byte) return kAwkward[rng.below(6)] + std::to_string(rng.below(100));
+  std::string out(static_cast<size_t>(rng.below(300)), '\0');
+  for (char& c : out) c = static_cast<char>(rng.below(256));
+  return out;
+}
+
+RecordObject random_tree(meshsim::testing::SplitMix& rng, int depth) {
+  RecordObject out{random_text(rng, false), {}};
+  const int64_t fields = rng.below(5);
+  for (int64_t f = 0; f < fields; ++f) {
+    RecordValue v;
+    switch (rng.below(depth > 3 ? 6 : 8)) {
+      case 0:
+        v = RecordValue::none();
+        break;
+      case 1:
+        v = RecordValue::of(static_cast<int64_t>(rng.next()));
+        break;
+      case 2:
+        v = RecordValue::of(random_text(rng, false));
+        break;
+      case 3: {
+        std::vector<int64_t> ints(static_cast<size_t>(rng.below(20)));
+        for (int64_t& i : ints) i = static_cast<int64_t>(rng.next()) >> rng.below(64);
+        v = RecordValue::of(std::move(ints));
+        break;
+      }
+      case 4:
+        v = RecordValue::of(std::vector<std::string>{random_text(rng, false), "x"});
+        break;
+      case 5:
+        v = RecordValue::bytes(random_text(rng, true));
+        break;
+      case 6:
+        v = RecordValue::of(random_tree(rng, depth + 1));
+        break;
+      default: {
+        std::vector<RecordObject> list(static_cast<size_t>(rng.below(3)));
+        for (RecordObject& o : list) o = random_tree(rng, depth + 1);
+        v = RecordValue::of(std::move(list));
+      }
+    }
+    out.set(random_text(rng, false), std::move(v));
+  }
+  return out;
+}
+
+std::string read_error(std::string_view payload, ArchiveFormat format) {
+  try {
+    meshsim::read_record_payload(payload, format, "test");
+  } catch (const meshsim::Error& e) {
+    return e.what();
+  }
+  return "(read)";
+}
+
+// Binary archives of primitives are plain little-endian fields: enough to write payloads no
+// writer would produce.
+struct BinaryPayload {
+  std::string bytes;
+  BinaryPayload& u64(uint64_t v) {
+    for (int i = 0; i < 8; ++i) bytes.push_back(static_cast<char>(v >> (8 * i)));
+    return *this;
+  }
+  BinaryPayload& u32(uint32_t v) {
+    for (int i = 0; i < 4; ++i) bytes.push_back(static_cast<char>(v >> (8 * i)));
+    return *this;
+  }
+  BinaryPayload& text(std::string_view s) {
+    u64(s.size());
+    bytes += s;
+    return *this;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("record archive: random trees round-trip in every format", "[io][record_archive]") {
+  meshsim::testing::SplitMix rng{20261130};
+  for (int i = 0; i < 300; ++i) {
+    const RecordObject tree = random_tree(rng, 1);
+    for (ArchiveFormat format : kFormats) {
+      INFO("tree " << i << ", " << meshsim::archive_format_name(format));
+      const std::string payload = meshsim::write_record_payload(tree, format);
+      CHECK(meshsim::read_record_payload(payload, format, "test") == tree);
+    }
+  }
+}
+
+TEST_CASE("record archive: XML keeps names readable", "[io][record_archive]") {
+  const RecordObject tree = RecordObject{"DeviceMesh", {}}.set(
+      "mesh_dim_names", RecordValue::of(std::vector<std::string>{"dp", "tp"}));
+  const std::string xml = meshsim::write_record_payload(tree, ArchiveFormat::kXml);
+  CHECK(xml.find("<type>DeviceMesh</type>") != std::string::npos);
+  CHECK(xml.find("<s>tp</s>") != std::string::npos);
+}
+
+TEST_CASE("record archive: a bogus count is refused before it is allocated",
+          "[io][record_archive]") {
+  // The type name claims 2^40 bytes.
+  BinaryPayload huge_name;
+  huge_name.u64(uint64_t{1} << 40).bytes += "abc";
+  CHECK(read_error(huge_name.bytes, ArchiveFormat::kBinary) ==
+        "corrupt test record: a count of 1099511627776 with 3 payload bytes left (binary archive)");
+  // A list of int claims 2^61 elements (2^64 bytes: the product must not wrap either).
+  BinaryPayload huge_list;
+  huge_list.text("T").u64(1).text("k").u32(3).u64(uint64_t{1} << 61);
+  CHECK_THAT(read_error(huge_list.bytes, ArchiveFormat::kBinary),
+             Catch::Contains("a count of 2305843009213693952"));
+  // The same in text: "len" of a string past the payload.
+  CHECK_THAT(read_error("99999999999 AAAA", ArchiveFormat::kText),
+             Catch::Contains("a count of 99999999999"));
+}
+
+TEST_CASE("record archive: nesting deeper than the limit is refused", "[io][record_archive]") {
+  RecordObject tree{"leaf", {}};
+  for (size_t i = 0; i < meshsim::kMaxRecordDepth + 3; ++i) {
+    tree = RecordObject{"node", {}}.set("child", RecordValue::of(std::move(tree)));
+  }
+  for (ArchiveFormat format : kFormats) {
+    INFO(meshsim::archive_format_name(format));
+    CHECK_THAT(read_error(meshsim::write_record_payload(tree, format), format),
+               Catch::Contains("objects nested more than 12 deep"));
+  }
+}
+
+TEST_CASE("record archive: unknown kinds, trailing bytes and cut data are refused",
+          "[io][record_archive]") {
+  BinaryPayload unknown_kind;
+  unknown_kind.text("T").u64(1).text("k").u32(9);
+  CHECK_THAT(read_error(unknown_kind.bytes, ArchiveFormat::kBinary),
+             Catch::Contains("unknown value kind 9"));
+
+  const RecordObject tree =
+      RecordObject{"T", {}}.set("b", RecordValue::bytes(std::string(100, 'x')));
+  for (ArchiveFormat format : kFormats) {
+    INFO(meshsim::archive_format_name(format));
+    const std::string payload = meshsim::write_record_payload(tree, format);
+    CHECK_THAT(read_error(payload + "zz", format), Catch::Contains("corrupt test record"));
+    // Every truncation fails with an error (never a crash, never a silent success).
+    for (size_t cut = 0; cut < payload.size(); ++cut) {
+      const std::string_view head(payload.data(), cut);
+      const std::string error = read_error(head, format);
+      INFO("cut at " << cut << ": " << error);
+      // Trailing whitespace of a text archive is not part of the record.
+      if (payload.find_first_not_of(" \n", cut) == std::string::npos) continue;
+      CHECK(error != "(read)");
+    }
+  }
+}
+
+TEST_CASE("record archive: XML whose tags differ from the writer's is refused",
+          "[io][record_archive]") {
+  const RecordObject tree = RecordObject{"T", {}}.set("n", RecordValue::of(int64_t{7}));
+  std::string xml = meshsim::write_record_payload(tree, ArchiveFormat::kXml);
+  const size_t at = xml.find("<int>");
+  REQUIRE(at != std::string::npos);
+  xml.replace(at, 5, "<num>");
+  xml.replace(xml.find("</int>"), 6, "</num>");
+  CHECK_THAT(read_error(xml, ArchiveFormat::kXml),
+             Catch::Contains("<num> at byte") && Catch::Contains("where <int> belongs"));
+}
