@@ -78,6 +78,12 @@ bad = {
                          "multi-line string (toml++ 3.3 bug)",
     "non_ascii_outside_string.toml": ":6:11: character U+00A0 is not allowed outside a string "
                                      "or a comment",
+    # Issue 9: checkpoint steps say what is wrong with a path before anything runs.
+    "checkpoint_path_escapes.toml": ":5:29: a checkpoint path is a file name of letters, digits",
+    "checkpoint_load_unsaved.toml": ':5:29: no save step before this writes "never-{rank}.ckpt"',
+    "checkpoint_load_wrong_kind.toml": ':10:29: "m-{rank}.ckpt" holds a mesh, not RNG state',
+    "checkpoint_missing_file.toml": ":5:29: cannot use no/such/m-0.ckpt (rank 0's file): cannot "
+                                    "read",
 }
 for name, message in bad.items():
     for command in ("run", "check"):
@@ -94,6 +100,29 @@ r = run("--help")
 check(r.returncode == 0 and "run" in r.stdout and "check" in r.stdout, "--help lists commands")
 r = run("check", in_root("scenarios"))
 check(r.returncode == 0 and r.stdout.count(": ok (") >= 8, "check accepts every shipped scenario")
+
+# Checkpoints: a run's directory is removed afterwards; --keep-checkpoints keeps it under
+# DIR/<scenario name>, and two runs write byte-identical files.
+with tempfile.TemporaryDirectory() as tmp:
+    scratch = os.path.join(tmp, "scratch")
+    os.mkdir(scratch)
+    env = dict(os.environ, TMPDIR=scratch)
+    seed_test = in_root("scenarios", "checkpoint_seed_test.toml")
+    r = subprocess.run([MESHSIM, "run", "--no-time", seed_test], capture_output=True, text=True,
+                       env=env, timeout=60)
+    check(r.returncode == 0, f"checkpoint_seed_test passes: {r.stdout}")
+    check(os.listdir(scratch) == [], f"the run's checkpoint directory is removed: {os.listdir(scratch)}")
+    kept = []
+    for i in range(2):
+        keep = os.path.join(tmp, f"keep{i}")
+        r = run("run", "--no-time", "--keep-checkpoints", keep, seed_test)
+        files = sorted(os.listdir(os.path.join(keep, "checkpoint-seed-test")))
+        check(files == [f"x-{k}.ckpt" for k in range(4)], f"--keep-checkpoints keeps the files: {files}")
+        kept.append([open(os.path.join(keep, "checkpoint-seed-test", f), "rb").read() for f in files])
+    check(kept[0] == kept[1], "two runs write byte-identical checkpoint files")
+    r = run("run", "--no-time", "--keep-checkpoints", os.path.join(in_root("README.md"), "x"), seed_test)
+    check(r.returncode != 0 and "cannot prepare checkpoint directory" in r.stdout + r.stderr,
+          f"an unusable --keep-checkpoints directory is named: {r.stdout} {r.stderr}")
 
 # Determinism: two runs give byte-identical text (without times) and JSON.
 with tempfile.TemporaryDirectory() as tmp:

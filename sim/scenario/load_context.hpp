@@ -64,6 +64,15 @@ class LoadContext : public ExpressionSchema {
     return it == saved_files_.end() ? nullptr : &it->second;
   }
 
+  // Whole-world checkpoints saved so far, by name, with the tensors each holds.
+  void declare_checkpoint(const std::string& name, std::vector<std::string> tensors) {
+    checkpoints_[name] = std::move(tensors);
+  }
+  const std::vector<std::string>* checkpoint(const std::string& name) const {
+    const auto it = checkpoints_.find(name);
+    return it == checkpoints_.end() ? nullptr : &it->second;
+  }
+
   // Ids of cross-rank expectations, in file order.
   int64_t next_cross_rank_id() { return next_cross_rank_id_++; }
 
@@ -102,6 +111,7 @@ class LoadContext : public ExpressionSchema {
   std::set<std::string> per_rank_tensors_;
   std::set<std::string> modules_;
   std::map<std::string, SavedFile> saved_files_;
+  std::map<std::string, std::vector<std::string>> checkpoints_;
   int64_t next_cross_rank_id_ = 0;
   const Expression* entry_when_ = nullptr;
 };

@@ -16,6 +16,7 @@
 #include "src/io/dtensor_record.hpp"
 #include "src/io/mesh_record.hpp"
 #include "src/io/rng_record.hpp"
+#include "src/io/world_checkpoint.hpp"
 
 namespace meshsim::sim {
 
@@ -23,8 +24,10 @@ namespace {
 
 using SavedFile = LoadContext::SavedFile;
 
-// A checkpoint file this large is refused before it is read (a shard of 16 GiB is not a test).
+// Files this large are refused before they are read: a DTensor record holds one rank's shard (16
+// GiB is no test), a mesh or RNG record a few bytes per rank.
 constexpr uint64_t kMaxCheckpointFileBytes = uint64_t{16} << 30;
+constexpr uint64_t kMaxSmallRecordBytes = uint64_t{256} << 20;
 
 const toml::table& args_of(const toml::node& value, const LoadContext& ctx, std::string_view what) {
   const toml::table* t = value.as_table();
@@ -40,6 +43,27 @@ std::string tensor_name_of(const toml::table& args, std::string_view key, std::s
   if (!ctx.has_tensor(name))
     ctx.fail(node, fmt::format("no tensor \"{}\" is set before this", name));
   return name;
+}
+
+// `mesh` (required) and `placements` (optional, one per mesh dim) of `args`.
+struct MeshPlacements {
+  std::string mesh;
+  std::vector<Placement> placements;
+};
+MeshPlacements mesh_placements_of(const toml::table& args, std::string_view what,
+                                  const LoadContext& ctx) {
+  MeshPlacements out;
+  const toml::node& mesh = ctx.require(args, "mesh", what);
+  out.mesh = ctx.string_of(mesh, "mesh");
+  const LoadContext::MeshInfo& info = ctx.require_mesh(mesh, out.mesh);
+  if (const toml::node* p = args.get("placements")) {
+    out.placements = placements_of(*p, ctx);
+    if (out.placements.size() != info.ndim) {
+      ctx.fail(*p, fmt::format("{} placements for mesh \"{}\", which has {} dims",
+                               out.placements.size(), out.mesh, info.ndim));
+    }
+  }
+  return out;
 }
 
 // Whether every '/'-separated part of `path` (after removing {rank}) is a plain name: letters,
@@ -245,25 +269,27 @@ class LoadStep final : public Step {
       const std::string path = input_dir_.empty()
                                    ? resolve(rank, path_)
                                    : input_dir_ + "/" + with_rank(path_, rank.rank());
-      const std::string bytes = read_file_bounded(path, kMaxCheckpointFileBytes);
+      const bool small = subject_.kind != SavedFile::Kind::kTensor;
+      // Mapped, not copied: a binary DTensor record's shard is read where the page cache has it.
+      const MappedFile file(path, small ? kMaxSmallRecordBytes : kMaxCheckpointFileBytes);
       // Nothing is replaced until the record has been read whole: a failed load leaves the rank
       // as it was.
       try {
         switch (subject_.kind) {
           case SavedFile::Kind::kTensor: {
-            DTensor t = open_dtensor(bytes, rank.world_size(), strict_);
+            DTensor t = open_dtensor(file.bytes(), rank.world_size(), strict_);
             check_group_names(rank, t.spec().mesh);
             rank.set_dtensor(subject_.name, std::move(t));
             break;
           }
           case SavedFile::Kind::kMesh: {
-            DeviceMesh m = open_mesh(bytes, rank.world_size(), strict_);
+            DeviceMesh m = open_mesh(file.bytes(), rank.world_size(), strict_);
             check_group_names(rank, m);
             rank.set_mesh(subject_.name, std::move(m));
             break;
           }
           case SavedFile::Kind::kRng:
-            rank.rng().restore(open_rng_state(bytes));
+            rank.rng().restore(open_rng_state(file.bytes()));
             break;
         }
       } catch (const Error& e) {
@@ -314,6 +340,8 @@ class RebindGroupsStep final : public Step {
 class CorruptFileStep final : public Step {
  public:
   void run(RankState& rank) const override {
+    // A file every rank shares is damaged once (two flips of one byte would undo each other).
+    if (path_.find("{rank}") == std::string::npos && rank.rank() != 0) return;
     with_stable_errors(rank, [&] { damage(resolve(rank, path_)); });
   }
 
@@ -339,8 +367,120 @@ class CorruptFileStep final : public Step {
   int64_t offset_ = 0;
 };
 
+// `save = { checkpoint = "step1", tensors = ["w", ...], format }`: a whole-world checkpoint,
+// collective over WORLD as Distributed Checkpoint's save is: every rank writes its chunks into
+// the directory `step1`, the ranks agree that all shards were written, rank 0 writes the
+// metadata, and they agree again, so no rank reads a checkpoint before it is whole. A rank that
+// fails makes every rank's save fail.
+class WorldSaveStep final : public Step {
+ public:
+  void run(RankState& rank) const override {
+    const std::string dir = resolve(rank, name_);
+    std::vector<std::pair<std::string, const DTensor*>> tensors;
+    // Everything that can fail runs inside agree(), so that no rank leaves the others waiting.
+    agree(rank, [&] {
+      for (const std::string& t : tensors_) tensors.emplace_back(t, &rank.dtensor(t));
+      std::error_code ec;
+      std::filesystem::create_directories(dir, ec);
+      if (ec) throw runtime_error(fmt::format("cannot create {}: {}", dir, ec.message()));
+      save_checkpoint_shard(dir, rank.rank(), tensors, format_);
+    });
+    agree(rank, [&] {
+      if (rank.rank() != 0 || tensors.size() != tensors_.size()) return;
+      std::vector<std::pair<std::string, DTensorSpec>> specs;
+      for (const auto& [name, t] : tensors) specs.emplace_back(name, t->spec());
+      save_checkpoint_metadata(dir, plan_checkpoint(specs), format_);
+    });
+  }
+
+  // Runs `write` on this rank, then tells every rank whether any rank's write failed.
+  template <typename Write>
+  void agree(RankState& rank, Write&& write) const {
+    std::optional<Error> failure;
+    try {
+      with_stable_errors(rank, write);
+    } catch (const Error& e) {
+      failure = e;
+    }
+    Tensor failed = Tensor::full({1}, failure ? 1 : 0, DType::kInt64);
+    rank.backend().all_reduce(failed, ReduceOp::kMax, rank.group("", ""));
+    if (failure) throw *failure;
+    if (failed.get_int(0) != 0) {
+      throw runtime_error(fmt::format("checkpoint {} was not written: another rank failed", name_));
+    }
+  }
+
+  std::string name_;
+  std::vector<std::string> tensors_;
+  ArchiveFormat format_ = ArchiveFormat::kBinary;
+};
+
+// `load = { checkpoint = "step1", tensor = "w2", from = "w", mesh, placements }`: one tensor of a
+// whole-world checkpoint, resharded onto the mesh and placements given.
+class WorldLoadStep final : public Step {
+ public:
+  void run(RankState& rank) const override {
+    with_stable_errors(rank, [&] {
+      const DeviceMesh& mesh = rank.mesh(mesh_);
+      std::vector<Placement> placements = placements_;
+      if (placements.empty()) placements.assign(mesh.ndim(), Replicate{});
+      rank.set_dtensor(name_,
+                       load_world_tensor(resolve(rank, checkpoint_), from_, mesh, placements));
+    });
+  }
+  std::string checkpoint_, name_, from_, mesh_;
+  std::vector<Placement> placements_;
+};
+
+std::unique_ptr<Step> parse_world_save(const toml::table& args, LoadContext& ctx) {
+  ctx.only_keys(args, {"checkpoint", "tensors", "format"}, "save of a checkpoint");
+  auto step = std::make_unique<WorldSaveStep>();
+  const toml::node& name = *args.get("checkpoint");
+  step->name_ = ctx.string_of(name, "checkpoint");
+  if (!plain_relative_path(step->name_, false) || step->name_.find("{rank}") != std::string::npos)
+    ctx.fail(name, "a checkpoint is named by letters, digits, '.', '_' and '-' (one directory)");
+  const toml::node& tensors = ctx.require(args, "tensors", "save of a checkpoint");
+  step->tensors_ = ctx.strings_of(tensors, "tensors");
+  if (step->tensors_.empty()) ctx.fail(tensors, "a checkpoint holds at least one tensor");
+  for (const std::string& t : step->tensors_) {
+    if (!ctx.has_tensor(t))
+      ctx.fail(tensors, fmt::format("no tensor \"{}\" is set before this", t));
+  }
+  if (const toml::node* f = args.get("format")) step->format_ = format_of(*f, ctx);
+  ctx.declare_checkpoint(step->name_, step->tensors_);
+  return step;
+}
+
+std::unique_ptr<Step> parse_world_load(const toml::table& args, LoadContext& ctx) {
+  ctx.only_keys(args, {"checkpoint", "tensor", "from", "mesh", "placements"},
+                "load of a checkpoint");
+  auto step = std::make_unique<WorldLoadStep>();
+  const toml::node& name = *args.get("checkpoint");
+  step->checkpoint_ = ctx.string_of(name, "checkpoint");
+  const std::vector<std::string>* saved = ctx.checkpoint(step->checkpoint_);
+  if (saved == nullptr) {
+    ctx.fail(name, fmt::format("no save step before this writes the checkpoint \"{}\"",
+                               step->checkpoint_));
+  }
+  step->name_ = ctx.string_of(ctx.require(args, "tensor", "load of a checkpoint"), "tensor");
+  step->from_ = step->name_;
+  const toml::node* from = args.get("from");
+  if (from != nullptr) step->from_ = ctx.string_of(*from, "from");
+  if (std::find(saved->begin(), saved->end(), step->from_) == saved->end()) {
+    ctx.fail(from ? *from : *args.get("tensor"),
+             fmt::format("the checkpoint \"{}\" holds {}, not \"{}\"", step->checkpoint_,
+                         fmt::join(*saved, ", "), step->from_));
+  }
+  MeshPlacements target = mesh_placements_of(args, "load of a checkpoint", ctx);
+  step->mesh_ = std::move(target.mesh);
+  step->placements_ = std::move(target.placements);
+  ctx.declare_tensor(step->name_);
+  return step;
+}
+
 std::unique_ptr<Step> parse_save(const toml::node& value, const toml::table&, LoadContext& ctx) {
   const toml::table& args = args_of(value, ctx, "save");
+  if (args.get("checkpoint")) return parse_world_save(args, ctx);
   ctx.only_keys(args, {"tensor", "mesh", "rng", "path", "format", "group_names", "fail_at"},
                 "save");
   auto step = std::make_unique<SaveStep>();
@@ -406,6 +546,7 @@ SavedFile input_file_of(const toml::node& node, const LoadContext& ctx, const st
 
 std::unique_ptr<Step> parse_load(const toml::node& value, const toml::table&, LoadContext& ctx) {
   const toml::table& args = args_of(value, ctx, "load");
+  if (args.get("checkpoint")) return parse_world_load(args, ctx);
   ctx.only_keys(args, {"tensor", "mesh", "rng", "path", "file", "strict"}, "load");
   auto step = std::make_unique<LoadStep>();
   step->subject_ = subject_of(args, ctx, "load");
@@ -472,16 +613,9 @@ void register_checkpoint_steps(StepRegistry& r) {
         auto step = std::make_unique<FromLocalStep>();
         step->name_ = ctx.string_of(ctx.require(args, "name", "from_local"), "name");
         step->local_ = tensor_name_of(args, "local", "from_local", ctx);
-        const toml::node& mesh = ctx.require(args, "mesh", "from_local");
-        step->mesh_ = ctx.string_of(mesh, "mesh");
-        const LoadContext::MeshInfo& info = ctx.require_mesh(mesh, step->mesh_);
-        if (const toml::node* p = args.get("placements")) {
-          step->placements_ = placements_of(*p, ctx);
-          if (step->placements_.size() != info.ndim) {
-            ctx.fail(*p, fmt::format("{} placements for mesh \"{}\", which has {} dims",
-                                     step->placements_.size(), step->mesh_, info.ndim));
-          }
-        }
+        MeshPlacements layout = mesh_placements_of(args, "from_local", ctx);
+        step->mesh_ = std::move(layout.mesh);
+        step->placements_ = std::move(layout.placements);
         if (const toml::node* g = args.get("requires_grad"))
           step->requires_grad_ = ctx.boolean_of(*g, "requires_grad");
         ctx.declare_tensor(step->name_);

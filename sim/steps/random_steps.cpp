@@ -72,6 +72,10 @@ DTensorShape dtensor_shape_of(const toml::table& args, LoadContext& ctx, std::st
 class DTensorStep final : public Step {
  public:
   void run(RankState& rank) const override {
+    if (fill_indices_) {
+      rank.set_dtensor(name_, DTensor::global_indices(shape_.spec(rank)));
+      return;
+    }
     rank.set_dtensor(
         name_, DTensor::zeros(shape_.spec(rank),
                               meta_ ? Tensor::Storage::kMeta : Tensor::Storage::kMaterialized));
@@ -79,6 +83,7 @@ class DTensorStep final : public Step {
   std::string name_;
   DTensorShape shape_;
   bool meta_ = false;
+  bool fill_indices_ = false;  // fill = "index": each element its flat global index
 };
 
 // `manual_seed = "expr"` is torch.manual_seed; `manual_seed = { seed, mesh }` is DTensor's.
@@ -191,14 +196,22 @@ StepParser in_place_parser(OpKeys k) {
 
 void register_random_steps(StepRegistry& r) {
   r.add("dtensor",
-        "a zero DTensor: { name, mesh, shape, placements = [\"Shard(0)\", ...], dtype, meta }",
+        "a zero DTensor: { name, mesh, shape, placements = [\"Shard(0)\", ...], dtype, meta, "
+        "fill = \"index\" }",
         [](const toml::node& value, const toml::table&, LoadContext& ctx) -> std::unique_ptr<Step> {
           const toml::table& args = args_of(value, ctx, "dtensor");
-          ctx.only_keys(args, {"name", "mesh", "shape", "placements", "dtype", "meta"}, "dtensor");
+          ctx.only_keys(args, {"name", "mesh", "shape", "placements", "dtype", "meta", "fill"},
+                        "dtensor");
           auto step = std::make_unique<DTensorStep>();
           step->name_ = ctx.string_of(ctx.require(args, "name", "dtensor"), "name");
           step->shape_ = dtensor_shape_of(args, ctx, "dtensor", true);
           if (const toml::node* m = args.get("meta")) step->meta_ = ctx.boolean_of(*m, "meta");
+          if (const toml::node* f = args.get("fill")) {
+            if (ctx.string_of(*f, "fill") != "index")
+              ctx.fail(*f, "fill = \"index\" is the only fill: each element its flat global index");
+            if (step->meta_) ctx.fail(*f, "a meta DTensor has no values to fill");
+            step->fill_indices_ = true;
+          }
           ctx.declare_tensor(step->name_);
           return step;
         });

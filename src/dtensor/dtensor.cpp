@@ -50,6 +50,57 @@ DTensor DTensor::zeros(DTensorSpec spec, Tensor::Storage storage) {
   return DTensor(std::move(spec), std::move(t));
 }
 
+DTensor DTensor::global_indices(DTensorSpec spec) {
+  DTensor out = zeros(std::move(spec));
+  const int64_t numel = out.spec_.numel();
+  // Largest count of consecutive integers from 0 each dtype holds exactly.
+  int64_t exact = int64_t{1} << 53;
+  switch (out.spec_.dtype) {
+    case DType::kFloat32:
+      exact = int64_t{1} << 24;
+      break;
+    case DType::kFloat16:
+      exact = int64_t{1} << 11;
+      break;
+    case DType::kBFloat16:
+      exact = int64_t{1} << 8;
+      break;
+    case DType::kUInt8:
+      exact = 256;
+      break;
+    case DType::kBool:
+      exact = 2;
+      break;
+    case DType::kInt32:
+      exact = int64_t{1} << 31;
+      break;
+    case DType::kInt64:
+    case DType::kFloat64:
+      break;
+  }
+  if (numel > exact) {
+    throw value_error(
+        fmt::format("{} elements cannot each hold their index exactly in {} (at most {})", numel,
+                    dtype_name(out.spec_.dtype), exact));
+  }
+  if (!out.participates() || out.local_.numel() == 0) return out;
+  std::vector<std::vector<int64_t>> indices;
+  for (const IndexRuns& d : owned_indices(out.spec_.shape, out.spec_.mesh.shape(),
+                                          *out.spec_.mesh.coordinate(), out.spec_.placements))
+    indices.push_back(d.expand());
+  const std::vector<int64_t> strides = out.spec_.stride();
+  const std::vector<int64_t>& local_shape = out.local_.shape();
+  for (int64_t i = 0; i < out.local_.numel(); ++i) {
+    int64_t rest = i, global = 0;
+    for (size_t d = local_shape.size(); d-- > 0;) {
+      global += indices[d][static_cast<size_t>(rest % local_shape[d])] * strides[d];
+      rest /= local_shape[d];
+    }
+    out.local_.set_int(i, global);
+  }
+  return out;
+}
+
 DTensor DTensor::from_local_shard(DTensorSpec spec, Tensor local) {
   DTensor out = zeros(std::move(spec), Tensor::Storage::kMeta);
   out.set_local(std::move(local));

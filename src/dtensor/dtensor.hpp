@@ -32,6 +32,10 @@ class DTensor {
   // ValueError when the placements do not match the mesh, IndexError for a shard dim outside the
   // tensor, what Tensor's constructor throws for impossible sizes.
   static DTensor zeros(DTensorSpec spec, Tensor::Storage storage = Tensor::Storage::kMaterialized);
+  // A DTensor whose every element holds its flat (row-major) global index, so that any layout of
+  // the same global tensor can be checked element by element. Throws ValueError when some index
+  // would not be exact in the dtype (float32 holds up to 2^24 exactly), and what zeros() throws.
+  static DTensor global_indices(DTensorSpec spec);
   // A DTensor around a shard it already has (a checkpoint's): what zeros() throws, and
   // RuntimeError unless the shard has the spec's local shape and dtype.
   static DTensor from_local_shard(DTensorSpec spec, Tensor local);

@@ -1,6 +1,7 @@
 #include "src/io/atomic_file.hpp"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -29,6 +30,7 @@ class FileDescriptor {
   explicit FileDescriptor(int fd) : fd_(fd) {}
   FileDescriptor(const FileDescriptor&) = delete;
   FileDescriptor& operator=(const FileDescriptor&) = delete;
+  FileDescriptor(FileDescriptor&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
   ~FileDescriptor() { close_quietly(); }
   int get() const { return fd_; }
   int release_and_close() {
@@ -65,6 +67,11 @@ std::string_view save_point_name(SavePoint point) {
 }
 
 void write_file_atomically(const std::string& path, std::string_view bytes, const SaveHook& hook) {
+  write_file_atomically(path, std::span<const std::string_view>(&bytes, 1), hook);
+}
+
+void write_file_atomically(const std::string& path, std::span<const std::string_view> pieces,
+                           const SaveHook& hook) {
   const std::string temp = fmt::format("{}.tmp.{}", path, ::getpid());
   uint64_t written = 0;
   // The call at `point` fails with the hook's errno, or runs `call` (-1 and errno on failure).
@@ -95,16 +102,20 @@ void write_file_atomically(const std::string& path, std::string_view bytes, cons
         fmt::format("cannot save {}: open of {} failed: {}", path, temp, std::strerror(saved)));
   }
   FileDescriptor fd(raw);
-  while (written < bytes.size()) {
-    const size_t n = std::min(kWriteChunk, bytes.size() - static_cast<size_t>(written));
-    const long rc =
-        step(SavePoint::kWrite, [&] { return ::write(fd.get(), bytes.data() + written, n); });
-    if (rc < 0) fail(SavePoint::kWrite, temp);
-    if (rc == 0) {
-      errno = EIO;
-      fail(SavePoint::kWrite, temp);
+  for (const std::string_view bytes : pieces) {
+    size_t done = 0;
+    while (done < bytes.size()) {
+      const size_t n = std::min(kWriteChunk, bytes.size() - done);
+      const long rc =
+          step(SavePoint::kWrite, [&] { return ::write(fd.get(), bytes.data() + done, n); });
+      if (rc < 0) fail(SavePoint::kWrite, temp);
+      if (rc == 0) {
+        errno = EIO;
+        fail(SavePoint::kWrite, temp);
+      }
+      done += static_cast<size_t>(rc);
+      written += static_cast<uint64_t>(rc);
     }
-    written += static_cast<uint64_t>(rc);
   }
   if (step(SavePoint::kFsyncFile, [&] { return ::fsync(fd.get()); }) < 0)
     fail(SavePoint::kFsyncFile, temp);
@@ -131,7 +142,10 @@ void write_file_atomically(const std::string& path, std::string_view bytes, cons
   }
 }
 
-std::string read_file_bounded(const std::string& path, uint64_t max_bytes) {
+namespace {
+
+// Opens a regular file of at most `max_bytes` bytes for reading and says how long it is.
+FileDescriptor open_bounded(const std::string& path, uint64_t max_bytes, size_t& size) {
   const int raw = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (raw < 0) {
     const int saved = errno;
@@ -145,7 +159,16 @@ std::string read_file_bounded(const std::string& path, uint64_t max_bytes) {
     throw runtime_error(fmt::format("cannot read {}: {} bytes, more than the limit of {}", path,
                                     st.st_size, max_bytes));
   }
-  std::string out(static_cast<size_t>(st.st_size), '\0');
+  size = static_cast<size_t>(st.st_size);
+  return fd;
+}
+
+}  // namespace
+
+std::string read_file_bounded(const std::string& path, uint64_t max_bytes) {
+  size_t size = 0;
+  const FileDescriptor fd = open_bounded(path, max_bytes, size);
+  std::string out(size, '\0');
   size_t got = 0;
   while (got < out.size()) {
     const ssize_t rc = ::read(fd.get(), out.data() + got, out.size() - got);
@@ -159,6 +182,22 @@ std::string read_file_bounded(const std::string& path, uint64_t max_bytes) {
   }
   out.resize(got);
   return out;
+}
+
+MappedFile::MappedFile(const std::string& path, uint64_t max_bytes) {
+  const FileDescriptor fd = open_bounded(path, max_bytes, size_);
+  if (size_ == 0) return;  // mmap refuses empty files; an empty view is what they hold
+  data_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd.get(), 0);
+  if (data_ == MAP_FAILED) {
+    const int saved = errno;
+    data_ = nullptr;
+    size_ = 0;
+    throw runtime_error(fmt::format("cannot map {}: {}", path, std::strerror(saved)));
+  }
+}
+
+MappedFile::~MappedFile() {
+  if (data_ != nullptr) ::munmap(data_, size_);
 }
 
 }  // namespace meshsim

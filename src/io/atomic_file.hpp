@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -23,9 +24,29 @@ using SaveHook = std::function<int(SavePoint point, uint64_t bytes_written)>;
 // temporary file; `path` is then untouched.
 void write_file_atomically(const std::string& path, std::string_view bytes,
                            const SaveHook& hook = nullptr);
+// The same for a file given as pieces in order (never assembled in memory).
+void write_file_atomically(const std::string& path, std::span<const std::string_view> pieces,
+                           const SaveHook& hook = nullptr);
 
 // The whole file, refusing (RuntimeError naming the file) anything but a regular file of at most
 // `max_bytes` bytes.
 std::string read_file_bounded(const std::string& path, uint64_t max_bytes);
+
+// A regular file of at most `max_bytes` bytes mapped read-only, with the same refusals as
+// read_file_bounded: large shards are read where the page cache holds them, without a copy.
+// The file must not shrink while mapped (meshsim's own checkpoint files are replaced by rename,
+// never truncated in place).
+class MappedFile {
+ public:
+  MappedFile(const std::string& path, uint64_t max_bytes);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  std::string_view bytes() const { return {static_cast<const char*>(data_), size_}; }
+
+ private:
+  void* data_ = nullptr;
+  size_t size_ = 0;
+};
 
 }  // namespace meshsim

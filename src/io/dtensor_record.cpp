@@ -109,7 +109,7 @@ Tensor tensor_from_record(const RecordReader& r) {
     r.finish();
     return Tensor(shape, dtype, Tensor::Storage::kMeta);
   }
-  const std::string& data = r.bytes("data");
+  const std::string_view data = r.bytes("data");
   if (static_cast<int64_t>(data.size()) != expected) {
     throw runtime_error(fmt::format("{} holds {} bytes of data, a {}[{}] tensor has {}", r.path(),
                                     data.size(), dtype_name(dtype), fmt::join(shape, ", "),
@@ -178,7 +178,9 @@ std::string seal_dtensor(const DTensor& t, bool with_group_names, ArchiveFormat 
 }
 
 DTensor open_dtensor(std::string_view file, int64_t world_size, bool strict) {
-  const OpenedRecord opened = open_record(file, RecordKind::kDTensor, kDTensorRecordVersion);
+  // The shard's bytes stay in `file` until tensor_from_record copies them into the tensor.
+  const OpenedRecord opened =
+      open_record(file, RecordKind::kDTensor, kDTensorRecordVersion, BytesOut::kBorrow);
   if (strict) check_record_types(opened.root, dtensor_record_types(), "a DTensor");
   return dtensor_from_record(RecordReader(opened.root, "DTensor", strict), world_size);
 }

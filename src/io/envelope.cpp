@@ -69,16 +69,31 @@ std::string_view archive_format_name(ArchiveFormat format) {
 }
 
 std::string seal_envelope(const EnvelopeHeader& header, std::string_view payload) {
-  std::string out(kMagic, sizeof kMagic);
+  std::string out = envelope_header(header, std::span<const std::string_view>(&payload, 1));
   out.reserve(kEnvelopeHeaderSize + payload.size());
+  out.append(payload);
+  return out;
+}
+
+std::string envelope_header(EnvelopeHeader header, std::span<const std::string_view> payload) {
+  XXH3_state_t* state = XXH3_createState();
+  MESHSIM_ASSERT(state != nullptr, "xxHash could not allocate its state");
+  XXH3_64bits_reset(state);
+  uint64_t size = 0;
+  for (const std::string_view piece : payload) {
+    XXH3_64bits_update(state, piece.data(), piece.size());
+    size += piece.size();
+  }
+  const uint64_t payload_hash = XXH3_64bits_digest(state);
+  XXH3_freeState(state);
+  std::string out(kMagic, sizeof kMagic);
   put_u32(out, kEnvelopeVersion);
   put_u32(out, static_cast<uint32_t>(header.kind));
   put_u32(out, static_cast<uint32_t>(header.format));
   put_u32(out, header.record_version);
-  put_u64(out, payload.size());
-  put_u64(out, checksum(payload));
+  put_u64(out, size);
+  put_u64(out, payload_hash);
   put_u64(out, checksum(out));
-  out.append(payload);
   return out;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -38,6 +39,8 @@ inline constexpr uint32_t kEnvelopeVersion = 1;
 
 // The whole file: header then payload.
 std::string seal_envelope(const EnvelopeHeader& header, std::string_view payload);
+// The header alone, for a payload given as pieces in order (its payload_size is their total).
+std::string envelope_header(EnvelopeHeader header, std::span<const std::string_view> payload);
 
 struct OpenedEnvelope {
   EnvelopeHeader header;

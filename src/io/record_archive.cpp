@@ -42,7 +42,67 @@ class ViewStreambuf : public std::streambuf {
     setg(begin, begin, begin + bytes.size());
   }
   std::string_view remaining() const { return {gptr(), static_cast<size_t>(egptr() - gptr())}; }
+  // Moves past `n` bytes the caller took without reading them through the stream.
+  void skip(size_t n) { setg(eback(), gptr() + n, egptr()); }
 };
+
+// Collects an archive as pieces: the text written through the stream, and borrowed byte ranges
+// put between them as they are (std::ostringstream would copy everything, twice).
+class PieceSink : public std::streambuf {
+ public:
+  explicit PieceSink(size_t reserve) { current_.reserve(reserve); }
+
+  // Ends the current text and puts `bytes` after it, without copying them.
+  void borrow(std::string_view bytes) {
+    close_text();
+    pieces_.push_back(bytes);
+  }
+  // Hands the pieces over; `owned` receives the text they point into.
+  std::vector<std::string_view> finish(std::deque<std::string>& owned) {
+    close_text();
+    owned = std::move(owned_);
+    return std::move(pieces_);
+  }
+
+ protected:
+  std::streamsize xsputn(const char* s, std::streamsize n) override {
+    current_.append(s, static_cast<size_t>(n));
+    return n;
+  }
+  int_type overflow(int_type c) override {
+    if (!traits_type::eq_int_type(c, traits_type::eof()))
+      current_.push_back(traits_type::to_char_type(c));
+    return traits_type::not_eof(c);
+  }
+
+ private:
+  void close_text() {
+    if (current_.empty()) return;
+    owned_.push_back(std::move(current_));  // a deque never moves its elements
+    pieces_.push_back(owned_.back());
+    current_ = std::string();
+  }
+  std::string current_;
+  std::deque<std::string> owned_;
+  std::vector<std::string_view> pieces_;
+};
+
+// About how many bytes a tree's archive takes, so the buffer is allocated once.
+size_t size_estimate(const RecordObject& root) {
+  size_t total = 64;
+  std::vector<const RecordObject*> pending{&root};
+  while (!pending.empty()) {
+    const RecordObject* o = pending.back();
+    pending.pop_back();
+    total += 32 + o->type.size();
+    for (const auto& [key, v] : o->fields) {
+      total += 48 + key.size() + v.text.size() + v.borrowed.size() + 12 * v.integers.size();
+      for (const std::string& str : v.strings) total += 16 + str.size();
+      for (const RecordObject& child : v.objects) pending.push_back(&child);
+    }
+  }
+  return total;
+}
 
 template <typename Archive>
 constexpr bool kIsXml = std::is_same_v<Archive, boost::archive::xml_oarchive> ||
@@ -54,7 +114,8 @@ constexpr bool kIsBinary = std::is_same_v<Archive, boost::archive::binary_oarchi
 template <typename Archive>
 class TreeWriter {
  public:
-  explicit TreeWriter(Archive& ar) : ar_(ar) {}
+  // `sink`: where a binary archive puts borrowed bytes without copying them.
+  TreeWriter(Archive& ar, PieceSink& sink) : ar_(ar), sink_(sink) {}
 
   // Trees meshsim builds are shallow; the reader refuses deep ones.
   void object(const RecordObject& object, size_t depth) {
@@ -81,7 +142,7 @@ class TreeWriter {
         text(v.text, "str");
         break;
       case RecordValue::Kind::kBytes:
-        bytes(v.text);
+        bytes(v.byte_view());
         break;
       case RecordValue::Kind::kInts: {
         uint64_t count = v.integers.size();
@@ -119,22 +180,30 @@ class TreeWriter {
     }
   }
 
-  void bytes(const std::string& s) {
+  void bytes(std::string_view s) {
     uint64_t length = s.size();
     ar_ << make_nvp("len", length);
-    ar_ << make_nvp("bytes", make_binary_object(s.data(), s.size()));
+    // A binary archive stores binary_object's bytes raw: the same file, without the copy.
+    if constexpr (kIsBinary<Archive>) {
+      sink_.borrow(s);
+    } else {
+      ar_ << make_nvp("bytes", make_binary_object(s.data(), s.size()));
+    }
   }
 
   Archive& ar_;
+  PieceSink& sink_;
 };
 
 template <typename Archive>
 class TreeReader {
  public:
-  TreeReader(Archive& ar, const ViewStreambuf& source, std::string_view what, size_t payload_size)
+  TreeReader(Archive& ar, ViewStreambuf& source, std::string_view what, size_t payload_size,
+             BytesOut bytes_out)
       : ar_(ar),
         source_(source),
         what_(what),
+        bytes_out_(bytes_out),
         // Twice the payload plus a little: every element costs at least one payload byte, and the
         // charges below are the in-memory sizes.
         budget_(2 * payload_size + (64 << 10)) {}
@@ -194,6 +263,12 @@ class TreeReader {
         text(v.text, "str");
         break;
       case RecordValue::Kind::kBytes:
+        if constexpr (kIsBinary<Archive>) {
+          if (bytes_out_ == BytesOut::kBorrow) {
+            borrow(v);
+            break;
+          }
+        }
         raw(v.text, "bytes");
         break;
       case RecordValue::Kind::kInts:
@@ -234,12 +309,31 @@ class TreeReader {
     ar_ >> make_nvp(tag, make_binary_object(s.data(), s.size()));
   }
 
+  // The bytes where they lie in the payload: a binary archive stores them raw after their length.
+  void borrow(RecordValue& v) {
+    const uint64_t length = read_count("len", 1);
+    if (length > source_.remaining().size()) {
+      fail(fmt::format("{} bytes of data are cut short", length));
+    }
+    v.borrowed = source_.remaining().substr(0, length);
+    v.is_borrowed = true;
+    source_.skip(length);
+  }
+
   // Boost's base64 decoder reads past the end of the stream when the text runs out; make sure
   // the characters are there first, padding included (whitespace between them is skipped, as
   // the decoder does).
   void require_base64(uint64_t length) const {
     uint64_t needed = 4 * (length / 3 + (length % 3 != 0 ? 1 : 0));
-    for (char c : source_.remaining()) {
+    std::string_view text = source_.remaining();
+    if constexpr (kIsXml<Archive>) {
+      // Boost reads the element's start tag first; the data begins after it.
+      const size_t open = text.find_first_not_of(" \t\r\n");
+      if (open == std::string_view::npos || text[open] != '<') return;  // Boost's own error
+      const size_t close = text.find('>', open);
+      text = close == std::string_view::npos ? std::string_view() : text.substr(close + 1);
+    }
+    for (char c : text) {
       if (needed == 0) return;
       const bool digit = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
                          (c >= '0' && c <= '9') || c == '+' || c == '/' || c == '=';
@@ -253,29 +347,48 @@ class TreeReader {
   }
 
   Archive& ar_;
-  const ViewStreambuf& source_;
+  ViewStreambuf& source_;
   std::string_view what_;
+  BytesOut bytes_out_;
   uint64_t budget_;
 };
 
+// The archive of `root` as pieces.
+template <typename OArchive>
+std::vector<std::string_view> write_with(const RecordObject& root, std::deque<std::string>& owned) {
+  PieceSink sink(size_estimate(root));
+  {
+    std::ostream stream(&sink);
+    OArchive ar(stream, kWriteFlags);
+    TreeWriter<OArchive>(ar, sink).object(root, 1);
+  }
+  return sink.finish(owned);
+}
+
+std::string joined(std::span<const std::string_view> pieces) {
+  size_t size = 0;
+  for (std::string_view p : pieces) size += p.size();
+  std::string out;
+  out.reserve(size);
+  for (std::string_view p : pieces) out.append(p);
+  return out;
+}
+
 template <typename OArchive>
 std::string write_with(const RecordObject& root) {
-  std::ostringstream out;
-  {
-    OArchive ar(out, kWriteFlags);
-    TreeWriter<OArchive>(ar).object(root, 1);
-  }
-  return std::move(out).str();
+  std::deque<std::string> owned;
+  return joined(write_with<OArchive>(root, owned));
 }
 
 template <typename IArchive>
-RecordObject read_with(std::string_view payload, std::string_view what, unsigned flags) {
+RecordObject read_with(std::string_view payload, std::string_view what, unsigned flags,
+                       BytesOut bytes_out = BytesOut::kCopy) {
   ViewStreambuf source(payload);
   std::istream in(&source);
   RecordObject root;
   {
     IArchive ar(in, flags);
-    TreeReader<IArchive>(ar, source, what, payload.size()).object(root, 1);
+    TreeReader<IArchive>(ar, source, what, payload.size(), bytes_out).object(root, 1);
   }
   // Binary archives end exactly; the text formats may end with a newline.
   for (char c : source.remaining()) {
@@ -302,12 +415,12 @@ std::string write_record_payload(const RecordObject& root, ArchiveFormat format)
 }
 
 RecordObject read_record_payload(std::string_view payload, ArchiveFormat format,
-                                 std::string_view what) {
+                                 std::string_view what, BytesOut bytes_out) {
   const std::string_view format_name = archive_format_name(format);
   try {
     switch (format) {
       case ArchiveFormat::kBinary:
-        return read_with<boost::archive::binary_iarchive>(payload, what, kWriteFlags);
+        return read_with<boost::archive::binary_iarchive>(payload, what, kWriteFlags, bytes_out);
       case ArchiveFormat::kText:
         return read_with<boost::archive::text_iarchive>(payload, what, kWriteFlags);
       case ArchiveFormat::kXml: {
@@ -326,13 +439,37 @@ RecordObject read_record_payload(std::string_view payload, ArchiveFormat format,
   throw runtime_error(fmt::format("unknown archive format {}", static_cast<uint32_t>(format)));
 }
 
-std::string seal_record(RecordKind kind, uint32_t record_version, const RecordObject& root,
-                        ArchiveFormat format) {
-  const std::string payload = write_record_payload(root, format);
-  return seal_envelope({kind, format, record_version, payload.size()}, payload);
+std::vector<std::string_view> SealedRecord::pieces() const {
+  std::vector<std::string_view> out{header};
+  out.insert(out.end(), payload.begin(), payload.end());
+  return out;
 }
 
-OpenedRecord open_record(std::string_view file, RecordKind kind, uint32_t newest_version) {
+SealedRecord seal_record_in_pieces(RecordKind kind, uint32_t record_version,
+                                   const RecordObject& root, ArchiveFormat format) {
+  SealedRecord out;
+  switch (format) {
+    case ArchiveFormat::kBinary:
+      out.payload = write_with<boost::archive::binary_oarchive>(root, out.owned);
+      break;
+    case ArchiveFormat::kText:
+      out.payload = write_with<boost::archive::text_oarchive>(root, out.owned);
+      break;
+    case ArchiveFormat::kXml:
+      out.payload = write_with<boost::archive::xml_oarchive>(root, out.owned);
+      break;
+  }
+  out.header = envelope_header({kind, format, record_version, 0}, out.payload);
+  return out;
+}
+
+std::string seal_record(RecordKind kind, uint32_t record_version, const RecordObject& root,
+                        ArchiveFormat format) {
+  return joined(seal_record_in_pieces(kind, record_version, root, format).pieces());
+}
+
+OpenedRecord open_record(std::string_view file, RecordKind kind, uint32_t newest_version,
+                         BytesOut bytes_out) {
   const OpenedEnvelope opened = open_envelope(file);
   const std::string_view what = record_kind_name(kind);
   if (opened.header.kind != kind) {
@@ -347,7 +484,7 @@ OpenedRecord open_record(std::string_view file, RecordKind kind, uint32_t newest
                     opened.header.record_version, newest_version));
   }
   return {opened.header.record_version, opened.header.format,
-          read_record_payload(opened.payload, opened.header.format, what)};
+          read_record_payload(opened.payload, opened.header.format, what, bytes_out)};
 }
 
 }  // namespace meshsim

@@ -50,6 +50,14 @@ RecordValue RecordValue::bytes(std::string v) {
   return out;
 }
 
+RecordValue RecordValue::borrowed_bytes(std::string_view v) {
+  RecordValue out;
+  out.kind = Kind::kBytes;
+  out.borrowed = v;
+  out.is_borrowed = true;
+  return out;
+}
+
 RecordValue RecordValue::of(RecordObject v) {
   RecordValue out;
   out.kind = Kind::kObject;
@@ -88,8 +96,10 @@ std::string_view value_kind_name(RecordValue::Kind kind) {
 
 // Spelled out: clang 14 crashes on a defaulted comparison defined out of line.
 bool operator==(const RecordValue& a, const RecordValue& b) {
-  return a.kind == b.kind && a.integer == b.integer && a.text == b.text &&
-         a.integers == b.integers && a.strings == b.strings && a.objects == b.objects;
+  const bool same_text =
+      a.kind == RecordValue::Kind::kBytes ? a.byte_view() == b.byte_view() : a.text == b.text;
+  return a.kind == b.kind && a.integer == b.integer && same_text && a.integers == b.integers &&
+         a.strings == b.strings && a.objects == b.objects;
 }
 
 RecordObject& RecordObject::set(std::string key, RecordValue value) {
@@ -154,7 +164,12 @@ const RecordReader& RecordReader::require(std::initializer_list<std::string_view
 
 void RecordReader::finish() const {
   if (!strict_) return;
+  std::set<std::string_view> keys;
   for (const auto& [key, value] : object_->fields) {
+    if (!keys.insert(key).second) {
+      throw runtime_error(
+          fmt::format("strict load refused field '{}' of {}: it appears twice", key, path_));
+    }
     if (!read_.contains(key)) {
       throw runtime_error(fmt::format(
           "strict load refused unknown field '{}' of {} (a newer meshsim's record?)", key, path_));
@@ -202,8 +217,8 @@ const std::string& RecordReader::str(std::string_view key) const {
   return field(key, RecordValue::Kind::kStr).text;
 }
 
-const std::string& RecordReader::bytes(std::string_view key) const {
-  return field(key, RecordValue::Kind::kBytes).text;
+std::string_view RecordReader::bytes(std::string_view key) const {
+  return field(key, RecordValue::Kind::kBytes).byte_view();
 }
 
 const std::vector<int64_t>& RecordReader::integers(std::string_view key) const {

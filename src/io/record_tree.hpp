@@ -34,6 +34,10 @@ struct RecordValue {
   Kind kind = Kind::kNone;
   int64_t integer = 0;
   std::string text;  // kStr and kBytes
+  // kBytes held elsewhere instead of in `text`: a tensor's storage being saved, or the bytes of
+  // a file being read (which must outlive the value). Large shards move without a copy.
+  std::string_view borrowed;
+  bool is_borrowed = false;
   std::vector<int64_t> integers;
   std::vector<std::string> strings;
   std::vector<RecordObject> objects;
@@ -52,6 +56,9 @@ struct RecordValue {
   static RecordValue of(std::vector<int64_t> v);
   static RecordValue of(std::vector<std::string> v);
   static RecordValue bytes(std::string v);
+  static RecordValue borrowed_bytes(std::string_view v);
+  // kBytes' bytes, wherever they are held.
+  std::string_view byte_view() const { return is_borrowed ? borrowed : std::string_view(text); }
   static RecordValue of(RecordObject v);
   static RecordValue of(std::vector<RecordObject> v);
 
@@ -94,7 +101,7 @@ class RecordReader {
   int64_t integer(std::string_view key) const;
   bool flag(std::string_view key) const;  // an integer that must be 0 or 1
   const std::string& str(std::string_view key) const;
-  const std::string& bytes(std::string_view key) const;
+  std::string_view bytes(std::string_view key) const;
   const std::vector<int64_t>& integers(std::string_view key) const;
   const std::vector<std::string>& strings(std::string_view key) const;
   RecordReader object(std::string_view key) const;

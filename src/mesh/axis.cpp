@@ -18,8 +18,14 @@ Axis Axis::canonical(std::vector<Mode> modes) {
       throw value_error(fmt::format("layout mode stride must be >= 0, got {}", m.stride));
     }
     if (m.size == 1) continue;
-    if (!out.empty() && out.back().stride == m.size * m.stride) {
-      out.back() = {out.back().size * m.size, m.stride};
+    // A span or a merged size past int64 is no layout (only parsed text can ask for one).
+    const std::optional<int64_t> span = checked_mul(m.size, m.stride);
+    if (!span)
+      throw value_error(fmt::format("layout mode {}:{} spans more than int64", m.size, m.stride));
+    if (!out.empty() && out.back().stride == *span) {
+      const std::optional<int64_t> merged = checked_mul(out.back().size, m.size);
+      if (!merged) throw value_error("layout sizes multiply past int64");
+      out.back() = {*merged, m.stride};
     } else {
       out.push_back(m);
     }
@@ -168,14 +174,18 @@ class IntTupleReader {
  public:
   IntTupleReader(std::string_view text, size_t pos) : text_(text), pos_(pos) {}
 
-  void read(std::vector<int64_t>& leaves) {
+  // Nesting deeper than this is refused: no layout needs it, and parsing recurses once per level.
+  static constexpr size_t kMaxNesting = 32;
+
+  void read(std::vector<int64_t>& leaves, size_t depth = 0) {
     skip_space();
     if (peek() == '(') {
+      if (depth >= kMaxNesting) fail(fmt::format("at most {} levels of parentheses", kMaxNesting));
       ++pos_;
       skip_space();
       if (peek() == ')') fail("an empty tuple");
       for (;;) {
-        read(leaves);
+        read(leaves, depth + 1);
         skip_space();
         if (peek() == ',') {
           ++pos_;

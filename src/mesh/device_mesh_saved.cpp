@@ -2,6 +2,8 @@
 // in src/io/mesh_record; this file turns a mesh into plain fields and checks fields read back
 // before they become a mesh, since a mesh trusts its layout to stay inside its rank table.
 #include <algorithm>
+#include <cctype>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -17,15 +19,27 @@ namespace {
   throw runtime_error(fmt::format("invalid DeviceMesh record ({}): {}", which, why));
 }
 
-// A layout a mesh of this rank table could have: sizes and strides inside the table, dims that
-// do not overlap, and every replica inside the table.
+// More mesh dims than any real mesh has (and than the queries that nest per dim should see).
+constexpr size_t kMaxMeshDims = 64;
+
+// A layout a mesh of this rank table could have: sizes and strides inside the table, no mode
+// that repeats a position (stride 0), dims that do not overlap, and every replica inside the
+// table.
 void check_layout_fits(const MeshLayout& layout, int64_t table_size, std::string_view which) {
+  if (layout.ndim() > kMaxMeshDims) {
+    bad_record(which,
+               fmt::format("its layout has {} dims, more than {}", layout.ndim(), kMaxMeshDims));
+  }
   std::vector<int64_t> sizes;
   for (const Axis& axis : layout.axes()) {
     for (const Mode& m : axis.modes()) {
       if (m.size > table_size || m.stride > table_size) {
         bad_record(which, fmt::format("layout {} reaches past its rank table of {} entries",
                                       layout.to_string(), table_size));
+      }
+      if (m.stride == 0) {
+        bad_record(which,
+                   fmt::format("layout {} repeats positions (stride 0)", layout.to_string()));
       }
       sizes.push_back(m.size);
     }
@@ -54,25 +68,44 @@ void check_layout_fits(const MeshLayout& layout, int64_t table_size, std::string
   }
 }
 
-void check_fields(const DeviceMesh::SavedFields& f, std::span<const int64_t> root_table,
+// What every mesh of one family shares with its root.
+void check_fields(const DeviceMesh::SavedFields& f, const DeviceMesh::SavedFields& root,
                   int64_t world_size, std::string_view which) {
-  if (f.device_type.empty() || f.device_type.size() > 64) {
+  const bool device_ok = !f.device_type.empty() && f.device_type.size() <= 64 &&
+                         std::all_of(f.device_type.begin(), f.device_type.end(),
+                                     [](unsigned char c) { return std::isalpha(c); });
+  if (!device_ok)
     bad_record(which, fmt::format("device_type '{}' is not a device type", f.device_type));
+  if (f.device_type != root.device_type || f.thread_id != root.thread_id) {
+    bad_record(which, "its device_type or thread_id differs from its root mesh's");
   }
-  if (!std::ranges::equal(f.rank_map, root_table)) {
+  if (!std::ranges::equal(f.rank_map, root.rank_map)) {
     bad_record(which, "its rank_map differs from its root mesh's");
   }
+  if (static_cast<int64_t>(f.rank_map.size()) > world_size) {
+    bad_record(which, fmt::format("its rank_map holds {} ranks, more than this world's {}",
+                                  f.rank_map.size(), world_size));
+  }
+  std::vector<bool> seen(static_cast<size_t>(world_size), false);
   for (int64_t r : f.rank_map) {
     if (r < 0 || r >= world_size) {
       bad_record(which, fmt::format("rank_map names rank {}, outside this world of {} ranks", r,
                                     world_size));
     }
+    if (seen[static_cast<size_t>(r)])
+      bad_record(which, fmt::format("rank_map names rank {} twice", r));
+    seen[static_cast<size_t>(r)] = true;
   }
   if (f.layout.ndim() == 0) bad_record(which, "its layout has no dims");
   check_layout_fits(f.layout, static_cast<int64_t>(f.rank_map.size()), which);
   if (f.mesh_dim_names && f.mesh_dim_names->size() != f.layout.ndim()) {
     bad_record(which, fmt::format("{} mesh_dim_names for {} dims", f.mesh_dim_names->size(),
                                   f.layout.ndim()));
+  }
+  if (f.mesh_dim_names &&
+      std::set<std::string>(f.mesh_dim_names->begin(), f.mesh_dim_names->end()).size() !=
+          f.mesh_dim_names->size()) {
+    bad_record(which, fmt::format("mesh_dim_names {} repeat a name", py_tuple(*f.mesh_dim_names)));
   }
   if (f.dim_group_names && !f.dim_group_names->empty() &&
       f.dim_group_names->size() != f.layout.ndim()) {
@@ -109,12 +142,14 @@ DeviceMesh::Saved DeviceMesh::save(bool with_group_names) const {
 
 DeviceMesh DeviceMesh::restore(const Saved& saved, int64_t world_size) {
   const SavedFields& root_fields = saved.root ? *saved.root : saved.self;
+  // The root's table is checked before a RankMap (sized by it) is built.
+  check_fields(root_fields, root_fields, world_size, "root_mesh");
   auto family = std::make_shared<Family>();
   family->rank_map = std::make_shared<const RankMap>(root_fields.rank_map, world_size);
   const std::span<const int64_t> table = root_fields.rank_map;
   // Rebuilds one mesh's state on the family and checks its coordinate against the saved one.
   const auto state_of = [&](const SavedFields& f, std::string_view which) {
-    check_fields(f, table, world_size, which);
+    check_fields(f, root_fields, world_size, which);
     State seed;
     seed.device_type = f.device_type;
     seed.rank = f.thread_id;
@@ -140,6 +175,10 @@ DeviceMesh DeviceMesh::restore(const Saved& saved, int64_t world_size) {
   for (const auto& [name, flat] : saved.flattened) {
     State s = state_of(flat, "flatten_mapping");
     if (s.layout.ndim() != 1) bad_record("flatten_mapping", fmt::format("'{}' is not 1-d", name));
+    if (s.dim_names != std::vector<std::string>{name}) {
+      bad_record("flatten_mapping",
+                 fmt::format("'{}' names a mesh whose dim is not '{}'", name, name));
+    }
     family->flattened.emplace(name, std::move(s));
   }
   if (!saved.root) return DeviceMesh(family, family->root, Role::kRoot);

@@ -1,9 +1,10 @@
-// libFuzzer target: the DeviceMesh and DTensor record loaders (record trees in Boost archives,
-// then the typed readers). Inputs that start with the envelope's magic are whole files; any other
-// input is a payload sealed into a valid envelope, its first byte choosing the record kind, the
-// archive format and the loader (strict or not), so that mutations reach the archive parsers and
-// the typed checks past the checksum. Loads may only refuse with a meshsim::Error; what they
-// accept must save back to a record that loads equal.
+// libFuzzer target: the DeviceMesh, DTensor and checkpoint metadata record loaders (record trees
+// in Boost archives, then the typed readers). Inputs that start with the envelope's magic are
+// whole files; any other input is a payload sealed into a valid envelope, its first byte choosing
+// the record kind (bits 0-1), the archive format and the loader (strict or not, bit 7), so that
+// mutations reach the archive parsers and the typed checks past the checksum. Loads may only
+// refuse with a meshsim::Error; meshes and DTensors they accept must save back to a record that
+// loads equal, and metadata must hold exactly its tensors' elements.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -12,6 +13,7 @@
 #include "src/error.hpp"
 #include "src/io/dtensor_record.hpp"
 #include "src/io/mesh_record.hpp"
+#include "src/io/world_checkpoint.hpp"
 
 namespace {
 
@@ -24,6 +26,18 @@ void load_and_check(std::string_view bytes, bool strict) {
     const meshsim::DeviceMesh mesh = meshsim::open_mesh(bytes, kWorld, strict);
     const std::string again = meshsim::seal_mesh(mesh, mesh.has_group_names(), format);
     if (!(meshsim::open_mesh(again, kWorld, true) == mesh)) __builtin_trap();
+  } else if (opened.header.kind == meshsim::RecordKind::kCheckpointMetadata) {
+    for (const meshsim::CheckpointTensor& t : meshsim::open_checkpoint_metadata(bytes).tensors) {
+      int64_t held = 0;
+      for (const meshsim::CheckpointChunk& c : t.chunks) {
+        int64_t n = 1;
+        for (const meshsim::IndexRuns& d : c.indices) n *= d.size();
+        held += n;
+      }
+      int64_t numel = 1;
+      for (int64_t s : t.shape) numel *= s;
+      if (held != numel) __builtin_trap();
+    }
   } else {
     const meshsim::DTensor t = meshsim::open_dtensor(bytes, kWorld, strict);
     const std::string again = meshsim::seal_dtensor(t, true, format);
@@ -43,8 +57,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto choice = static_cast<uint8_t>(input[0]);
   std::string sealed;
   if (!input.starts_with("MSIMCKPT")) {
-    const auto kind = choice & 1 ? meshsim::RecordKind::kDTensor : meshsim::RecordKind::kDeviceMesh;
-    const auto format = static_cast<meshsim::ArchiveFormat>(1 + (choice >> 1) % 3);
+    const meshsim::RecordKind kinds[] = {
+        meshsim::RecordKind::kDeviceMesh, meshsim::RecordKind::kDTensor,
+        meshsim::RecordKind::kCheckpointMetadata, meshsim::RecordKind::kDeviceMesh};
+    const meshsim::RecordKind kind = kinds[choice & 3];
+    const auto format = static_cast<meshsim::ArchiveFormat>(1 + ((choice >> 2) & 31) % 3);
     sealed = meshsim::seal_envelope({kind, format, 1, 0}, input.substr(1));
   }
   try {

@@ -262,8 +262,25 @@ TEST_CASE("mesh record: records that lie about the mesh are refused", "[io][mesh
         "RuntimeError: DeviceMesh.rank_map is a str, expected a list of int");
   // A mesh from a bigger world does not fit this one.
   CHECK(open_error(meshsim::seal_mesh(mesh, false, ArchiveFormat::kBinary), 4) ==
-        "RuntimeError: invalid DeviceMesh record (root_mesh): rank_map names rank 4, outside this "
-        "world of 4 ranks");
+        "RuntimeError: invalid DeviceMesh record (root_mesh): its rank_map holds 8 ranks, more "
+        "than this world's 4");
+  // Found by review: each of these once reached code that trusts a mesh.
+  CHECK(with("layout", RecordValue::of(Names{"(8:0)", "(1:1)", "(1:1)"})) ==
+        "RuntimeError: invalid DeviceMesh record (root_mesh): layout [(8:0), ():(), ():()] "
+        "repeats positions (stride 0)");
+  CHECK(with("rank_map", RecordValue::of(Ints{0, 1, 2, 3, 4, 5, 6, 6})) ==
+        "RuntimeError: invalid DeviceMesh record (root_mesh): rank_map names rank 6 twice");
+  CHECK(with("mesh_dim_names", RecordValue::of(Names{"a", "b", "a"})) ==
+        "RuntimeError: invalid DeviceMesh record (root_mesh): mesh_dim_names ('a', 'b', 'a') "
+        "repeat a name");
+  CHECK(with("device_type", RecordValue::of(std::string("cuda:0"))) ==
+        "RuntimeError: invalid DeviceMesh record (root_mesh): device_type 'cuda:0' is not a "
+        "device type");
+  CHECK_THAT(with("layout", RecordValue::of(Names{std::string(100000, '('), "(2:2)", "(2:1)"})),
+             Catch::Contains("at most 32 levels of parentheses"));
+  CHECK_THAT(with("layout", RecordValue::of(Names{"(2,4611686018427387904):(4611686018427387904,1)",
+                                                  "(2:2)", "(2:1)"})),
+             Catch::Contains("layout mode 2:4611686018427387904 spans more than int64"));
 }
 
 TEST_CASE("mesh record: files of record version 1 keep loading", "[io][mesh_record]") {

@@ -1,0 +1,477 @@
+#include "src/io/world_checkpoint.hpp"
+
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "src/checked_math.hpp"
+#include "src/dtensor/local_shard.hpp"
+#include "src/error.hpp"
+#include "src/io/atomic_file.hpp"
+#include "src/io/dtensor_record.hpp"
+#include "src/io/record_archive.hpp"
+
+namespace meshsim {
+
+namespace {
+
+constexpr uint64_t kMaxMetadataBytes = uint64_t{64} << 20;
+constexpr uint64_t kMaxShardBytes = uint64_t{16} << 30;
+// Pairs of runs one chunk-to-shard copy may intersect: past this the layouts are too fragmented
+// to copy run by run.
+constexpr int64_t kMaxRunPairs = int64_t{1} << 22;
+// Chunks one tensor may have: a chunk per rank of the largest world meshsim runs.
+constexpr size_t kMaxChunks = size_t{1} << 20;
+
+std::string metadata_path(const std::string& dir) {
+  return (std::filesystem::path(dir) / "metadata.ckpt").string();
+}
+std::string shard_path(const std::string& dir, int64_t rank) {
+  return (std::filesystem::path(dir) / fmt::format("shard-{}.ckpt", rank)).string();
+}
+
+int64_t volume(const std::vector<IndexRuns>& indices) {
+  int64_t n = 1;
+  for (const IndexRuns& d : indices) n *= d.size();  // within a tensor's numel: no overflow
+  return n;
+}
+
+// One piece of a dim where a source and a target index list meet: `length` indices at
+// `source` in the source's order and `target` in the target's.
+struct Segment {
+  int64_t source, target, length;
+};
+
+std::vector<Segment> meet(const IndexRuns& source, const IndexRuns& target) {
+  if (checked_mul(static_cast<int64_t>(source.runs().size()),
+                  static_cast<int64_t>(target.runs().size()))
+          .value_or(kMaxRunPairs + 1) > kMaxRunPairs) {
+    throw runtime_error("the saved and target layouts are too fragmented to reshard run by run");
+  }
+  std::vector<Segment> out;
+  int64_t s_pos = 0;
+  for (const IndexRuns::Run& s : source.runs()) {
+    int64_t t_pos = 0;
+    for (const IndexRuns::Run& t : target.runs()) {
+      const int64_t lo = std::max(s.start, t.start), hi = std::min(s.stop, t.stop);
+      if (lo < hi) out.push_back({s_pos + (lo - s.start), t_pos + (lo - t.start), hi - lo});
+      t_pos += t.stop - t.start;
+    }
+    s_pos += s.stop - s.start;
+  }
+  return out;
+}
+
+int64_t covered(const std::vector<Segment>& segments) {
+  int64_t n = 0;
+  for (const Segment& s : segments) n += s.length;
+  return n;
+}
+
+// Visits the element runs where a source chunk meets the target shard, as (source offset,
+// target offset, length) in elements: an odometer over the segments of every dim but the last,
+// whose segments are contiguous in both.
+template <typename Visit>
+void for_each_meeting(const std::vector<std::vector<Segment>>& dims,
+                      std::span<const int64_t> source_shape, std::span<const int64_t> target_shape,
+                      Visit&& visit) {
+  const size_t n = dims.size();
+  if (n == 0) {
+    visit(int64_t{0}, int64_t{0}, int64_t{1});
+    return;
+  }
+  std::vector<int64_t> s_stride(n, 1), t_stride(n, 1);
+  for (size_t d = n - 1; d-- > 0;) {
+    s_stride[d] = s_stride[d + 1] * source_shape[d + 1];
+    t_stride[d] = t_stride[d + 1] * target_shape[d + 1];
+  }
+  // Position of the odometer: per outer dim, a segment and an offset inside it.
+  std::vector<size_t> seg(n, 0);
+  std::vector<int64_t> off(n, 0);
+  while (true) {
+    int64_t s_base = 0, t_base = 0;
+    for (size_t d = 0; d + 1 < n; ++d) {
+      const Segment& g = dims[d][seg[d]];
+      s_base += (g.source + off[d]) * s_stride[d];
+      t_base += (g.target + off[d]) * t_stride[d];
+    }
+    for (const Segment& g : dims[n - 1]) visit(s_base + g.source, t_base + g.target, g.length);
+    size_t d = n - 1;
+    while (d-- > 0) {
+      if (++off[d] < dims[d][seg[d]].length) break;
+      off[d] = 0;
+      if (++seg[d] < dims[d].size()) break;
+      seg[d] = 0;
+    }
+    if (d == static_cast<size_t>(-1)) return;
+  }
+}
+
+RecordObject chunk_record(const CheckpointChunk& c) {
+  std::vector<RecordObject> dims;
+  for (const IndexRuns& d : c.indices) {
+    std::vector<int64_t> bounds;
+    for (const IndexRuns::Run& r : d.runs()) bounds.insert(bounds.end(), {r.start, r.stop});
+    dims.push_back(RecordObject{"Dim", {}}.set("runs", RecordValue::of(std::move(bounds))));
+  }
+  return RecordObject{"Chunk", {}}
+      .set("file_rank", RecordValue::of(c.file_rank))
+      .set("dims", RecordValue::of(std::move(dims)));
+}
+
+RecordObject metadata_record(const CheckpointMetadata& m) {
+  std::vector<RecordObject> tensors;
+  for (const CheckpointTensor& t : m.tensors) {
+    std::vector<RecordObject> placements, chunks;
+    for (const Placement& p : t.placements) placements.push_back(placement_to_record(p));
+    for (const CheckpointChunk& c : t.chunks) chunks.push_back(chunk_record(c));
+    tensors.push_back(RecordObject{"TensorEntry", {}}
+                          .set("name", RecordValue::of(t.name))
+                          .set("dtype", RecordValue::of(std::string(dtype_name(t.dtype))))
+                          .set("shape", RecordValue::of(t.shape))
+                          .set("placements", RecordValue::of(std::move(placements)))
+                          .set("mesh_shape", RecordValue::of(t.mesh_shape))
+                          .set("chunks", RecordValue::of(std::move(chunks))));
+  }
+  return RecordObject{"CheckpointMetadata", {}}.set("tensors", RecordValue::of(std::move(tensors)));
+}
+
+// A chunk read back: runs within each dim's bounds, never overlapping each other (in any order,
+// as a strided shard's are).
+CheckpointChunk chunk_from(const RecordReader& r, std::span<const int64_t> shape,
+                           int64_t world_size_bound) {
+  r.expect_type("Chunk").require({"file_rank", "dims"});
+  CheckpointChunk c;
+  c.file_rank = r.integer("file_rank");
+  if (c.file_rank < 0 || c.file_rank >= world_size_bound) {
+    throw runtime_error(fmt::format("{}.file_rank {} is not a rank", r.path(), c.file_rank));
+  }
+  const std::vector<RecordReader> dims = r.objects("dims");
+  if (dims.size() != shape.size()) {
+    throw runtime_error(
+        fmt::format("{} has {} dims, the tensor {}", r.path(), dims.size(), shape.size()));
+  }
+  for (size_t d = 0; d < dims.size(); ++d) {
+    const std::vector<int64_t>& bounds =
+        dims[d].expect_type("Dim").require({"runs"}).integers("runs");
+    if (bounds.size() % 2 != 0)
+      throw runtime_error(fmt::format("{}.runs is not pairs", dims[d].path()));
+    IndexRuns runs;
+    std::set<std::pair<int64_t, int64_t>> seen;
+    for (size_t i = 0; i < bounds.size(); i += 2) {
+      const int64_t start = bounds[i], stop = bounds[i + 1];
+      if (start < 0 || stop <= start || stop > shape[d]) {
+        throw runtime_error(fmt::format("{}.runs has [{}, {}) outside [0, {})", dims[d].path(),
+                                        start, stop, shape[d]));
+      }
+      const auto next = seen.lower_bound({start, start});
+      if ((next != seen.end() && next->first < stop) ||
+          (next != seen.begin() && std::prev(next)->second > start)) {
+        throw runtime_error(
+            fmt::format("{}.runs overlap at [{}, {})", dims[d].path(), start, stop));
+      }
+      seen.emplace(start, stop);
+      runs.append({start, stop});
+    }
+    dims[d].finish();
+    c.indices.push_back(std::move(runs));
+  }
+  r.finish();
+  return c;
+}
+
+CheckpointMetadata metadata_from(const RecordObject& root) {
+  const RecordReader r(root, "CheckpointMetadata", true);
+  r.expect_type("CheckpointMetadata").require({"tensors"});
+  CheckpointMetadata m;
+  std::set<std::string> names;
+  for (const RecordReader& t : r.objects("tensors")) {
+    t.expect_type("TensorEntry")
+        .require({"name", "dtype", "shape", "placements", "mesh_shape", "chunks"});
+    CheckpointTensor e;
+    e.name = t.str("name");
+    if (!names.insert(e.name).second)
+      throw runtime_error(fmt::format("tensor '{}' is listed twice", e.name));
+    const std::optional<DType> dtype = parse_dtype(t.str("dtype"));
+    if (!dtype)
+      throw runtime_error(fmt::format("{}.dtype '{}' is not a dtype", t.path(), t.str("dtype")));
+    e.dtype = *dtype;
+    e.shape = t.integers("shape");
+    try {
+      Tensor::byte_size(e.shape, e.dtype);
+    } catch (const Error& err) {
+      throw runtime_error(fmt::format("{}.shape: {}", t.path(), err.what()));
+    }
+    for (const RecordReader& p : t.objects("placements"))
+      e.placements.push_back(placement_from_record(p));
+    e.mesh_shape = t.integers("mesh_shape");
+    const std::vector<RecordReader> chunks = t.objects("chunks");
+    if (chunks.size() > kMaxChunks) {
+      throw runtime_error(
+          fmt::format("'{}' has {} chunks, more than {}", e.name, chunks.size(), kMaxChunks));
+    }
+    // The chunks must hold as many elements as the tensor; whether they overlap is checked
+    // where it matters, for each shard a load fills.
+    std::optional<int64_t> total = 0;
+    for (const RecordReader& c : chunks) {
+      e.chunks.push_back(chunk_from(c, e.shape, int64_t{1} << 40));
+      total = checked_add(total.value_or(INT64_MAX), volume(e.chunks.back().indices));
+      if (!total)
+        throw runtime_error(fmt::format("the chunks of '{}' hold more than 2^63 elements", e.name));
+    }
+    const int64_t numel = *checked_product(e.shape);
+    if (*total != numel) {
+      throw runtime_error(
+          fmt::format("the chunks of '{}' hold {} elements, the tensor {}", e.name, *total, numel));
+    }
+    t.finish();
+    m.tensors.push_back(std::move(e));
+  }
+  r.finish();
+  return m;
+}
+
+// A shard file mapped whole. Its chunks' data are views into the mapping (binary archives) or
+// into the record read from it (text and XML); both stay put for the ShardFile's life.
+struct ShardFile {
+  std::unique_ptr<const MappedFile> file;
+  std::unique_ptr<const OpenedRecord> record;
+  std::map<std::pair<std::string, int64_t>, std::string_view> chunks;  // (tensor, chunk index)
+};
+
+ShardFile read_shard(const std::string& path) {
+  ShardFile out;
+  out.file = std::make_unique<const MappedFile>(path, kMaxShardBytes);
+  out.record = std::make_unique<const OpenedRecord>(open_record(
+      out.file->bytes(), RecordKind::kShard, kCheckpointRecordVersion, BytesOut::kBorrow));
+  const RecordReader r(out.record->root, "ShardFile", true);
+  r.expect_type("ShardFile").require({"chunks"});
+  for (const RecordReader& c : r.objects("chunks")) {
+    c.expect_type("ChunkData").require({"tensor", "chunk", "data"});
+    out.chunks[{c.str("tensor"), c.integer("chunk")}] = c.bytes("data");
+    c.finish();
+  }
+  r.finish();
+  return out;
+}
+
+}  // namespace
+
+CheckpointMetadata plan_checkpoint(
+    const std::vector<std::pair<std::string, DTensorSpec>>& tensors) {
+  CheckpointMetadata out;
+  std::set<std::string> names;
+  for (const auto& [name, spec] : tensors) {
+    if (!names.insert(name).second)
+      throw runtime_error(fmt::format("tensor '{}' is saved twice", name));
+    for (const Placement& p : spec.placements) {
+      if (std::holds_alternative<Partial>(p)) {
+        throw runtime_error(
+            fmt::format("'{}' is Partial on a mesh dim: reduce it (redistribute to "
+                        "Replicate) before saving",
+                        name));
+      }
+    }
+    CheckpointTensor t{name, spec.dtype, spec.shape, spec.placements, spec.mesh.shape(), {}};
+    // Every coordinate of the replica holding this rank, with the global rank at it.
+    const RankTensor ranks = spec.mesh.mesh();
+    const std::vector<int64_t> mesh_shape = spec.mesh.shape();
+    std::map<std::vector<int64_t>, size_t> seen;  // indices (as run bounds per dim) -> chunk
+    std::vector<int64_t> coordinate(mesh_shape.size(), 0);
+    for (int64_t holder : ranks.values) {
+      std::vector<IndexRuns> indices =
+          owned_indices(spec.shape, mesh_shape, coordinate, spec.placements);
+      std::vector<int64_t> key;
+      for (const IndexRuns& d : indices) {
+        key.push_back(static_cast<int64_t>(d.runs().size()));
+        for (const IndexRuns::Run& run : d.runs()) key.insert(key.end(), {run.start, run.stop});
+      }
+      if (volume(indices) > 0) {
+        const auto [it, added] = seen.emplace(key, t.chunks.size());
+        if (added) {
+          t.chunks.push_back({holder, std::move(indices)});
+        } else if (holder < t.chunks[it->second].file_rank) {
+          t.chunks[it->second].file_rank = holder;  // the lowest rank writes a replica
+        }
+      }
+      for (size_t d = coordinate.size(); d-- > 0;) {
+        if (++coordinate[d] < mesh_shape[d]) break;
+        coordinate[d] = 0;
+      }
+    }
+    out.tensors.push_back(std::move(t));
+  }
+  return out;
+}
+
+namespace {
+
+CheckpointMetadata plan_of(const std::vector<std::pair<std::string, const DTensor*>>& tensors) {
+  std::vector<std::pair<std::string, DTensorSpec>> specs;
+  for (const auto& [name, t] : tensors) specs.emplace_back(name, t->spec());
+  return plan_checkpoint(specs);
+}
+
+}  // namespace
+
+void save_world_checkpoint(const std::string& dir, int64_t rank,
+                           const std::vector<std::pair<std::string, const DTensor*>>& tensors,
+                           ArchiveFormat format) {
+  save_checkpoint_shard(dir, rank, tensors, format);
+  if (rank == 0) save_checkpoint_metadata(dir, plan_of(tensors), format);
+}
+
+void save_checkpoint_metadata(const std::string& dir, const CheckpointMetadata& plan,
+                              ArchiveFormat format) {
+  write_file_atomically(metadata_path(dir),
+                        seal_record(RecordKind::kCheckpointMetadata, kCheckpointRecordVersion,
+                                    metadata_record(plan), format));
+}
+
+void save_checkpoint_shard(const std::string& dir, int64_t rank,
+                           const std::vector<std::pair<std::string, const DTensor*>>& tensors,
+                           ArchiveFormat format) {
+  const CheckpointMetadata plan = plan_of(tensors);
+  std::vector<RecordObject> chunks;
+  for (size_t i = 0; i < plan.tensors.size(); ++i) {
+    const DTensor& t = *tensors[i].second;
+    if (!t.participates() || t.local().numel() == 0) continue;
+    std::vector<IndexRuns> mine = owned_indices(t.spec().shape, t.spec().mesh.shape(),
+                                                *t.spec().mesh.coordinate(), t.spec().placements);
+    const auto& all = plan.tensors[i].chunks;
+    for (size_t c = 0; c < all.size(); ++c) {
+      if (all[c].file_rank != rank || all[c].indices != mine) continue;
+      if (t.local().is_meta()) {
+        throw runtime_error(
+            fmt::format("'{}' is a meta tensor: there is nothing to save", tensors[i].first));
+      }
+      // Borrowed: the tensor outlives the record, which is written before this returns.
+      const std::span<const std::byte> bytes = t.local().bytes();
+      chunks.push_back(
+          RecordObject{"ChunkData", {}}
+              .set("tensor", RecordValue::of(plan.tensors[i].name))
+              .set("chunk", RecordValue::of(static_cast<int64_t>(c)))
+              .set("data", RecordValue::borrowed_bytes(std::string_view(
+                               reinterpret_cast<const char*>(bytes.data()), bytes.size()))));
+    }
+  }
+  const RecordObject shard =
+      RecordObject{"ShardFile", {}}.set("chunks", RecordValue::of(std::move(chunks)));
+  const SealedRecord sealed =
+      seal_record_in_pieces(RecordKind::kShard, kCheckpointRecordVersion, shard, format);
+  write_file_atomically(shard_path(dir, rank), sealed.pieces());
+}
+
+CheckpointMetadata open_checkpoint_metadata(std::string_view file) {
+  return metadata_from(
+      open_record(file, RecordKind::kCheckpointMetadata, kCheckpointRecordVersion).root);
+}
+
+CheckpointMetadata load_checkpoint_metadata(const std::string& dir) {
+  const std::string path = metadata_path(dir);
+  const std::string bytes = read_file_bounded(path, kMaxMetadataBytes);
+  try {
+    return open_checkpoint_metadata(bytes);
+  } catch (const Error& e) {
+    throw runtime_error(fmt::format("cannot load {}: {}", path, e.what()));
+  }
+}
+
+DTensor load_world_tensor(const std::string& dir, const std::string& name, const DeviceMesh& mesh,
+                          std::vector<Placement> placements) {
+  const CheckpointMetadata metadata = load_checkpoint_metadata(dir);
+  const auto entry = std::find_if(metadata.tensors.begin(), metadata.tensors.end(),
+                                  [&](const CheckpointTensor& t) { return t.name == name; });
+  if (entry == metadata.tensors.end()) {
+    throw runtime_error(fmt::format("the checkpoint in {} has no tensor '{}'", dir, name));
+  }
+  // The shard's layout first (no storage), then storage this function alone owns.
+  const DTensor layout = DTensor::zeros(
+      DTensorSpec{mesh, std::move(placements), entry->shape, entry->dtype}, Tensor::Storage::kMeta);
+  if (!layout.participates()) return DTensor::zeros(layout.spec());
+  const DTensorSpec& spec = layout.spec();
+  const std::vector<IndexRuns> mine =
+      owned_indices(spec.shape, spec.mesh.shape(), *spec.mesh.coordinate(), spec.placements);
+  Tensor local(layout.local().shape(), spec.dtype);
+  std::byte* target = local.mutable_bytes().data();
+  const size_t element = dtype_size(spec.dtype);
+  for (size_t d = 0; d < mine.size(); ++d) {
+    MESHSIM_ASSERT(mine[d].size() == local.shape()[d],
+                   "owned_indices and the local shape disagree about a shard");
+  }
+  // The saved chunks that meet this shard, and where.
+  struct Meeting {
+    size_t chunk;
+    std::vector<std::vector<Segment>> dims;
+    int64_t elements;
+  };
+  std::vector<Meeting> meetings;
+  int64_t met = 0;
+  for (size_t c = 0; c < entry->chunks.size(); ++c) {
+    Meeting m{c, {}, 1};
+    for (size_t d = 0; d < mine.size(); ++d) {
+      m.dims.push_back(meet(entry->chunks[c].indices[d], mine[d]));
+      m.elements *= covered(m.dims.back());  // within this shard's numel
+    }
+    if (m.elements == 0) continue;
+    met = checked_add(met, m.elements).value_or(INT64_MAX);
+    meetings.push_back(std::move(m));
+  }
+  const std::span<const int64_t> target_shape = local.shape();
+  // The chunks must cover the shard exactly once. One chunk that meets all of it does; otherwise
+  // every element is marked as it is claimed, so overlapping chunks are caught, not copied twice.
+  const auto refuse = [&](std::string_view why) {
+    throw runtime_error(fmt::format("cannot load '{}' from {}: {}", name, dir, why));
+  };
+  if (met != local.numel()) {
+    refuse(fmt::format("its chunks cover {} of this rank's {} elements", met, local.numel()));
+  }
+  if (meetings.size() > 1) {
+    std::vector<uint8_t> claimed(static_cast<size_t>(local.numel()), 0);
+    for (const Meeting& m : meetings) {
+      std::vector<int64_t> chunk_shape;
+      for (const IndexRuns& d : entry->chunks[m.chunk].indices) chunk_shape.push_back(d.size());
+      for_each_meeting(m.dims, chunk_shape, target_shape, [&](int64_t, int64_t at, int64_t length) {
+        uint8_t* begin = claimed.data() + at;
+        if (std::find(begin, begin + length, uint8_t{1}) != begin + length)
+          refuse("its chunks overlap");
+        std::fill(begin, begin + length, uint8_t{1});
+      });
+    }
+  }
+  std::map<int64_t, ShardFile> files;
+  for (const Meeting& m : meetings) {
+    const CheckpointChunk& chunk = entry->chunks[m.chunk];
+    auto file = files.find(chunk.file_rank);
+    if (file == files.end()) {
+      const std::string path = shard_path(dir, chunk.file_rank);
+      try {
+        file = files.emplace(chunk.file_rank, read_shard(path)).first;
+      } catch (const Error& e) {
+        throw runtime_error(fmt::format("cannot load {}: {}", path, e.what()));
+      }
+    }
+    const auto data = file->second.chunks.find({name, static_cast<int64_t>(m.chunk)});
+    std::vector<int64_t> chunk_shape;
+    for (const IndexRuns& d : chunk.indices) chunk_shape.push_back(d.size());
+    const uint64_t expected = static_cast<uint64_t>(volume(chunk.indices)) * element;
+    if (data == file->second.chunks.end() || data->second.size() != expected) {
+      throw runtime_error(fmt::format(
+          "cannot load '{}': shard-{}.ckpt does not hold chunk {} as the metadata lists it", name,
+          chunk.file_rank, m.chunk));
+    }
+    const auto* source = reinterpret_cast<const std::byte*>(data->second.data());
+    for_each_meeting(m.dims, chunk_shape, target_shape,
+                     [&](int64_t from, int64_t to, int64_t length) {
+                       std::memcpy(target + static_cast<size_t>(to) * element,
+                                   source + static_cast<size_t>(from) * element,
+                                   static_cast<size_t>(length) * element);
+                     });
+  }
+  return DTensor::from_local_shard(layout.spec(), std::move(local));
+}
+
+}  // namespace meshsim

@@ -1,0 +1,72 @@
+// Checkpoints of a whole world, laid out as Distributed Checkpoint lays them out (mesh.md 4.3):
+// each rank writes the chunks it is responsible for into shard-<rank>.ckpt, rank 0 writes
+// metadata.ckpt listing every tensor's chunks (global indices per dim, and the file holding
+// each), and a chunk several ranks hold (a replica) is written once, by the lowest of them. A load
+// onto any mesh and placements reads, for each rank, the saved chunks that intersect its shard
+// (resharding), and checks that they cover it exactly. No process group names are stored.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "src/dtensor/dtensor.hpp"
+#include "src/dtensor/index_runs.hpp"
+#include "src/io/envelope.hpp"
+
+namespace meshsim {
+
+inline constexpr uint32_t kCheckpointRecordVersion = 1;
+
+struct CheckpointChunk {
+  int64_t file_rank = 0;           // shard-<file_rank>.ckpt holds its data
+  std::vector<IndexRuns> indices;  // global indices per tensor dim, in the chunk's own order
+};
+
+struct CheckpointTensor {
+  std::string name;
+  DType dtype = DType::kFloat32;
+  std::vector<int64_t> shape;
+  std::vector<Placement> placements;  // as saved (what a reader may want to know)
+  std::vector<int64_t> mesh_shape;
+  std::vector<CheckpointChunk> chunks;
+};
+
+struct CheckpointMetadata {
+  std::vector<CheckpointTensor> tensors;
+};
+
+// The chunks of each tensor, computed from the specs alone: every rank of a mesh's replica
+// computes the same plan, so nothing needs to be communicated (ranks of other replicas of a
+// sub-mesh plan their own replica, and rank 0's plan is the one written). Throws RuntimeError for a
+// Partial placement (reduce it before saving) and for two tensors with one name.
+CheckpointMetadata plan_checkpoint(const std::vector<std::pair<std::string, DTensorSpec>>& tensors);
+
+// What rank `rank` writes: its shard file (always, possibly with no chunks). `tensors` are this
+// rank's DTensors, in the same order on every rank.
+void save_checkpoint_shard(const std::string& dir, int64_t rank,
+                           const std::vector<std::pair<std::string, const DTensor*>>& tensors,
+                           ArchiveFormat format);
+// What the coordinator writes once every shard is written: the plan as metadata.
+void save_checkpoint_metadata(const std::string& dir, const CheckpointMetadata& plan,
+                              ArchiveFormat format);
+// Both, for one process that plays every rank in turn (tests, benchmarks): rank 0's metadata
+// after its own shard.
+void save_world_checkpoint(const std::string& dir, int64_t rank,
+                           const std::vector<std::pair<std::string, const DTensor*>>& tensors,
+                           ArchiveFormat format);
+
+// Reads the metadata (checked: kinds, bounds, chunks that hold exactly the tensor's elements)
+// from a file's bytes, or from `dir`.
+CheckpointMetadata open_checkpoint_metadata(std::string_view file);
+CheckpointMetadata load_checkpoint_metadata(const std::string& dir);
+
+// The tensor `name` of the checkpoint in `dir` (its global shape and dtype), laid out over `mesh`
+// as `placements` on the calling rank. Throws RuntimeError naming the file and the problem when
+// the checkpoint lacks the tensor, does not cover this rank's shard exactly, or a shard file does
+// not match the metadata; what DTensor::zeros throws for placements that do not fit.
+DTensor load_world_tensor(const std::string& dir, const std::string& name, const DeviceMesh& mesh,
+                          std::vector<Placement> placements);
+
+}  // namespace meshsim
