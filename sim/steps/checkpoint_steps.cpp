@@ -11,6 +11,7 @@
 
 #include "sim/run/query.hpp"
 #include "sim/run/rank_state.hpp"
+#include "sim/runtime/fiber_stack.hpp"
 #include "sim/scenario/step_registry.hpp"
 #include "src/io/atomic_file.hpp"
 #include "src/io/dtensor_record.hpp"
@@ -124,6 +125,7 @@ void with_stable_errors(const RankState& rank, Body&& body) {
   try {
     body();
   } catch (const Error& e) {
+    forget_unwound_frames();  // ASan: this catch runs on a fiber stack
     std::string text = e.what();
     replace_all(text, rank.checkpoint_dir() + "/", "");
     replace_all(text, fmt::format(".tmp.{}", ::getpid()), ".tmp");
@@ -293,6 +295,7 @@ class LoadStep final : public Step {
             break;
         }
       } catch (const Error& e) {
+        forget_unwound_frames();
         throw Error(e.type(), fmt::format("cannot load {}: {}", file_name(path), e.what()));
       }
     });
@@ -400,6 +403,7 @@ class WorldSaveStep final : public Step {
     try {
       with_stable_errors(rank, write);
     } catch (const Error& e) {
+      forget_unwound_frames();
       failure = e;
     }
     Tensor failed = Tensor::full({1}, failure ? 1 : 0, DType::kInt64);
