@@ -27,19 +27,20 @@ std::string component(const std::string& name) {
 
 }  // namespace
 
-CheckpointDir::CheckpointDir(const std::optional<std::string>& keep_under,
-                             const std::string& scenario_name) {
+const std::string& CheckpointDir::path() {
+  if (!path_.empty()) return path_;
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (keep_under) {
-    path_ = (fs::path(*keep_under) / component(scenario_name)).string();
-    fs::remove_all(path_, ec);
-    if (!ec) fs::create_directories(path_, ec);
+  if (keep_under_) {
+    const std::string path = (fs::path(*keep_under_) / component(scenario_name_)).string();
+    fs::remove_all(path, ec);
+    if (!ec) fs::create_directories(path, ec);
     if (ec) {
       throw runtime_error(
-          fmt::format("cannot prepare checkpoint directory {}: {}", path_, ec.message()));
+          fmt::format("cannot prepare checkpoint directory {}: {}", path, ec.message()));
     }
-    return;
+    path_ = path;
+    return path_;
   }
   const fs::path base = fs::temp_directory_path(ec);
   std::string pattern = ((ec ? fs::path("/tmp") : base) / "meshsim-ckpt-XXXXXX").string();
@@ -51,10 +52,11 @@ CheckpointDir::CheckpointDir(const std::optional<std::string>& keep_under,
   }
   path_ = buffer.data();
   remove_ = true;
+  return path_;
 }
 
 CheckpointDir::~CheckpointDir() {
-  if (!remove_) return;
+  if (!remove_) return;  // never made, or kept
   std::error_code ec;
   std::filesystem::remove_all(path_, ec);  // best effort: a leftover temp dir is harmless
 }

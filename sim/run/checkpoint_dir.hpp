@@ -1,5 +1,7 @@
 // The directory a scenario run saves its checkpoints in: a fresh temporary directory removed when
-// the run ends, or DIR/<scenario name> under --keep-checkpoints DIR, emptied first and kept.
+// the run ends, or DIR/<scenario name> under --keep-checkpoints DIR, emptied first and kept. It
+// is made when a step first asks for it, so a run without checkpoints (or one that crashes
+// before any) leaves nothing behind.
 #pragma once
 
 #include <optional>
@@ -9,15 +11,21 @@ namespace meshsim::sim {
 
 class CheckpointDir {
  public:
-  // Throws meshsim::Error (RuntimeError naming the path) when the directory cannot be made.
-  CheckpointDir(const std::optional<std::string>& keep_under, const std::string& scenario_name);
+  CheckpointDir(std::optional<std::string> keep_under, std::string scenario_name)
+      : keep_under_(std::move(keep_under)), scenario_name_(std::move(scenario_name)) {}
   ~CheckpointDir();
   CheckpointDir(const CheckpointDir&) = delete;
   CheckpointDir& operator=(const CheckpointDir&) = delete;
 
-  const std::string& path() const { return path_; }
+  // The directory, made on the first call. Throws meshsim::Error (RuntimeError naming the path)
+  // when it cannot be made.
+  const std::string& path();
+  // The directory if it was made, else "".
+  const std::string& made_path() const { return path_; }
 
  private:
+  std::optional<std::string> keep_under_;
+  std::string scenario_name_;
   std::string path_;
   bool remove_ = false;
 };

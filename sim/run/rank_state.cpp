@@ -8,8 +8,8 @@
 namespace meshsim::sim {
 
 RankState::RankState(const Scenario& scenario, int64_t rank, ScenarioResult& result,
-                     BackendFactory& backends, RankActivity& activity,
-                     const std::string& checkpoints, std::vector<std::string>& warnings)
+                     BackendFactory& backends, RankActivity& activity, CheckpointDir& checkpoints,
+                     std::vector<std::string>& warnings)
     : scenario_(scenario),
       rank_(rank),
       result_(result),
@@ -17,7 +17,7 @@ RankState::RankState(const Scenario& scenario, int64_t rank, ScenarioResult& res
       backend_(backends.backend(rank)),
       groups_(backends.group_creator(rank)),
       rng_(scenario.rng_profile, scenario.gpu),
-      checkpoint_dir_(checkpoints),
+      checkpoints_(checkpoints),
       warnings_(warnings) {}
 
 void RankState::warn(std::string text) {

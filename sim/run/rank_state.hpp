@@ -5,6 +5,7 @@
 #include <string>
 
 #include "sim/report/results.hpp"
+#include "sim/run/checkpoint_dir.hpp"
 #include "sim/runtime/backend_factory.hpp"
 #include "sim/runtime/rank_activity.hpp"
 #include "sim/scenario/expression.hpp"
@@ -22,7 +23,7 @@ class RankState final : public ExpressionEnv {
   // `checkpoints`: the run's checkpoint directory; `warnings`: this rank's warnings, which the
   // runner merges in rank order so the report does not depend on the schedule.
   RankState(const Scenario& scenario, int64_t rank, ScenarioResult& result,
-            BackendFactory& backends, RankActivity& activity, const std::string& checkpoints,
+            BackendFactory& backends, RankActivity& activity, CheckpointDir& checkpoints,
             std::vector<std::string>& warnings);
 
   int64_t rank() const override { return rank_; }
@@ -80,7 +81,10 @@ class RankState final : public ExpressionEnv {
 
   // Where save and load steps put files (one directory per run), and the process-wide
   // decouple_backend_at_save switch (off by default, as in PyTorch).
-  const std::string& checkpoint_dir() const { return checkpoint_dir_; }
+  // The directory is made when first asked for (RuntimeError when it cannot be).
+  const std::string& checkpoint_dir() const { return checkpoints_.path(); }
+  // "" until a step has asked for the directory.
+  const std::string& checkpoint_dir_made() const { return checkpoints_.made_path(); }
   bool decouple_backend_at_save() const { return decouple_backend_at_save_; }
   void set_decouple_backend_at_save(bool on) { decouple_backend_at_save_ = on; }
   // A suspicious but not fatal finding of this rank (a saved group name that means another
@@ -105,7 +109,7 @@ class RankState final : public ExpressionEnv {
   std::map<std::string, Parameter> values_;
   std::map<std::string, LinearModule> modules_;
   RankRng rng_;
-  const std::string& checkpoint_dir_;
+  CheckpointDir& checkpoints_;
   bool decouple_backend_at_save_ = false;
   std::vector<std::string>& warnings_;
 };

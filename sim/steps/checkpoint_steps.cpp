@@ -127,7 +127,8 @@ void with_stable_errors(const RankState& rank, Body&& body) {
   } catch (const Error& e) {
     forget_unwound_frames();  // ASan: this catch runs on a fiber stack
     std::string text = e.what();
-    replace_all(text, rank.checkpoint_dir() + "/", "");
+    if (!rank.checkpoint_dir_made().empty())
+      replace_all(text, rank.checkpoint_dir_made() + "/", "");
     replace_all(text, fmt::format(".tmp.{}", ::getpid()), ".tmp");
     throw Error(e.type(), std::move(text));
   }
