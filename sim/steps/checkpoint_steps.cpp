@@ -1,7 +1,7 @@
-// Checkpoints in scenarios: `save` and `load` of DeviceMesh, DTensor and RNG state records in the
-// run's checkpoint directory, the `decouple_backend_at_save` switch, `from_local`,
-// `reassign_mesh` and `rebind_groups` (what a user does with a loaded DTensor or mesh), and
-// `corrupt_file` (a flipped byte or a cut file, to test what a load says about it).
+// Checkpoints in scenarios: `save` and `load` of DeviceMesh, DTensor and RNG state records and of
+// whole-world checkpoints in the run's checkpoint directory, the `decouple_backend_at_save`
+// switch, `from_local`, `reassign_mesh` and `rebind_groups` (what a user does with a loaded
+// DTensor or mesh), and `corrupt_file` (a flipped byte or a cut file, to test what a load says).
 #include <filesystem>
 #include <fstream>
 
@@ -628,11 +628,13 @@ void register_checkpoint_steps(StepRegistry& r) {
       });
   r.add("save",
         "write a checkpoint record: { tensor | mesh | rng = true, path = \"x-{rank}.ckpt\", "
-        "format = \"binary\" | \"text\" | \"xml\", group_names, fail_at }",
+        "format = \"binary\" | \"text\" | \"xml\", group_names, fail_at }, or a whole-world "
+        "checkpoint: { checkpoint = \"step1\", tensors = [...], format }",
         parse_save);
   r.add("load",
         "read a record: { tensor | mesh | rng = true, path (this run's) or file (beside the "
-        "scenario), strict }",
+        "scenario), strict }, or one tensor of a checkpoint, resharded: { checkpoint, tensor, "
+        "from, mesh, placements }",
         parse_load);
   r.add("reassign_mesh", "dtensor._spec.mesh = mesh (the meshes must be equal): { tensor, mesh }",
         [](const toml::node& value, const toml::table&, LoadContext& ctx) -> std::unique_ptr<Step> {
