@@ -407,16 +407,18 @@ DTensor load_world_tensor(const std::string& dir, const std::string& name, const
     size_t chunk;
     std::vector<std::vector<Segment>> dims;
     int64_t elements;
+    std::vector<int64_t> chunk_shape;  // the saved chunk's own shape
   };
   std::vector<Meeting> meetings;
   int64_t met = 0;
   for (size_t c = 0; c < entry->chunks.size(); ++c) {
-    Meeting m{c, {}, 1};
+    Meeting m{c, {}, 1, {}};
     for (size_t d = 0; d < mine.size(); ++d) {
       m.dims.push_back(meet(entry->chunks[c].indices[d], mine[d]));
       m.elements *= covered(m.dims.back());  // within this shard's numel
     }
     if (m.elements == 0) continue;
+    for (const IndexRuns& d : entry->chunks[c].indices) m.chunk_shape.push_back(d.size());
     met = checked_add(met, m.elements).value_or(INT64_MAX);
     meetings.push_back(std::move(m));
   }
@@ -432,14 +434,13 @@ DTensor load_world_tensor(const std::string& dir, const std::string& name, const
   if (meetings.size() > 1) {
     std::vector<uint8_t> claimed(static_cast<size_t>(local.numel()), 0);
     for (const Meeting& m : meetings) {
-      std::vector<int64_t> chunk_shape;
-      for (const IndexRuns& d : entry->chunks[m.chunk].indices) chunk_shape.push_back(d.size());
-      for_each_meeting(m.dims, chunk_shape, target_shape, [&](int64_t, int64_t at, int64_t length) {
-        uint8_t* begin = claimed.data() + at;
-        if (std::find(begin, begin + length, uint8_t{1}) != begin + length)
-          refuse("its chunks overlap");
-        std::fill(begin, begin + length, uint8_t{1});
-      });
+      for_each_meeting(m.dims, m.chunk_shape, target_shape,
+                       [&](int64_t, int64_t at, int64_t length) {
+                         uint8_t* begin = claimed.data() + at;
+                         if (std::find(begin, begin + length, uint8_t{1}) != begin + length)
+                           refuse("its chunks overlap");
+                         std::fill(begin, begin + length, uint8_t{1});
+                       });
     }
   }
   std::map<int64_t, ShardFile> files;
@@ -455,8 +456,6 @@ DTensor load_world_tensor(const std::string& dir, const std::string& name, const
       }
     }
     const auto data = file->second.chunks.find({name, static_cast<int64_t>(m.chunk)});
-    std::vector<int64_t> chunk_shape;
-    for (const IndexRuns& d : chunk.indices) chunk_shape.push_back(d.size());
     const uint64_t expected = static_cast<uint64_t>(volume(chunk.indices)) * element;
     if (data == file->second.chunks.end() || data->second.size() != expected) {
       throw runtime_error(fmt::format(
@@ -464,7 +463,7 @@ DTensor load_world_tensor(const std::string& dir, const std::string& name, const
           chunk.file_rank, m.chunk));
     }
     const auto* source = reinterpret_cast<const std::byte*>(data->second.data());
-    for_each_meeting(m.dims, chunk_shape, target_shape,
+    for_each_meeting(m.dims, m.chunk_shape, target_shape,
                      [&](int64_t from, int64_t to, int64_t length) {
                        std::memcpy(target + static_cast<size_t>(to) * element,
                                    source + static_cast<size_t>(from) * element,
