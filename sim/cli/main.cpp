@@ -57,6 +57,7 @@ struct RunFlags {
   std::string stack_guard = "auto";
   bool in_process = false;
   std::string keep_checkpoints;
+  std::string payload_hashes_path;
 };
 
 // Records a problem with a path the way unusable scenario files are recorded.
@@ -101,6 +102,8 @@ int run_command(const std::vector<std::string>& paths, const RunFlags& flags) {
   options.faults_seed = flags.faults_seed;
   options.backend = *parse_backend_kind(flags.backend);  // CLI11 checked the name
   options.trace = !flags.trace_path.empty();
+  options.payload_hashes = !flags.payload_hashes_path.empty();
+  std::string payload_hashes;
   if (!flags.keep_checkpoints.empty()) options.keep_checkpoints = flags.keep_checkpoints;
   nlohmann::json trace_events = nlohmann::json::array();
   std::string dot;
@@ -131,6 +134,10 @@ int run_command(const std::vector<std::string>& paths, const RunFlags& flags) {
       }
       result.trace = nlohmann::json::array();
     }
+    if (options.payload_hashes) {
+      payload_hashes += fmt::format("# {} ({})\n", result.name, files[i]);
+      for (const std::string& line : result.payload_hashes) payload_hashes += line + "\n";
+    }
     if (!result.hang_dot.empty()) {
       dot += fmt::format("// {} ({})\n{}", result.name, files[i], result.hang_dot);
     }
@@ -154,6 +161,7 @@ int run_command(const std::vector<std::string>& paths, const RunFlags& flags) {
         flags.trace_path,
         json_text(Json{{"traceEvents", trace_events}, {"displayTimeUnit", "ms"}}, -1) + "\n");
   }
+  if (options.payload_hashes) written &= write_output(flags.payload_hashes_path, payload_hashes);
   if (!flags.graph_path.empty()) {
     written &=
         write_output(flags.graph_path,
@@ -203,6 +211,9 @@ int main(int argc, char** argv) {
                   "write a Chrome trace (open in Perfetto): a track per rank, virtual time");
   run->add_option("--graph", flags.graph_path,
                   "write the wait-for graph of every hang as Graphviz DOT");
+  run->add_option("--payload-hashes", flags.payload_hashes_path,
+                  "write one line per member of every collective: what it received, hashed "
+                  "(compare two backends' files with diff)");
   run->add_flag("-v,--verbose", flags.verbose, "print every failure, hang report and dump");
   run->add_flag("--no-time", no_time, "leave wall-clock times out of the table (diffable output)");
   run->add_option("--schedule", flags.schedule,
@@ -220,7 +231,8 @@ int main(int argc, char** argv) {
   for (BackendKind kind : backend_kinds()) backend_names.emplace_back(backend_kind_name(kind));
   run->add_option("--backend", flags.backend,
                   fmt::format("the collective backend: {} (default sim: simulated collectives "
-                              "with exact results in virtual time)",
+                              "with exact results in virtual time; nccl: real collectives on "
+                              "one GPU per rank)",
                               fmt::join(backend_names, ", ")))
       ->check(CLI::IsMember(backend_names));
   run->add_option("--stack-guard", flags.stack_guard,

@@ -89,6 +89,7 @@ Json encode_result(const ScenarioResult& r) {
               {"outcome_expected", r.outcome_expected},
               {"warnings", r.warnings},
               {"faults", r.faults},
+              {"payload_hashes", r.payload_hashes},
               {"trace", r.trace},
               {"schedule_digest", r.schedule_digest},
               {"schedule_decisions", r.schedule_decisions},
@@ -128,6 +129,7 @@ std::optional<ScenarioResult> decode_result(const Json& j) {
     r.outcome_expected = j.at("outcome_expected").get<bool>();
     r.warnings = j.at("warnings").get<std::vector<std::string>>();
     r.faults = j.at("faults").get<std::vector<std::string>>();
+    r.payload_hashes = j.at("payload_hashes").get<std::vector<std::string>>();
     r.trace = j.at("trace");
     r.schedule_digest = j.at("schedule_digest").get<uint64_t>();
     r.schedule_decisions = j.at("schedule_decisions").get<uint64_t>();

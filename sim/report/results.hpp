@@ -102,6 +102,8 @@ struct ScenarioResult {
   bool outcome_expected = false;
   // Suspicious but not fatal (process groups created with different members on different ranks).
   std::vector<std::string> warnings;
+  // With RunOptions::payload_hashes: one line per member of every completed collective.
+  std::vector<std::string> payload_hashes;
   // Every fault injected into this run (declared or drawn from --faults-seed).
   std::vector<std::string> faults;
   // Random kernels' draws, rank by rank in program order: every one while the run lasts (up to

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "sim/gpu/device_random_kernel.hpp"
+
 namespace meshsim::sim {
 
 RankState::RankState(const Scenario& scenario, int64_t rank, ScenarioResult& result,
@@ -16,9 +18,21 @@ RankState::RankState(const Scenario& scenario, int64_t rank, ScenarioResult& res
       activity_(activity),
       backend_(backends.backend(rank)),
       groups_(backends.group_creator(rank)),
-      rng_(scenario.rng_profile, scenario.gpu),
+      rng_(scenario.rng_profile, backends.nccl() ? backends.nccl()->gpu_profile() : scenario.gpu),
       checkpoints_(checkpoints),
-      warnings_(warnings) {}
+      warnings_(warnings) {
+  if (gpu::NcclCommunicators* nccl = backends.nccl()) {
+    // On real GPUs, random ops run the CUDA kernel, launched as PyTorch launches it there.
+    rng_.set_kernel_runner(
+        std::make_shared<gpu::DeviceRandomKernel>(*nccl, rank, backends.device_timeout()));
+    if (rng_.gpu().max_blocks() != scenario.gpu.max_blocks()) {
+      warn(fmt::format(
+          "this scenario models {} (grid cap {}) but runs on {} (grid cap {}): random values past "
+          "one wave follow the GPU in use",
+          scenario.gpu.name, scenario.gpu.max_blocks(), rng_.gpu().name, rng_.gpu().max_blocks()));
+    }
+  }
+}
 
 void RankState::warn(std::string text) {
   // Bounded: a step in a loop warns once.

@@ -167,7 +167,13 @@ ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options)
 
   World world(scenario.world_size, options.world);
   std::vector<RankActivity> activity(n);
-  BackendOptions backend{options.backend, scenario.cost, scenario.faults, nullptr};
+  BackendOptions backend;
+  backend.kind = options.backend;
+  backend.cost = scenario.cost;
+  backend.faults = scenario.faults;
+  backend.device_api = options.device_api;
+  backend.device_timeout = options.device_timeout;
+  backend.payload_hashes = options.payload_hashes;
   if (options.faults_seed) {
     for (const Fault& f : draw_faults(*options.faults_seed, scenario.world_size))
       backend.faults.push_back(f);
@@ -256,6 +262,7 @@ ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options)
   if (backends.timeout())
     keep_hang(analyze_hang(activity, backends.rendezvous(), backends.timeout()));
   result.warnings = backends.warnings();
+  result.payload_hashes = backends.payload_hashes();
   add_rank_warnings(rank_warnings, result);
   add_rng_findings(result);
   if (result.omitted_values > 0) {

@@ -1,7 +1,7 @@
 #include "sim/runtime/backend_factory.hpp"
 
 #include "sim/runtime/backend_decorators.hpp"
-#include "sim/runtime/sim_backend.hpp"
+#include "sim/runtime/rendezvous_backend.hpp"
 
 namespace meshsim::sim {
 
@@ -9,12 +9,14 @@ std::string_view backend_kind_name(BackendKind kind) {
   switch (kind) {
     case BackendKind::kSim:
       return "sim";
+    case BackendKind::kNccl:
+      return "nccl";
   }
   return "?";
 }
 
 const std::vector<BackendKind>& backend_kinds() {
-  static const std::vector<BackendKind> kinds{BackendKind::kSim};
+  static const std::vector<BackendKind> kinds{BackendKind::kSim, BackendKind::kNccl};
   return kinds;
 }
 
@@ -25,6 +27,18 @@ std::optional<BackendKind> parse_backend_kind(std::string_view name) {
   return std::nullopt;
 }
 
+namespace {
+
+std::unique_ptr<gpu::NcclCommunicators> make_communicators(const BackendOptions& options,
+                                                           int64_t world_size) {
+  if (options.kind != BackendKind::kNccl) return nullptr;
+  std::shared_ptr<gpu::DeviceApi> api =
+      options.device_api ? options.device_api : gpu::make_cuda_device_api();
+  return std::make_unique<gpu::NcclCommunicators>(std::move(api), world_size);
+}
+
+}  // namespace
+
 BackendFactory::BackendFactory(World& world, std::vector<RankActivity>& activity,
                                BackendOptions options)
     : activity_(activity),
@@ -33,16 +47,22 @@ BackendFactory::BackendFactory(World& world, std::vector<RankActivity>& activity
       time_(activity, options_.cost),
       groups_(std::make_shared<GroupTable>(world.size())),
       executor_(time_),
-      store_(*groups_, time_) {}
+      nccl_(make_communicators(options_, world.size())),
+      nccl_executor_(
+          nccl_ ? std::make_unique<gpu::NcclExecutor>(*nccl_, time_, options_.device_timeout)
+                : nullptr),
+      store_(*groups_, time_, nccl_.get()) {
+  collectives_ = nccl_executor_ ? static_cast<Executor*>(nccl_executor_.get()) : &executor_;
+  if (options_.payload_hashes) {
+    hashing_ = std::make_unique<PayloadHashingExecutor>(*collectives_);
+    collectives_ = hashing_.get();
+  }
+}
 
 std::unique_ptr<Backend> BackendFactory::backend(int64_t rank) {
   RankActivity& activity = activity_[static_cast<size_t>(rank)];
-  std::unique_ptr<Backend> out;
-  switch (options_.kind) {
-    case BackendKind::kSim:
-      out = std::make_unique<SimBackend>(rank, rendezvous_, executor_);
-      break;
-  }
+  std::unique_ptr<Backend> out =
+      std::make_unique<RendezvousBackend>(rank, rendezvous_, *collectives_);
   // Tracing inside faults: a stall happens before the collective's slice starts.
   if (options_.trace != nullptr) {
     out = std::make_unique<TracingBackend>(std::move(out), rank, *options_.trace, activity);

@@ -1,9 +1,11 @@
 #include "sim/runtime/store_group_creator.hpp"
 
 #include <algorithm>
+#include <exception>
 
 #include <fmt/format.h>
 
+#include "sim/runtime/fiber_stack.hpp"
 #include "src/error.hpp"
 
 namespace meshsim::sim {
@@ -22,36 +24,48 @@ void StoreBarrier::execute(Meeting& m) {
   const std::vector<int64_t>& members = *m.members;
   const int64_t first = m.exchanges[0].first_group;
   // Ranks that asked for the same groups, by request, in the order of their lowest rank.
-  std::vector<std::pair<const SharedGroupBatch*, std::vector<int64_t>>> requests;
+  std::vector<GroupRequest> requests;
   for (size_t i = 0; i < m.size(); ++i) {
     const Exchange& e = m.exchanges[i];
     MESHSIM_ASSERT(e.first_group == first,
                    fmt::format("rank {} names its groups from {}, rank {} from {}", members[i],
                                e.first_group, members[0], first));
-    auto it = std::find_if(requests.begin(), requests.end(), [&](const auto& r) {
-      return *r.first == *e.new_groups || (*r.first)->same_groups(**e.new_groups);
+    auto it = std::find_if(requests.begin(), requests.end(), [&](const GroupRequest& r) {
+      return r.batch == *e.new_groups || r.batch->same_groups(**e.new_groups);
     });
     if (it == requests.end()) {
-      requests.emplace_back(e.new_groups, std::vector<int64_t>{});
+      requests.push_back({*e.new_groups, {}});
       it = std::prev(requests.end());
     }
-    it->second.push_back(members[i]);
+    it->ranks.push_back(members[i]);
   }
   // The lowest rank's request names the groups for everyone who agrees with it.
-  for (const auto& [batch, who] : requests) {
-    for (int64_t rank : who) groups_.define(first, *batch, rank);
+  for (const GroupRequest& request : requests) {
+    for (int64_t rank : request.ranks) groups_.define(first, request.batch, rank);
   }
   if (requests.size() > 1) {
     std::vector<std::string> parts;
-    for (const auto& [batch, who] : requests) {
-      parts.push_back(
-          fmt::format("rank(s) {} passed {}", fmt::join(who, ", "), (*batch)->describe()));
+    for (const GroupRequest& request : requests) {
+      parts.push_back(fmt::format("rank(s) {} passed {}", fmt::join(request.ranks, ", "),
+                                  request.batch->describe()));
     }
     warnings_.push_back(fmt::format("new_group {} was created with different ranks: {}",
-                                    names_of(first, (*requests.front().first)->count()),
+                                    names_of(first, requests.front().batch->count()),
                                     fmt::join(parts, "; ")));
   }
+  // A listener's failure (a communicator NCCL could not create) belongs to the barrier: every
+  // rank gets it, and time still passes.
+  std::exception_ptr failure;
+  if (listener_ != nullptr) {
+    try {
+      listener_->groups_defined(first, requests);
+    } catch (...) {
+      forget_unwound_frames();
+      failure = std::current_exception();
+    }
+  }
   time_.advance(m);
+  if (failure) std::rethrow_exception(failure);
 }
 
 void StoreGroupCreator::store_barrier(const SharedGroupBatch& batch, int64_t first) {

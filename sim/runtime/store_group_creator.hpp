@@ -19,13 +19,30 @@
 
 namespace meshsim::sim {
 
+// Ranks of WORLD that asked a store barrier for the same groups.
+struct GroupRequest {
+  SharedGroupBatch batch;
+  std::vector<int64_t> ranks;  // ascending
+};
+
+// Told when a store barrier has named a batch of groups (the NCCL backend creates their
+// communicators). What it throws fails the barrier on every rank.
+class GroupListener {
+ public:
+  virtual ~GroupListener() = default;
+  // The groups of `requests[q].batch` are named first_id, first_id + 1, ... for its ranks.
+  virtual void groups_defined(int64_t first_id, const std::vector<GroupRequest>& requests) = 0;
+};
+
 // Completes a store barrier: names the groups in the world's table (the lowest rank's request
 // for every rank that agrees with it), keeps a warning when ranks asked for other members
 // (c10d's barrier is keyed by the group's name, not its members, so such ranks still meet), and
 // lets virtual time pass.
 class StoreBarrier final : public Executor {
  public:
-  StoreBarrier(GroupTable& groups, VirtualTime& time) : groups_(groups), time_(time) {}
+  // `listener` may be null.
+  StoreBarrier(GroupTable& groups, VirtualTime& time, GroupListener* listener = nullptr)
+      : groups_(groups), time_(time), listener_(listener) {}
 
   void execute(Meeting& meeting) override;
   // Groups created with different members on different ranks, in the order they happened.
@@ -34,6 +51,7 @@ class StoreBarrier final : public Executor {
  private:
   GroupTable& groups_;
   VirtualTime& time_;
+  GroupListener* listener_;
   std::vector<std::string> warnings_;
 };
 

@@ -168,19 +168,31 @@ std::optional<Draw> RankRng::draw_local(Tensor& t, const RandomOp& op, PhiloxSta
   d.op = op.describe();
   d.seed_epoch = g == Draw::Generator::kDefault ? default_epoch_ : tracker_epoch_;
   Tensor values;
-  switch (op.kind) {
-    case RandomOp::Kind::kUniform:
-      values = predict_uniform(state, t.numel(), t.dtype(), gpu_, op.a, op.b);
-      break;
-    case RandomOp::Kind::kNormal:
-      values = predict_normal(state, t.numel(), t.dtype(), gpu_, op.a, op.b);
-      break;
-    case RandomOp::Kind::kBernoulli:
-      values = predict_bernoulli(state, t.numel(), t.dtype(), gpu_, op.a);
-      break;
-    case RandomOp::Kind::kExponential:
-      values = predict_exponential(state, t.numel(), t.dtype(), gpu_, op.a);
-      break;
+  if (runner_ != nullptr &&
+      (op.kind == RandomOp::Kind::kUniform || op.kind == RandomOp::Kind::kNormal)) {
+    // The launch and the offset advance are the prediction's; the values are the runner's.
+    const KernelLaunch launch = KernelLaunch::plan(t.numel(), t.dtype(), gpu_);
+    const auto kind = op.kind == RandomOp::Kind::kUniform
+                          ? RandomKernelRunner::Distribution::kUniform
+                          : RandomKernelRunner::Distribution::kNormal;
+    values = launch.numel == 0 ? Tensor({0}, t.dtype())
+                               : runner_->run(state, launch, kind, t.dtype(), op.a, op.b);
+    state.offset += launch.counter_offset;
+  } else {
+    switch (op.kind) {
+      case RandomOp::Kind::kUniform:
+        values = predict_uniform(state, t.numel(), t.dtype(), gpu_, op.a, op.b);
+        break;
+      case RandomOp::Kind::kNormal:
+        values = predict_normal(state, t.numel(), t.dtype(), gpu_, op.a, op.b);
+        break;
+      case RandomOp::Kind::kBernoulli:
+        values = predict_bernoulli(state, t.numel(), t.dtype(), gpu_, op.a);
+        break;
+      case RandomOp::Kind::kExponential:
+        values = predict_exponential(state, t.numel(), t.dtype(), gpu_, op.a);
+        break;
+    }
   }
   t = values.reshaped(t.shape());
   d.words = state.offset - d.offset;

@@ -13,6 +13,7 @@
 #include "src/rng/dtensor_rng_offsets.hpp"
 #include "src/rng/gpu_profile.hpp"
 #include "src/rng/philox_state.hpp"
+#include "src/rng/random_kernel_runner.hpp"
 
 namespace meshsim {
 
@@ -72,6 +73,11 @@ class RankRng {
 
   RngProfile profile() const { return profile_; }
   const GpuProfile& gpu() const { return gpu_; }
+  // uniform_ and normal_ kernels run on `runner` instead of the CPU prediction (bernoulli_ and
+  // exponential_ stay predicted); the offsets advance the same way either way.
+  void set_kernel_runner(std::shared_ptr<RandomKernelRunner> runner) {
+    runner_ = std::move(runner);
+  }
   const PhiloxState& default_generator() const { return default_; }
   bool has_tracker() const { return tracker_.has_value(); }
   // The tracker's own state (2.6 profile only; nullopt otherwise or before it exists).
@@ -151,6 +157,7 @@ class RankRng {
 
   RngProfile profile_;
   GpuProfile gpu_;
+  std::shared_ptr<RandomKernelRunner> runner_;
   PhiloxState default_{kDefaultSeed, 0};
   std::optional<Tracker> tracker_;
   int64_t default_epoch_ = 0;  // seeds of each generator so far (Draw::seed_epoch)

@@ -1,4 +1,4 @@
-#include "sim/runtime/sim_backend.hpp"
+#include "sim/runtime/rendezvous_backend.hpp"
 
 #include <fmt/format.h>
 
@@ -6,27 +6,27 @@
 
 namespace meshsim::sim {
 
-void SimBackend::all_reduce(Tensor& tensor, ReduceOp op, const Group& group) {
+void RendezvousBackend::all_reduce(Tensor& tensor, ReduceOp op, const Group& group) {
   Signature s = Signature::of(CollectiveOp::kAllReduce, &tensor);
   s.reduce_op = op;
   meet(group, s, {.input = &tensor, .output = &tensor});
 }
 
-std::vector<Tensor> SimBackend::all_gather(const Tensor& tensor, const Group& group) {
+std::vector<Tensor> RendezvousBackend::all_gather(const Tensor& tensor, const Group& group) {
   std::vector<Tensor> out;
   meet(group, Signature::of(CollectiveOp::kAllGather, &tensor),
        {.input = &tensor, .outputs = &out});
   return out;
 }
 
-Tensor SimBackend::all_gather_into_tensor(const Tensor& tensor, const Group& group) {
+Tensor RendezvousBackend::all_gather_into_tensor(const Tensor& tensor, const Group& group) {
   Tensor out;
   meet(group, Signature::of(CollectiveOp::kAllGatherIntoTensor, &tensor),
        {.input = &tensor, .output = &out});
   return out;
 }
 
-Tensor SimBackend::reduce_scatter(const Tensor& input, ReduceOp op, const Group& group) {
+Tensor RendezvousBackend::reduce_scatter(const Tensor& input, ReduceOp op, const Group& group) {
   Signature s = Signature::of(CollectiveOp::kReduceScatter, &input);
   s.reduce_op = op;
   Tensor out;
@@ -34,13 +34,14 @@ Tensor SimBackend::reduce_scatter(const Tensor& input, ReduceOp op, const Group&
   return out;
 }
 
-void SimBackend::broadcast(Tensor& tensor, int64_t root, const Group& group) {
+void RendezvousBackend::broadcast(Tensor& tensor, int64_t root, const Group& group) {
   Signature s = Signature::of(CollectiveOp::kBroadcast, &tensor);
   s.root = root;
   meet(group, s, {.input = &tensor, .output = &tensor});
 }
 
-std::vector<Tensor> SimBackend::all_to_all(const std::vector<Tensor>& inputs, const Group& group) {
+std::vector<Tensor> RendezvousBackend::all_to_all(const std::vector<Tensor>& inputs,
+                                                  const Group& group) {
   if (static_cast<int64_t>(inputs.size()) != group.size()) {
     throw runtime_error("all_to_all needs one input tensor per group rank");
   }
@@ -50,7 +51,7 @@ std::vector<Tensor> SimBackend::all_to_all(const std::vector<Tensor>& inputs, co
   return out;
 }
 
-void SimBackend::barrier(const Group& group) {
+void RendezvousBackend::barrier(const Group& group) {
   meet(group, Signature::of(CollectiveOp::kBarrier), {});
 }
 
@@ -67,14 +68,14 @@ void check_not_self(int64_t rank, int64_t peer, std::string_view kind) {
 
 }  // namespace
 
-void SimBackend::send(const Tensor& tensor, int64_t dst, const Group& group) {
+void RendezvousBackend::send(const Tensor& tensor, int64_t dst, const Group& group) {
   check_not_self(rank_, dst, "destination");
   Signature s = Signature::of(CollectiveOp::kSend, &tensor);
   s.root = dst;
   rendezvous_.meet_pair(rank_, rank_, dst, group, s, {.input = &tensor}, executor_);
 }
 
-Tensor SimBackend::recv(const Tensor& like, int64_t src, const Group& group) {
+Tensor RendezvousBackend::recv(const Tensor& like, int64_t src, const Group& group) {
   check_not_self(rank_, src, "source");
   Signature s = Signature::of(CollectiveOp::kRecv, &like);
   s.root = src;
@@ -83,8 +84,9 @@ Tensor SimBackend::recv(const Tensor& like, int64_t src, const Group& group) {
   return out;
 }
 
-std::vector<std::string> SimBackend::broadcast_object_list(std::vector<std::string> objects,
-                                                           int64_t root, const Group& group) {
+std::vector<std::string> RendezvousBackend::broadcast_object_list(std::vector<std::string> objects,
+                                                                  int64_t root,
+                                                                  const Group& group) {
   Signature s;
   s.op = CollectiveOp::kBroadcastObjectList;
   s.dtype = DType::kInt64;
@@ -96,8 +98,8 @@ std::vector<std::string> SimBackend::broadcast_object_list(std::vector<std::stri
   return out;
 }
 
-std::vector<std::string> SimBackend::all_gather_object(const std::string& object,
-                                                       const Group& group) {
+std::vector<std::string> RendezvousBackend::all_gather_object(const std::string& object,
+                                                              const Group& group) {
   Signature s;
   s.op = CollectiveOp::kAllGatherObject;
   s.dtype = DType::kInt64;

@@ -1,16 +1,17 @@
-// One rank's handle on the simulated collectives, behind the Backend interface: the shared
-// rendezvous meets the ranks, the simulated executor computes what they get.
+// One rank's handle on the collectives, behind the Backend interface, for every backend: the
+// shared rendezvous meets the ranks, the backend's executor (simulated or NCCL) computes or
+// launches what they get.
 #pragma once
 
+#include "sim/runtime/meeting.hpp"
 #include "sim/runtime/rendezvous.hpp"
-#include "sim/runtime/sim_executor.hpp"
 #include "src/comm/collective.hpp"
 
 namespace meshsim::sim {
 
-class SimBackend final : public Backend {
+class RendezvousBackend final : public Backend {
  public:
-  SimBackend(int64_t rank, Rendezvous& rendezvous, SimExecutor& executor)
+  RendezvousBackend(int64_t rank, Rendezvous& rendezvous, Executor& executor)
       : rank_(rank), rendezvous_(rendezvous), executor_(executor) {}
 
   void all_reduce(Tensor& tensor, ReduceOp op, const Group& group) override;
@@ -34,7 +35,7 @@ class SimBackend final : public Backend {
 
   int64_t rank_;
   Rendezvous& rendezvous_;
-  SimExecutor& executor_;
+  Executor& executor_;
 };
 
 }  // namespace meshsim::sim

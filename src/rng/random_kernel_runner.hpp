@@ -1,0 +1,24 @@
+// Where a random op's elementwise kernel runs: by default meshsim predicts it on the CPU
+// (cuda_random_kernel.hpp); the NCCL backend plugs in a runner that launches the CUDA kernel on the
+// rank's GPU, so scenario values there come from a real device.
+#pragma once
+
+#include <optional>
+
+#include "src/rng/cuda_random_kernel.hpp"
+#include "src/rng/philox_state.hpp"
+#include "src/tensor/tensor.hpp"
+
+namespace meshsim {
+
+class RandomKernelRunner {
+ public:
+  enum class Distribution { kUniform, kNormal };
+  virtual ~RandomKernelRunner() = default;
+  // The values `launch` writes from `state` (not advanced here): uniform_(a, b) or normal_(a, b)
+  // of a floating dtype, shape [launch.numel]. Throws meshsim::Error when the device fails.
+  virtual Tensor run(const PhiloxState& state, const KernelLaunch& launch, Distribution kind,
+                     DType dtype, double a, double b) = 0;
+};
+
+}  // namespace meshsim
