@@ -348,11 +348,13 @@ void NcclExecutor::run_on_devices(Meeting& m, DeviceBuffers& buffers) {
     std::this_thread::yield();
   }
 
-  for (const auto& [i, buf, index] : downloads) {
+  for (const auto& download : downloads) {
+    const auto [i, buf, index] = download;  // copied: clang 14 cannot capture bindings
     Tensor& into = results[i][index];
     const Member& mb = members[i];
+    const DevicePtr from = buf;
     for_rank(mb.rank, [&] {
-      api.copy_to_host(mb.device, into.mutable_bytes().data(), buf, into.nbytes(), mb.stream);
+      api.copy_to_host(mb.device, into.mutable_bytes().data(), from, into.nbytes(), mb.stream);
     });
   }
 

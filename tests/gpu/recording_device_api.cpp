@@ -298,7 +298,8 @@ void RecordingDeviceApi::complete_group() {
     if (static_cast<int64_t>(members.size()) != comms_.at(members[0]).nranks) continue;
     const int64_t clique = next_clique_++;
     for (int64_t c : members) comms_.at(c).clique = clique;
-    std::erase_if(inits_, [&](const Init& i) { return i.id == key; });
+    const std::string& id = key;  // clang 14 cannot capture a structured binding
+    std::erase_if(inits_, [&](const Init& i) { return i.id == id; });
   }
   // Splits: one clique per (parent clique, color), ranked by key.
   std::map<std::pair<int64_t, int64_t>, std::vector<const Split*>> by_color;
