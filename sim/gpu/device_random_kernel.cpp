@@ -1,48 +1,36 @@
 #include "sim/gpu/device_random_kernel.hpp"
 
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
 
 #include "sim/gpu/device_ops.hpp"
+#include "sim/gpu/kernel/random_dtype.hpp"
+#include "src/rng/rank_rng.hpp"
 
 namespace meshsim::sim::gpu {
 
-namespace {
-
-RandomDType random_dtype(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat64:
-      return RandomDType::kFloat64;
-    case DType::kFloat16:
-      return RandomDType::kFloat16;
-    case DType::kBFloat16:
-      return RandomDType::kBFloat16;
-    case DType::kFloat32:
-      return RandomDType::kFloat32;
-    default:
-      throw runtime_error(
-          fmt::format("the CUDA random kernel fills floating tensors, not {}", dtype_name(dtype)));
-  }
-}
-
-}  // namespace
-
 Tensor DeviceRandomKernel::run(const PhiloxState& state, const KernelLaunch& launch,
-                               Distribution kind, DType dtype, double a, double b) {
+                               const RandomOp& op, DType dtype) {
+  const std::optional<RandomDType> element = random_dtype(dtype);
+  if (!element) {
+    throw runtime_error(
+        fmt::format("the CUDA random kernel fills floating tensors, not {}", dtype_name(dtype)));
+  }
   DeviceApi& api = comms_.api();
   const int64_t device = comms_.device_of(rank_);
   const StreamHandle stream = comms_.stream(rank_);
   Tensor out({launch.numel}, dtype);
-  const RandomFillLaunch fill{
-      kind == Distribution::kUniform ? RandomDistribution::kUniform : RandomDistribution::kNormal,
-      random_dtype(dtype),
-      launch.numel,
-      state.seed,
-      state.offset,
-      launch.grid,
-      a,
-      b};
+  const RandomFillLaunch fill{op.kind == RandomOp::Kind::kUniform ? RandomDistribution::kUniform
+                                                                  : RandomDistribution::kNormal,
+                              *element,
+                              launch.numel,
+                              state.seed,
+                              state.offset,
+                              launch.grid,
+                              op.a,
+                              op.b};
   try {
     DeviceBuffers buffers(api);
     const DevicePtr buffer = buffers.allocate(device, out.nbytes());

@@ -16,8 +16,8 @@ class DeviceRandomKernel final : public RandomKernelRunner {
       : comms_(comms), rank_(rank), timeout_(timeout) {}
 
   // RuntimeError naming the rank and the CUDA call when the launch, the copy or the wait fails.
-  Tensor run(const PhiloxState& state, const KernelLaunch& launch, Distribution kind, DType dtype,
-             double a, double b) override;
+  Tensor run(const PhiloxState& state, const KernelLaunch& launch, const RandomOp& op,
+             DType dtype) override;
 
  private:
   NcclCommunicators& comms_;

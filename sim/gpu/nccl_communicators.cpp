@@ -13,16 +13,20 @@ namespace meshsim::sim::gpu {
 
 namespace {
 
+// Aborts `comm` (if any) and forgets it. Its own error is dropped: the caller is already on a
+// failure or teardown path with an error of its own, or none to report.
+void abort_quietly(DeviceApi& api, CommHandle& comm) noexcept {
+  if (comm == nullptr) return;
+  try {
+    api.comm_abort(comm);
+  } catch (...) {  // NOLINT(bugprone-empty-catch)
+  }
+  comm = nullptr;
+}
+
 // Aborts what a failed creation left behind, then lets the error go on.
 void abort_all(DeviceApi& api, std::vector<CommHandle>& made) noexcept {
-  for (CommHandle& comm : made) {
-    if (comm == nullptr) continue;
-    try {
-      api.comm_abort(comm);
-    } catch (...) {  // NOLINT(bugprone-empty-catch): the creation error is the one to report
-    }
-    comm = nullptr;
-  }
+  for (CommHandle& comm : made) abort_quietly(api, comm);
 }
 
 }  // namespace
@@ -101,13 +105,11 @@ void NcclCommunicators::release_all() noexcept {
       finalized = false;
     }
   }
+  if (!finalized) abort_all(*api_, healthy);
   for (CommHandle comm : healthy) {
+    if (comm == nullptr) continue;
     try {
-      if (finalized) {
-        api_->comm_destroy(comm);
-      } else {
-        api_->comm_abort(comm);
-      }
+      api_->comm_destroy(comm);
     } catch (...) {  // NOLINT(bugprone-empty-catch): teardown goes on for the others
     }
   }
@@ -201,13 +203,7 @@ void NcclCommunicators::abort_group(int64_t group_id, const std::string& reason)
   aborted_.emplace(group_id, reason);
   for (std::vector<Comm>& mine : comms_) {
     if (group_id < 0 || static_cast<size_t>(group_id) >= mine.size()) continue;
-    CommHandle& comm = mine[static_cast<size_t>(group_id)].handle;
-    if (comm == nullptr) continue;
-    try {
-      api_->comm_abort(comm);
-    } catch (...) {  // NOLINT(bugprone-empty-catch): the group is marked aborted either way
-    }
-    comm = nullptr;
+    abort_quietly(*api_, mine[static_cast<size_t>(group_id)].handle);
   }
 }
 

@@ -242,8 +242,17 @@ void NcclExecutor::run_on_devices(Meeting& m, DeviceBuffers& buffers) {
       for (size_t i = 0; i < n; ++i) {
         const DevicePtr send = upload(i, *ex[i].input);
         const DevicePtr recv = allocate(i, joined.nbytes());
-        results[i].emplace_back(joined.shape(), joined.dtype());
-        downloads.emplace_back(i, recv, 0);
+        if (sig.op == CollectiveOp::kAllGatherIntoTensor) {
+          results[i].emplace_back(joined.shape(), joined.dtype());
+          downloads.emplace_back(i, recv, 0);
+        } else {
+          // Each group rank's piece comes back straight into its own tensor.
+          const size_t piece = ex[0].input->nbytes();
+          for (size_t k = 0; k < n; ++k) {
+            results[i].emplace_back(ex[k].input->shape(), ex[k].input->dtype());
+            downloads.emplace_back(i, static_cast<std::byte*>(recv) + k * piece, k);
+          }
+        }
         launches.emplace_back(i, [&, i, send, recv] {
           api.all_gather(send, recv, count(*ex[i].input), type, members[i].comm, members[i].stream);
         });
@@ -349,10 +358,10 @@ void NcclExecutor::run_on_devices(Meeting& m, DeviceBuffers& buffers) {
   }
 
   for (const auto& download : downloads) {
-    const auto [i, buf, index] = download;  // copied: clang 14 cannot capture bindings
+    const auto [i, buf, index] = download;
     Tensor& into = results[i][index];
     const Member& mb = members[i];
-    const DevicePtr from = buf;
+    const DevicePtr from = buf;  // clang 14 cannot capture a structured binding
     for_rank(mb.rank, [&] {
       api.copy_to_host(mb.device, into.mutable_bytes().data(), from, into.nbytes(), mb.stream);
     });
@@ -366,18 +375,6 @@ void NcclExecutor::run_on_devices(Meeting& m, DeviceBuffers& buffers) {
       for (size_t i = 0; i < n; ++i) *ex[i].output = std::move(results[i][0]);
       break;
     case CollectiveOp::kAllGather:
-      for (size_t i = 0; i < n; ++i) {
-        const Tensor& joined = results[i][0];
-        const size_t piece = ex[0].input->nbytes();
-        ex[i].outputs->clear();
-        for (size_t k = 0; k < n; ++k) {
-          Tensor t(ex[k].input->shape(), ex[k].input->dtype());
-          if (piece > 0)
-            std::memcpy(t.mutable_bytes().data(), joined.bytes().data() + k * piece, piece);
-          ex[i].outputs->push_back(std::move(t));
-        }
-      }
-      break;
     case CollectiveOp::kAllToAll:
       for (size_t i = 0; i < n; ++i) *ex[i].outputs = std::move(results[i]);
       break;

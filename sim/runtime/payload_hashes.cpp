@@ -5,41 +5,29 @@
 #include <tuple>
 
 #include <fmt/format.h>
-#include <xxhash.h>
 
 #include "sim/runtime/fiber_stack.hpp"
+#include "src/io/xxh3_stream.hpp"
 
 namespace meshsim::sim {
 
 namespace {
 
 // Hashes what one member received: tensors by dtype, shape and bytes, objects by their bytes.
-class MemberHash {
- public:
-  MemberHash() : state_(XXH3_createState()) { XXH3_64bits_reset(state_); }
-  ~MemberHash() { XXH3_freeState(state_); }
-  MemberHash(const MemberHash&) = delete;
-  MemberHash& operator=(const MemberHash&) = delete;
+void add_tensor(Xxh3Stream& hash, const Tensor& t) {
+  const auto dtype = static_cast<int64_t>(t.dtype());
+  hash.add(&dtype, sizeof dtype);
+  const auto ndim = static_cast<int64_t>(t.shape().size());
+  hash.add(&ndim, sizeof ndim);
+  hash.add(t.shape().data(), t.shape().size() * sizeof(int64_t));
+  if (!t.is_meta()) hash.add(t.bytes().data(), t.nbytes());
+}
 
-  void add(const Tensor& t) {
-    const auto dtype = static_cast<int64_t>(t.dtype());
-    add_bytes(&dtype, sizeof dtype);
-    const auto ndim = static_cast<int64_t>(t.shape().size());
-    add_bytes(&ndim, sizeof ndim);
-    add_bytes(t.shape().data(), t.shape().size() * sizeof(int64_t));
-    if (!t.is_meta()) add_bytes(t.bytes().data(), t.nbytes());
-  }
-  void add(const std::string& object) {
-    const uint64_t size = object.size();
-    add_bytes(&size, sizeof size);
-    add_bytes(object.data(), object.size());
-  }
-  uint64_t digest() const { return XXH3_64bits_digest(state_); }
-
- private:
-  void add_bytes(const void* data, size_t size) { XXH3_64bits_update(state_, data, size); }
-  XXH3_state_t* state_;
-};
+void add_object(Xxh3Stream& hash, const std::string& object) {
+  const uint64_t size = object.size();
+  hash.add(&size, sizeof size);
+  hash.add(object.data(), object.size());
+}
 
 }  // namespace
 
@@ -58,14 +46,14 @@ void PayloadHashingExecutor::execute(Meeting& m) {
       outcome = "failed";
     } else {
       const Exchange& e = m.exchanges[i];
-      MemberHash hash;
+      Xxh3Stream hash;
       // A send's result is nothing; an in-place collective's output is its input.
-      if (e.output != nullptr && sig.op != CollectiveOp::kSend) hash.add(*e.output);
+      if (e.output != nullptr && sig.op != CollectiveOp::kSend) add_tensor(hash, *e.output);
       if (e.outputs != nullptr) {
-        for (const Tensor& t : *e.outputs) hash.add(t);
+        for (const Tensor& t : *e.outputs) add_tensor(hash, t);
       }
       if (e.objects_out != nullptr) {
-        for (const std::string& o : *e.objects_out) hash.add(o);
+        for (const std::string& o : *e.objects_out) add_object(hash, o);
       }
       outcome = fmt::format("{:016x}", hash.digest());
     }

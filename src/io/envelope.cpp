@@ -6,6 +6,7 @@
 #include <xxhash.h>
 
 #include "src/error.hpp"
+#include "src/io/xxh3_stream.hpp"
 
 namespace meshsim {
 
@@ -76,16 +77,13 @@ std::string seal_envelope(const EnvelopeHeader& header, std::string_view payload
 }
 
 std::string envelope_header(EnvelopeHeader header, std::span<const std::string_view> payload) {
-  XXH3_state_t* state = XXH3_createState();
-  MESHSIM_ASSERT(state != nullptr, "xxHash could not allocate its state");
-  XXH3_64bits_reset(state);
+  Xxh3Stream hash;
   uint64_t size = 0;
   for (const std::string_view piece : payload) {
-    XXH3_64bits_update(state, piece.data(), piece.size());
+    hash.add(piece.data(), piece.size());
     size += piece.size();
   }
-  const uint64_t payload_hash = XXH3_64bits_digest(state);
-  XXH3_freeState(state);
+  const uint64_t payload_hash = hash.digest();
   std::string out(kMagic, sizeof kMagic);
   put_u32(out, kEnvelopeVersion);
   put_u32(out, static_cast<uint32_t>(header.kind));

@@ -11,14 +11,16 @@
 
 namespace meshsim {
 
+struct RandomOp;  // rank_rng.hpp
+
 class RandomKernelRunner {
  public:
-  enum class Distribution { kUniform, kNormal };
   virtual ~RandomKernelRunner() = default;
-  // The values `launch` writes from `state` (not advanced here): uniform_(a, b) or normal_(a, b)
-  // of a floating dtype, shape [launch.numel]. Throws meshsim::Error when the device fails.
-  virtual Tensor run(const PhiloxState& state, const KernelLaunch& launch, Distribution kind,
-                     DType dtype, double a, double b) = 0;
+  // The values `launch` writes from `state` (not advanced here) for `op`, a uniform_ or normal_
+  // whose arguments were checked, into a floating `dtype`; shape [launch.numel]. Throws
+  // meshsim::Error when the device fails.
+  virtual Tensor run(const PhiloxState& state, const KernelLaunch& launch, const RandomOp& op,
+                     DType dtype) = 0;
 };
 
 }  // namespace meshsim

@@ -172,11 +172,8 @@ std::optional<Draw> RankRng::draw_local(Tensor& t, const RandomOp& op, PhiloxSta
       (op.kind == RandomOp::Kind::kUniform || op.kind == RandomOp::Kind::kNormal)) {
     // The launch and the offset advance are the prediction's; the values are the runner's.
     const KernelLaunch launch = KernelLaunch::plan(t.numel(), t.dtype(), gpu_);
-    const auto kind = op.kind == RandomOp::Kind::kUniform
-                          ? RandomKernelRunner::Distribution::kUniform
-                          : RandomKernelRunner::Distribution::kNormal;
-    values = launch.numel == 0 ? Tensor({0}, t.dtype())
-                               : runner_->run(state, launch, kind, t.dtype(), op.a, op.b);
+    values =
+        launch.numel == 0 ? Tensor({0}, t.dtype()) : runner_->run(state, launch, op, t.dtype());
     state.offset += launch.counter_offset;
   } else {
     switch (op.kind) {

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "sim/gpu/nccl_executor.hpp"
 #include "sim/run/runner.hpp"
 #include "sim/scenario/scenario_loader.hpp"
 #include "tests/gpu/recording_device_api.hpp"
@@ -362,4 +363,43 @@ TEST_CASE("nccl backend: shipped scenarios give the simulated backend's payloads
 #ifdef MESHSIM_HAVE_RANDOM_HOST
   CHECK(kernels >= 50);
 #endif
+}
+
+TEST_CASE("nccl backend: all_gather of 0-d tensors, each piece copied back into its own tensor",
+          "[gpu][nccl][plan]") {
+  // Scenario files cannot make a 0-d tensor, so the executor is driven directly.
+  auto api = std::make_shared<RecordingDeviceApi>(2);
+  {
+    gpu::NcclCommunicators comms(api, 2);
+    std::vector<RankActivity> activity(2);
+    VirtualTime time(activity, CostModel{});
+    gpu::NcclExecutor executor(comms, time);
+    Tensor a({}, DType::kInt64);
+    Tensor b({}, DType::kInt64);
+    a.set_int(0, 7);
+    b.set_int(0, 9);
+    std::vector<Tensor> out_a, out_b;
+    Meeting m;
+    m.group = "0";
+    m.seq = 1;
+    m.members = std::make_shared<const std::vector<int64_t>>(std::vector<int64_t>{0, 1});
+    m.signature = Signature::of(CollectiveOp::kAllGather, &a);
+    m.exchanges = {Exchange{.input = &a, .outputs = &out_a, .arrived = true},
+                   Exchange{.input = &b, .outputs = &out_b, .arrived = true}};
+    m.arrived = 2;
+    executor.execute(m);
+    for (const std::vector<Tensor>* out : {&out_a, &out_b}) {
+      REQUIRE(out->size() == 2);
+      CHECK((*out)[0].shape().empty());
+      CHECK((*out)[0].get_int(0) == 7);
+      CHECK((*out)[1].get_int(0) == 9);
+    }
+    CHECK(api->calls_of({"copy_to_host"}) == std::vector<std::string>{
+                                                 "copy_to_host(dev 0, b6, 8 B, s1)",
+                                                 "copy_to_host(dev 0, b6+8, 8 B, s1)",
+                                                 "copy_to_host(dev 1, b8, 8 B, s2)",
+                                                 "copy_to_host(dev 1, b8+8, 8 B, s2)",
+                                             });
+  }
+  check_released(*api);
 }

@@ -117,18 +117,31 @@ RecordingDeviceApi::Comm& RecordingDeviceApi::comm_of(CommHandle h) {
   return it->second;
 }
 
-std::byte* RecordingDeviceApi::buffer_of(const void* ptr, size_t bytes) {
+// The allocation holding `ptr` (which may point inside it), or end().
+std::map<const std::byte*, std::vector<std::byte>>::iterator RecordingDeviceApi::allocation_of(
+    const void* ptr) {
   const auto* p = static_cast<const std::byte*>(ptr);
-  const auto it = buffers_.find(p);
-  if (it == buffers_.end() || it->second.size() < bytes) {
-    throw GpuError("fake", fmt::format("{} bytes at an address that is no live allocation", bytes));
-  }
-  return it->second.data();
+  auto it = buffers_.upper_bound(p);
+  if (it == buffers_.begin()) return buffers_.end();
+  --it;
+  return p < it->first + it->second.size() ? it : buffers_.end();
 }
 
-std::string RecordingDeviceApi::name_of_buffer(const void* ptr) const {
-  const auto it = buffer_names_.find(static_cast<const std::byte*>(ptr));
-  return it == buffer_names_.end() ? "?" : fmt::format("b{}", it->second);
+std::byte* RecordingDeviceApi::buffer_of(const void* ptr, size_t bytes) {
+  const auto it = allocation_of(ptr);
+  const auto* p = static_cast<const std::byte*>(ptr);
+  if (it == buffers_.end() || static_cast<size_t>(p - it->first) + bytes > it->second.size()) {
+    throw GpuError("fake", fmt::format("{} bytes at an address that is no live allocation", bytes));
+  }
+  return it->second.data() + (p - it->first);
+}
+
+std::string RecordingDeviceApi::name_of_buffer(const void* ptr) {
+  const auto it = allocation_of(ptr);
+  if (it == buffers_.end()) return "?";
+  const std::string name = fmt::format("b{}", buffer_names_.at(it->first));
+  const auto offset = static_cast<const std::byte*>(ptr) - it->first;
+  return offset == 0 ? name : fmt::format("{}+{}", name, offset);
 }
 
 int64_t RecordingDeviceApi::device_count() {

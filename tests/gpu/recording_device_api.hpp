@@ -113,7 +113,8 @@ class RecordingDeviceApi final : public DeviceApi {
   void enqueue(Op op);
   void complete_group();
   void run_ops(std::vector<Op> ops);
-  std::string name_of_buffer(const void* ptr) const;
+  std::map<const std::byte*, std::vector<std::byte>>::iterator allocation_of(const void* ptr);
+  std::string name_of_buffer(const void* ptr);
 
   int64_t devices_;
   struct Failure {

@@ -6,6 +6,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <exception>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -64,6 +66,24 @@ inline std::optional<CudaDevice> open_cuda_device(std::string& skip_reason) {
   d.compute_major = prop.major;
   d.compute_minor = prop.minor;
   return d;
+}
+
+// For a program's main: device 0, or nullopt after printing why, with the exit status to return
+// (kExitSkip without a usable device; 1 for a device the model cannot describe).
+inline std::optional<CudaDevice> open_cuda_device_or_report(int& exit_status) {
+  std::string skip_reason;
+  try {
+    std::optional<CudaDevice> cuda = open_cuda_device(skip_reason);
+    if (!cuda) {
+      std::printf("skipped: %s\n", skip_reason.c_str());
+      exit_status = kExitSkip;
+    }
+    return cuda;
+  } catch (const std::exception& e) {
+    std::printf("FAIL: device 0: %s\n", e.what());
+    exit_status = 1;
+    return std::nullopt;
+  }
 }
 
 // One device buffer reused across launches, with a guard after the tensor: every byte starts as

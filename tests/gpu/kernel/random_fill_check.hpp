@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/gpu/kernel/random_dtype.hpp"
 #include "sim/gpu/kernel/random_kernel.hpp"
 #include "src/rng/cuda_random_kernel.hpp"
 #include "src/rng/gpu_profile.hpp"
@@ -22,6 +23,7 @@
 
 namespace meshsim::testing {
 
+using sim::gpu::random_dtype;
 using sim::gpu::RandomDistribution;
 using sim::gpu::RandomDType;
 using sim::gpu::RandomFillLaunch;
@@ -37,19 +39,6 @@ struct FillCase {
   double b = 1.0;
 };
 
-inline RandomDType random_dtype(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat64:
-      return RandomDType::kFloat64;
-    case DType::kFloat16:
-      return RandomDType::kFloat16;
-    case DType::kBFloat16:
-      return RandomDType::kBFloat16;
-    default:
-      return RandomDType::kFloat32;
-  }
-}
-
 inline const char* distribution_name(RandomDistribution d) {
   return d == RandomDistribution::kUniform ? "uniform" : "normal";
 }
@@ -58,7 +47,7 @@ inline const char* distribution_name(RandomDistribution d) {
 inline RandomFillLaunch fill_launch(const FillCase& c, const GpuProfile& gpu) {
   RandomFillLaunch l;
   l.distribution = c.distribution;
-  l.dtype = random_dtype(c.dtype);
+  l.dtype = random_dtype(c.dtype).value();  // the cases are floating
   l.numel = c.numel;
   l.seed = c.seed;
   l.offset = c.offset;

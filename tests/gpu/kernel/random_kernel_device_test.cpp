@@ -71,18 +71,10 @@ void check_launch_edges(meshsim::testing::DeviceFill& device, Tally& tally) {
 }  // namespace
 
 int main() {
-  std::string skip_reason;
-  std::optional<meshsim::testing::CudaDevice> cuda;
-  try {
-    cuda = meshsim::testing::open_cuda_device(skip_reason);
-  } catch (const std::exception& e) {
-    std::printf("FAIL: device 0: %s\n", e.what());
-    return 1;
-  }
-  if (!cuda) {
-    std::printf("skipped: %s\n", skip_reason.c_str());
-    return meshsim::testing::kExitSkip;
-  }
+  int exit_status = 0;
+  const std::optional<meshsim::testing::CudaDevice> cuda =
+      meshsim::testing::open_cuda_device_or_report(exit_status);
+  if (!cuda) return exit_status;
   std::printf("device 0: %s (sm_%d%d, %lld SMs x %lld threads)\n", cuda->name.c_str(),
               cuda->compute_major, cuda->compute_minor, static_cast<long long>(cuda->profile.sms),
               static_cast<long long>(cuda->profile.max_threads_per_sm));
