@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "src/comm/collective.hpp"
+#include "src/rng/cuda_random_kernel.hpp"
 
 namespace meshsim::test {
 
@@ -230,7 +231,18 @@ void RecordingDeviceApi::fill_random(int64_t device, DevicePtr out, const Random
 #ifdef MESHSIM_HAVE_RANDOM_HOST
   random_fill_on_host(out, launch);
 #else
-  throw GpuError("fill_random", "fake: built without the kernel's host twin (no CUDA toolkit)");
+  // Without the CUDA toolkit there is no host twin: the fake device writes what meshsim predicts
+  // for the kernel, on a GPU whose grid cap is this launch's grid (so the launch is the same).
+  const DType dtype = launch.dtype == RandomDType::kFloat64    ? DType::kFloat64
+                      : launch.dtype == RandomDType::kFloat16  ? DType::kFloat16
+                      : launch.dtype == RandomDType::kBFloat16 ? DType::kBFloat16
+                                                               : DType::kFloat32;
+  PhiloxState state{launch.seed, launch.offset};
+  const GpuProfile gpu = GpuProfile::custom(launch.grid, 256);
+  const Tensor values = launch.distribution == RandomDistribution::kUniform
+                            ? predict_uniform(state, launch.numel, dtype, gpu, launch.a, launch.b)
+                            : predict_normal(state, launch.numel, dtype, gpu, launch.a, launch.b);
+  std::memcpy(buffer_of(out, values.nbytes()), values.bytes().data(), values.nbytes());
 #endif
 }
 
