@@ -13,6 +13,7 @@
 
 #include "sim/gpu/device_ops.hpp"
 #include "sim/runtime/fiber_stack.hpp"
+#include "sim/runtime/group_label.hpp"
 #include "src/error.hpp"
 
 namespace meshsim::sim::gpu {
@@ -122,7 +123,7 @@ void NcclExecutor::execute(Meeting& m) {
       comms_.abort_group(m.group_id, f.error.what());
       failure = std::make_exception_ptr(runtime_error(
           fmt::format("NCCL {} on group {} failed {}: {}; the group's communicators were aborted",
-                      m.signature.describe(), display_group(m.group), where, f.error.what())));
+                      m.signature.describe(), meeting_label(m), where, f.error.what())));
     } catch (...) {
       forget_unwound_frames();
       failure = std::current_exception();
@@ -148,7 +149,7 @@ void NcclExecutor::run_on_devices(Meeting& m, DeviceBuffers& buffers) {
       throw runtime_error(fmt::format(
           "{} on group {}: rank {}'s tensor is a meta tensor, which has no data for the nccl "
           "backend to move; run scenarios with meta tensors on --backend sim",
-          collective_op_name(sig.op), display_group(m.group), ranks[i]));
+          collective_op_name(sig.op), meeting_label(m), ranks[i]));
     }
   }
   // Broadcast roots are checked as the simulated backend checks them (same message).
@@ -158,7 +159,7 @@ void NcclExecutor::run_on_devices(Meeting& m, DeviceBuffers& buffers) {
     if (at == ranks.end() || *at != *sig.root) {
       for (size_t i = 0; i < n; ++i) {
         m.errors[i] =
-            fmt::format("broadcast root {} is not in group {}", *sig.root, display_group(m.group));
+            fmt::format("broadcast root {} is not in group {}", *sig.root, meeting_label(m));
       }
       return;
     }

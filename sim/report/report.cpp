@@ -1,11 +1,13 @@
 #include "sim/report/report.hpp"
 
 #include <algorithm>
+#include <map>
 
 #include <fmt/format.h>
 
 #include "sim/report/result_codec.hpp"
 #include "sim/report/rng_overlap.hpp"
+#include "sim/runtime/group_label.hpp"
 
 namespace meshsim::sim {
 
@@ -15,12 +17,55 @@ Json location_json(const SourceLocation& where) {
   return Json{{"file", where.file}, {"line", where.line}, {"column", where.column}};
 }
 
+// Every line of `text` prefixed with `prefix`.
+std::string indent(const std::string& text, const std::string& prefix) {
+  std::string out;
+  size_t start = 0;
+  while (start < text.size()) {
+    const size_t end = text.find('\n', start);
+    const size_t stop = end == std::string::npos ? text.size() : end;
+    out += prefix + text.substr(start, stop - start) + "\n";
+    start = stop + 1;
+  }
+  return out;
+}
+
+// A hang report's per-rank section cut to `limit` lines (the summary above it is always kept).
+std::string cut_hang_details(const std::string& text, size_t limit) {
+  const size_t section = text.find("\n  per rank:\n");
+  if (section == std::string::npos || limit == SIZE_MAX) return text;
+  size_t pos = section + std::string_view("\n  per rank:\n").size();
+  size_t kept = 0;
+  while (pos < text.size() && kept < limit) {
+    pos = text.find('\n', pos);
+    pos = pos == std::string::npos ? text.size() : pos + 1;
+    ++kept;
+  }
+  if (pos >= text.size()) return text;
+  size_t rest = 0;
+  for (size_t i = pos; i < text.size(); ++i) rest += text[i] == '\n' ? 1 : 0;
+  return text.substr(0, pos) +
+         fmt::format("    ... and {} more lines (-v shows them all; --json has every rank)\n",
+                     rest);
+}
+
 }  // namespace
 
 std::string format_failures(const ScenarioResult& result, size_t limit) {
+  std::string out;
+  if (!result.crash.empty()) out += "  crash: " + result.crash + "\n";
+  for (const std::string& f : result.faults) out += "  injected: " + f + "\n";
+  // The hang's root cause first: at scale everything else is a consequence of it.
+  if (result.hang_text) out += indent(cut_hang_details(*result.hang_text, limit), "    ");
   std::vector<std::string> lines;
-  for (const std::string& f : result.faults) lines.push_back("injected: " + f);
-  for (const std::string& w : result.warnings) lines.push_back("warning: " + w);
+  // Ranks that failed on their own, in rank order, then expectations, then the ranks aborted
+  // because of a hang (those with the same story on one line), then warnings.
+  for (size_t r = 0; r < result.failures.size(); ++r) {
+    const auto& f = result.failures[r];
+    if (!f || f->error_type == "aborted") continue;
+    lines.push_back(fmt::format("{}: rank {}: {} step failed: {}: {}", f->where.to_string(), r,
+                                f->step, f->error_type, f->message));
+  }
   for (const ExpectationRecord& e : result.expectations) {
     if (e.passed) continue;
     // Checks of the whole run (rank -1) name no rank.
@@ -28,30 +73,27 @@ std::string format_failures(const ScenarioResult& result, size_t limit) {
     lines.push_back(fmt::format("{}: {}expected {} == {}, got {}", e.where.to_string(), rank,
                                 e.what, json_text(e.expected), json_text(e.observed)));
   }
-  // Original failures first, then the ranks aborted because of them.
-  std::vector<size_t> order;
+  std::vector<std::pair<std::string, std::vector<int64_t>>> aborted;
+  std::map<std::string, size_t> story;
   for (size_t r = 0; r < result.failures.size(); ++r) {
-    if (result.failures[r] && result.failures[r]->error_type != "aborted") order.push_back(r);
+    const auto& f = result.failures[r];
+    if (!f || f->error_type != "aborted") continue;
+    std::string what = fmt::format("{}\t({}): {}", f->where.to_string(), f->step, f->message);
+    const auto [it, fresh] = story.emplace(std::move(what), aborted.size());
+    if (fresh) aborted.push_back({it->first, {}});
+    aborted[it->second].second.push_back(static_cast<int64_t>(r));
   }
-  for (size_t r = 0; r < result.failures.size(); ++r) {
-    if (result.failures[r] && result.failures[r]->error_type == "aborted") order.push_back(r);
+  for (const auto& [what, ranks] : aborted) {
+    const size_t tab = what.find('\t');
+    lines.push_back(fmt::format("{}: rank{} {} {}", what.substr(0, tab),
+                                ranks.size() > 1 ? "s" : "", rank_ranges(ranks),
+                                what.substr(tab + 1)));
   }
-  for (size_t r : order) {
-    const RankFailure& f = *result.failures[r];
-    lines.push_back(fmt::format("{}: rank {}: {} step failed: {}: {}", f.where.to_string(), r,
-                                f.step, f.error_type, f.message));
-  }
-  if (!result.crash.empty()) lines.insert(lines.begin(), "crash: " + result.crash);
-  std::string out;
+  for (const std::string& w : result.warnings) lines.push_back("warning: " + w);
   for (size_t i = 0; i < lines.size() && i < limit; ++i) out += "  " + lines[i] + "\n";
-  if (result.hang_text) {
-    std::string indented;
-    for (char c : *result.hang_text)
-      indented += c == '\n' ? std::string("\n    ") : std::string(1, c);
-    out += "    " + indented.substr(0, indented.size() - 4);
-  }
   if (lines.size() > limit) {
-    out += fmt::format("  ... and {} more (see --json for all)\n", lines.size() - limit);
+    out += fmt::format("  ... and {} more (-v shows them all; --json has everything)\n",
+                       lines.size() - limit);
   }
   return out;
 }

@@ -81,8 +81,8 @@ std::vector<std::optional<std::string>> abort_reasons(const HangReport& hang,
     if (activity[r].state != RankActivity::State::kBlocked) continue;
     const std::vector<int64_t>& missing = hang.waits_for(static_cast<int64_t>(r));
     const WaitInfo& w = *hang.ranks[r].waiting;
-    const std::string where = fmt::format(
-        "{} on group {} seq {}", collective_op_name(w.signature.op), display_group(w.group), w.seq);
+    const std::string where =
+        fmt::format("{} on group {} seq {}", collective_op_name(w.signature.op), w.group, w.seq);
     const auto failed = std::find_if(missing.begin(), missing.end(), [&](int64_t m) {
       return activity[static_cast<size_t>(m)].state == RankActivity::State::kFailed;
     });

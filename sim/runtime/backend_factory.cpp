@@ -52,6 +52,7 @@ BackendFactory::BackendFactory(World& world, std::vector<RankActivity>& activity
           nccl_ ? std::make_unique<gpu::NcclExecutor>(*nccl_, time_, options_.device_timeout)
                 : nullptr),
       store_(*groups_, time_, nccl_.get()) {
+  rendezvous_.set_group_table(groups_.get());
   collectives_ = nccl_executor_ ? static_cast<Executor*>(nccl_executor_.get()) : &executor_;
   if (options_.payload_hashes) {
     hashing_ = std::make_unique<PayloadHashingExecutor>(*collectives_);

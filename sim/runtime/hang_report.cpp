@@ -45,10 +45,375 @@ std::string location_text(const RankActivity& a) {
 }
 
 std::string group_text(const OpenWait& w) {
-  const size_t n = w.members->size();
-  if (n <= 16) return fmt::format("{} [{}]", display_group(w.group), fmt::join(*w.members, ", "));
-  return fmt::format("{} ({} ranks)", display_group(w.group), n);
+  return label_with_members(w.channel, *w.members);
 }
+
+// "all_reduce(float32[4], op=sum) on world.tp#1 [4, 5, 6, 7] seq 3"; group creation:
+// "new_group creating world.tp's 2 groups of 2 ([0, 1], ...) (store barrier seq 1)".
+std::string call_text(const OpenWait& w, const Signature& signature) {
+  if (signature.op == CollectiveOp::kNewGroup) {
+    return fmt::format("new_group creating {} (store barrier seq {})",
+                       w.creating.empty() ? "groups" : w.creating, w.seq);
+  }
+  return fmt::format("{} on {} seq {}", signature.describe(), group_text(w), w.seq);
+}
+
+// "rank 3", "ranks 0-2", "ranks 8-1023 (1016 ranks)".
+std::string ranks_text(const std::vector<int64_t>& ranks) {
+  if (ranks.size() == 1) return fmt::format("rank {}", ranks[0]);
+  const std::string list = compact_ranks(ranks);
+  return ranks.size() <= 4 ? fmt::format("ranks {}", list)
+                           : fmt::format("ranks {} ({} ranks)", list, ranks.size());
+}
+
+// Text inside a quoted DOT label.
+std::string dot_escape(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+bool is_p2p(const OpenWait& w) {
+  return w.signature.op == CollectiveOp::kSend || w.signature.op == CollectiveOp::kRecv;
+}
+
+// "1st", "2nd", "3rd", "4th", ...
+std::string ordinal(int64_t n) {
+  const int64_t tens = n % 100;
+  const char* suffix = (tens >= 11 && tens <= 13) ? "th"
+                       : n % 10 == 1              ? "st"
+                       : n % 10 == 2              ? "nd"
+                       : n % 10 == 3              ? "rd"
+                                                  : "th";
+  return fmt::format("{}{}", n, suffix);
+}
+
+// Builds the root-cause sentences of a report (its kind and culprits already known or found here).
+class RootCause {
+ public:
+  explicit RootCause(HangReport& r) : r_(r) {}
+
+  void explain() {
+    if (r_.timeout) {
+      explain_timeout();
+    } else if (!r_.desyncs.empty()) {
+      for (size_t i = 0; i < r_.desyncs.size() && i < kDesyncsListed; ++i)
+        explain_desync(r_.desyncs[i]);
+      if (r_.desyncs.size() > kDesyncsListed) {
+        say(fmt::format("... and {} more desyncs (see --json)",
+                        r_.desyncs.size() - kDesyncsListed));
+      }
+    } else {
+      explain_deadlock();
+    }
+    say_the_rest();
+  }
+
+ private:
+  static constexpr size_t kDesyncsListed = 4;
+  static constexpr size_t kOtherWaitsListed = 3;
+
+  const RankActivity& activity(int64_t rank) const {
+    return r_.ranks[static_cast<size_t>(rank)].activity;
+  }
+  const OpenWait* wait_of(int64_t rank) const {
+    const int64_t w = r_.ranks[static_cast<size_t>(rank)].wait;
+    return w < 0 ? nullptr : &r_.waits[static_cast<size_t>(w)];
+  }
+  void say(std::string line) { r_.summary.push_back(std::move(line)); }
+  void blame(const std::vector<int64_t>& ranks) {
+    r_.culprits.insert(r_.culprits.end(), ranks.begin(), ranks.end());
+    mentioned_.insert(ranks.begin(), ranks.end());
+  }
+  std::string in_wait(const OpenWait& w) const { return call_text(w, w.signature); }
+  // Where a rank is now, as a phrase: "finished at f.toml:9:1 (barrier)".
+  std::string now(int64_t rank) const {
+    const RankActivity& a = activity(rank);
+    if (const OpenWait* w = wait_of(rank)) {
+      return fmt::format("waits in {} at {}", in_wait(*w), location_text(a));
+    }
+    if (a.state == RankActivity::State::kFailed) {
+      return fmt::format("failed at {}: {}", location_text(a), a.error);
+    }
+    return fmt::format("{} at {}", state_name(a.state), location_text(a));
+  }
+
+  void explain_timeout() {
+    const TimeoutRecord& t = *r_.timeout;
+    blame(t.late);
+    mentioned_.insert(t.timed_out.begin(), t.timed_out.end());
+    say(fmt::format("{} reached {} on {} seq {} {:.3f} s after {}, whose watchdog fired",
+                    ranks_text(t.late), t.signature.describe(), t.channel, t.seq, t.waited_s,
+                    ranks_text(t.timed_out)));
+  }
+
+  void explain_desync(const DesyncRecord& d) {
+    // Ranks that called the same thing from the same line, fewest first: the odd ones out.
+    std::map<std::string, std::vector<int64_t>> by_call;
+    for (const auto& [rank, sig] : d.arrivals) {
+      mentioned_.insert(rank);
+      by_call[fmt::format("{} at {}", sig.describe(), location_text(activity(rank)))].push_back(
+          rank);
+    }
+    std::vector<std::pair<std::string, std::vector<int64_t>>> calls(by_call.begin(), by_call.end());
+    std::stable_sort(calls.begin(), calls.end(), [](const auto& a, const auto& b) {
+      return a.second.size() != b.second.size() ? a.second.size() < b.second.size()
+                                                : a.second.front() < b.second.front();
+    });
+    const bool odd_one_out = calls.size() >= 2 && calls[0].second.size() < calls[1].second.size();
+    std::vector<std::string> parts;
+    for (const auto& [call, who] : calls)
+      parts.push_back(fmt::format("{} called {}", ranks_text(who), call));
+    if (odd_one_out) {
+      blame(calls[0].second);
+      say(fmt::format("{} seq {}: {}, unlike the others: {}", d.channel, d.seq, parts[0],
+                      fmt::join(parts.begin() + 1, parts.end(), "; ")));
+    } else {
+      for (const auto& [call, who] : calls) blame(who);
+      say(fmt::format("{} seq {}: {}", d.channel, d.seq, fmt::join(parts, "; ")));
+    }
+  }
+
+  // Missing members of `w` that are not parked anywhere (finished, failed, aborted).
+  std::vector<int64_t> gone(const OpenWait& w) const {
+    std::vector<int64_t> out;
+    for (int64_t m : w.missing) {
+      if (wait_of(m) == nullptr) out.push_back(m);
+    }
+    return out;
+  }
+
+  void explain_deadlock() {
+    // 1. Members that will never come: they failed, finished, or were aborted.
+    std::vector<const OpenWait*> abandoned;
+    for (const OpenWait& w : r_.waits) {
+      if (!gone(w).empty()) abandoned.push_back(&w);
+    }
+    if (!abandoned.empty()) {
+      for (size_t i = 0; i < abandoned.size() && i < kOtherWaitsListed; ++i)
+        explain_abandoned(*abandoned[i]);
+      if (abandoned.size() > kOtherWaitsListed) {
+        say(fmt::format("... and {} more collectives that lost a member",
+                        abandoned.size() - kOtherWaitsListed));
+      }
+      return;
+    }
+    // 2. Everyone missing is parked elsewhere: group creation, point to point, or a cycle.
+    for (const OpenWait& w : r_.waits) {
+      if (w.signature.op == CollectiveOp::kNewGroup) return explain_skipped_creation(w);
+    }
+    size_t p2p_lines = 0;
+    for (const OpenWait& w : r_.waits) {
+      if (!is_p2p(w) || mentioned_.contains(w.arrived.front())) continue;
+      if (p2p_lines == kOtherWaitsListed) {
+        say("... and more point-to-point waits (see per rank)");
+        break;
+      }
+      p2p_lines += explain_p2p(w) ? 1 : 0;
+    }
+    if (p2p_lines == 0) explain_cycle();
+  }
+
+  void explain_abandoned(const OpenWait& w) {
+    const std::vector<int64_t> who = gone(w);
+    std::vector<int64_t> failed, other;
+    for (int64_t m : who) {
+      (activity(m).state == RankActivity::State::kFailed ? failed : other).push_back(m);
+    }
+    const std::vector<int64_t>& culprits = failed.empty() ? other : failed;
+    blame(culprits);
+    const std::string entered = location_text(activity(w.arrived.front()));
+    if (is_p2p(w)) return say_unmatched(w, "then " + now(culprits.front()));
+    for (int64_t c : culprits) {
+      if (c != culprits.front() && activity(c).where == activity(culprits.front()).where) continue;
+      const std::vector<int64_t> same = same_place(culprits, c);
+      say(fmt::format("{} {} without calling {}", ranks_text(same), now(c), in_wait(w)));
+    }
+    mentioned_.insert(w.arrived.begin(), w.arrived.end());
+    say(fmt::format("{} wait{} for {} there (entered at {})", ranks_text(w.arrived),
+                    w.arrived.size() == 1 ? "s" : "", culprits.size() == 1 ? "it" : "them",
+                    entered));
+  }
+
+  // The ranks of `ranks` stopped at the same place and state as `rank`.
+  std::vector<int64_t> same_place(const std::vector<int64_t>& ranks, int64_t rank) const {
+    std::vector<int64_t> out;
+    for (int64_t r : ranks) {
+      if (activity(r).where == activity(rank).where && activity(r).state == activity(rank).state)
+        out.push_back(r);
+    }
+    return out;
+  }
+
+  void explain_skipped_creation(const OpenWait& w) {
+    blame(w.missing);
+    mentioned_.insert(w.arrived.begin(), w.arrived.end());
+    say(fmt::format("{} wait in {} at {}, which {} skipped", ranks_text(w.arrived), in_wait(w),
+                    location_text(activity(w.arrived.front())), ranks_text(w.missing)));
+    std::set<int64_t> said;
+    for (int64_t m : w.missing) {
+      if (said.size() >= kOtherWaitsListed) break;
+      const int64_t index = r_.ranks[static_cast<size_t>(m)].wait;
+      if (!said.insert(index).second) continue;
+      const OpenWait& other = r_.waits[static_cast<size_t>(index)];
+      std::vector<int64_t> there;
+      for (int64_t x : w.missing) {
+        if (r_.ranks[static_cast<size_t>(x)].wait == index) there.push_back(x);
+      }
+      say(fmt::format("{} went on to {} at {}", ranks_text(there), in_wait(other),
+                      location_text(activity(m))));
+    }
+  }
+
+  // The parked point-to-point partner of `rank` on the same pair, sending to `to`.
+  const OpenWait* sending(int64_t rank, int64_t to) const {
+    const OpenWait* w = wait_of(rank);
+    if (w == nullptr || w->signature.op != CollectiveOp::kSend) return nullptr;
+    return w->signature.root == to ? w : nullptr;
+  }
+
+  bool explain_p2p(const OpenWait& w) {
+    const int64_t me = w.arrived.front();
+    const int64_t peer = *w.signature.root;
+    if (w.signature.op == CollectiveOp::kSend) {
+      if (const OpenWait* back = sending(peer, me)) {
+        r_.cause = HangCause::kHeadToHeadSend;
+        blame({std::min(me, peer), std::max(me, peer)});
+        mentioned_.insert(peer);
+        say(
+            fmt::format("ranks {} and {} both send to each other first ({} seq {} at {}; {} seq "
+                        "{} at {}): each blocking send waits for a recv the other never reaches",
+                        me, peer, w.channel, w.seq, location_text(activity(me)), back->channel,
+                        back->seq, location_text(activity(peer))));
+        return true;
+      }
+    } else {
+      // Someone else sends to this rank while it waits for `peer`.
+      for (const OpenWait& other : r_.waits) {
+        if (other.signature.op != CollectiveOp::kSend || other.signature.root != me) continue;
+        const int64_t sender = other.arrived.front();
+        if (sender == peer) continue;
+        r_.cause = HangCause::kWrongPeer;
+        blame({me});
+        mentioned_.insert(sender);
+        say(fmt::format(
+            "rank {} receives from rank {} ({} seq {} at {}), but rank {} sends to "
+            "it ({} seq {} at {}); rank {} {}",
+            me, peer, w.channel, w.seq, location_text(activity(me)), sender, other.channel,
+            other.seq, location_text(activity(sender)), peer, now(peer)));
+        return true;
+      }
+    }
+    // The peer is parked in something else: it posted fewer matching calls.
+    const OpenWait* elsewhere = wait_of(peer);
+    if (elsewhere == nullptr || is_p2p(*elsewhere)) return false;
+    say_unmatched(w, now(peer));
+    return true;
+  }
+
+  // "rank 4 waits in its 2nd recv from rank 6 (...), but rank 6 posted 1 send to rank 4 and
+  // <then>": the n-th send meets the n-th recv, so the peer posted seq - 1 of them.
+  void say_unmatched(const OpenWait& w, const std::string& then) {
+    r_.cause = HangCause::kUnmatchedPointToPoint;
+    const int64_t me = w.arrived.front(), peer = *w.signature.root;
+    blame({peer});
+    mentioned_.insert(me);
+    const bool recv = w.signature.op == CollectiveOp::kRecv;
+    say(
+        fmt::format("rank {} waits in its {} {} rank {} ({} seq {}, at {}), but rank {} posted {} "
+                    "{}{} {} rank {} and {}",
+                    me, ordinal(w.seq), recv ? "recv from" : "send to", peer, w.channel, w.seq,
+                    location_text(activity(me)), peer, w.seq - 1, recv ? "send" : "recv",
+                    w.seq - 1 == 1 ? "" : "s", recv ? "to" : "from", me, then));
+  }
+
+  void explain_cycle() {
+    // Follow each rank to the lowest member it waits for until a rank repeats.
+    std::vector<int64_t> path;
+    std::map<int64_t, size_t> seen;
+    int64_t rank = r_.blocked().empty() ? -1 : r_.blocked().front();
+    while (rank >= 0 && !seen.contains(rank)) {
+      seen[rank] = path.size();
+      path.push_back(rank);
+      const OpenWait* w = wait_of(rank);
+      rank = w == nullptr || w->missing.empty() ? -1 : w->missing.front();
+    }
+    if (rank < 0) {
+      say("no rank can make progress, and none is missing from a collective");
+      return;
+    }
+    std::vector<int64_t> cycle(path.begin() + static_cast<ptrdiff_t>(seen[rank]), path.end());
+    // Steps run in file order, so a rank parked on a later line than a collective it is missing
+    // from went past it: it skipped the call, or makes it later (an order inversion).
+    std::vector<int64_t> ahead;
+    for (size_t i = 0; i < cycle.size(); ++i) {
+      const OpenWait& w = *wait_of(cycle[i]);
+      const int64_t next = cycle[(i + 1) % cycle.size()];
+      const SourceLocation& here = activity(cycle[i]).where;
+      const SourceLocation& there = activity(next).where;
+      if (here.file != there.file || there.line <= here.line) continue;
+      const OpenWait* later = wait_of(next);
+      say(
+          fmt::format("rank {} went past {} at line {}, where {} wait{} for it, to {} at line {}: "
+                      "it skipped the call, or makes it later (an order inversion)",
+                      next, in_wait(w), here.line, ranks_text(w.arrived),
+                      w.arrived.size() == 1 ? "s" : "", in_wait(*later), there.line));
+      mentioned_.insert(w.arrived.begin(), w.arrived.end());
+      ahead.push_back(next);
+    }
+    std::vector<std::string> steps;
+    for (size_t i = 0; i < cycle.size(); ++i) {
+      const OpenWait& w = *wait_of(cycle[i]);
+      steps.push_back(fmt::format("rank {} waits in {} at {} for rank {}", cycle[i], in_wait(w),
+                                  location_text(activity(cycle[i])),
+                                  cycle[(i + 1) % cycle.size()]));
+    }
+    std::vector<int64_t> sorted = cycle;
+    std::sort(sorted.begin(), sorted.end());
+    blame(ahead.empty() ? sorted : ahead);
+    mentioned_.insert(sorted.begin(), sorted.end());
+    if (cycle.size() == 2 && !ahead.empty()) return;  // the sentence above says it all
+    say(fmt::format("{} wait for each other in a cycle, each in another collective:",
+                    ranks_text(sorted)));
+    for (size_t i = 0; i < steps.size() && i < 4; ++i) say("  " + steps[i]);
+    if (steps.size() > 4) say(fmt::format("  ... and {} more in the cycle", steps.size() - 4));
+  }
+
+  // Blocked ranks the sentences above did not name: what they wait in, biggest groups first.
+  void say_the_rest() {
+    std::sort(r_.culprits.begin(), r_.culprits.end());
+    r_.culprits.erase(std::unique(r_.culprits.begin(), r_.culprits.end()), r_.culprits.end());
+    std::map<int64_t, std::vector<int64_t>> by_wait;
+    for (const HangReport::Rank& rank : r_.ranks) {
+      if (rank.wait < 0 || mentioned_.contains(rank.rank)) continue;
+      by_wait[rank.wait].push_back(rank.rank);
+    }
+    std::vector<std::pair<int64_t, std::vector<int64_t>>> rest(by_wait.begin(), by_wait.end());
+    std::stable_sort(rest.begin(), rest.end(), [](const auto& a, const auto& b) {
+      return a.second.size() > b.second.size();
+    });
+    if (rest.empty()) return;
+    std::vector<std::string> parts;
+    for (size_t i = 0; i < rest.size() && i < kOtherWaitsListed; ++i) {
+      const OpenWait& w = r_.waits[static_cast<size_t>(rest[i].first)];
+      parts.push_back(fmt::format("{} in {} on {} seq {}", ranks_text(rest[i].second),
+                                  w.signature.describe(), w.channel, w.seq));
+    }
+    size_t more = 0;
+    for (size_t i = kOtherWaitsListed; i < rest.size(); ++i) more += rest[i].second.size();
+    std::string line = fmt::format("also blocked: {}", fmt::join(parts, "; "));
+    if (more > 0)
+      line += fmt::format("; {} more ranks in {} other collectives", more,
+                          rest.size() - kOtherWaitsListed);
+    say(line);
+  }
+
+  HangReport& r_;
+  std::set<int64_t> mentioned_;  // ranks the sentences so far name
+};
 
 }  // namespace
 
@@ -66,6 +431,12 @@ std::string_view hang_cause_name(HangCause cause) {
       return "rank failed";
     case HangCause::kTimeout:
       return "watchdog timeout";
+    case HangCause::kUnmatchedPointToPoint:
+      return "unmatched send/recv";
+    case HangCause::kHeadToHeadSend:
+      return "head-to-head send";
+    case HangCause::kWrongPeer:
+      return "recv from the wrong peer";
   }
   return "?";
 }
@@ -82,22 +453,10 @@ std::string_view hang_kind_name(HangKind kind) {
   return "?";
 }
 
-std::string rank_ranges(const std::vector<int64_t>& ranks) {
-  std::string out;
-  for (size_t i = 0; i < ranks.size();) {
-    size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    out += out.empty() ? "" : ", ";
-    out += j == i ? std::to_string(ranks[i]) : fmt::format("{}-{}", ranks[i], ranks[j]);
-    i = j + 1;
-  }
-  return out;
-}
-
 HangReport analyze_hang(const std::vector<RankActivity>& activity, const Rendezvous& rendezvous,
                         const std::optional<TimeoutRecord>& timeout) {
   HangReport report;
-  report.desync = rendezvous.desync();
+  report.desyncs = rendezvous.desyncs();
   report.timeout = timeout;
   std::vector<int64_t> wait_of;
   report.waits = rendezvous.open_waits(wait_of);
@@ -122,7 +481,7 @@ HangReport analyze_hang(const std::vector<RankActivity>& activity, const Rendezv
   if (report.timeout) {
     report.kind = HangKind::kTimeout;
     report.cause = HangCause::kTimeout;
-  } else if (report.desync) {
+  } else if (!report.desyncs.empty()) {
     report.kind = HangKind::kDesync;
     report.cause = HangCause::kSignatureMismatch;
   } else {
@@ -135,6 +494,8 @@ HangReport analyze_hang(const std::vector<RankActivity>& activity, const Rendezv
                    : any_exited       ? HangCause::kRankExitedEarly
                                       : HangCause::kMissingRank;
   }
+  report.legacy_cause = report.cause;
+  RootCause(report).explain();  // may refine the cause (point to point)
   return report;
 }
 
@@ -159,24 +520,7 @@ const std::vector<int64_t>& HangReport::waits_for(int64_t rank) const {
 
 std::string HangReport::text() const {
   std::string out = fmt::format("{}: {}\n", hang_kind_name(kind), hang_cause_name(cause));
-  if (desync) {
-    out += fmt::format("  group {} seq {} was entered with different signatures:\n",
-                       display_group(desync->group), desync->seq);
-    std::map<std::string, std::vector<int64_t>> by_signature;
-    for (const auto& [rank, sig] : desync->arrivals) {
-      by_signature[fmt::format("{} at {}", sig.describe(),
-                               location_text(ranks[static_cast<size_t>(rank)].activity))]
-          .push_back(rank);
-    }
-    for (const auto& [what, who] : by_signature)
-      out += fmt::format("    rank {}: {}\n", rank_ranges(who), what);
-  }
-  if (timeout) {
-    out +=
-        fmt::format("  {} on group {} seq {}: rank(s) {} waited {:.3f} s for rank(s) {}\n",
-                    timeout->signature.describe(), display_group(timeout->group), timeout->seq,
-                    rank_ranges(timeout->timed_out), timeout->waited_s, rank_ranges(timeout->late));
-  }
+  for (const std::string& line : summary) out += "  " + line + "\n";
   // Ranks with the same story share one line, in order of their lowest rank.
   std::vector<std::pair<std::string, std::vector<int64_t>>> lines;
   std::map<std::string, size_t> line_of;
@@ -185,10 +529,8 @@ std::string HangReport::text() const {
     std::string what;
     if (r.wait >= 0) {
       const auto& w = waits[static_cast<size_t>(r.wait)];
-      what = fmt::format("blocked in {} on group {} seq {}", r.waiting->signature.describe(),
-                         group_text(w), w.seq);
-      if (!w.missing.empty())
-        what += fmt::format(", waiting for rank(s) {}", rank_ranges(w.missing));
+      what = "blocked in " + call_text(w, r.waiting->signature);
+      if (!w.missing.empty()) what += fmt::format(", waiting for {}", ranks_text(w.missing));
     } else if (a.state == RankActivity::State::kFailed ||
                a.state == RankActivity::State::kAborted) {
       what = fmt::format("{}: {}", state_name(a.state), a.error);
@@ -200,13 +542,13 @@ std::string HangReport::text() const {
     if (fresh) lines.emplace_back(what, std::vector<int64_t>{});
     lines[it->second].second.push_back(r.rank);
   }
-  // The original failure comes first: it is usually the cause of everything after it.
+  // The culprits' lines first: they are what the summary talks about.
   std::stable_partition(lines.begin(), lines.end(), [&](const auto& line) {
-    return ranks[static_cast<size_t>(line.second.front())].activity.state ==
-           RankActivity::State::kFailed;
+    return std::binary_search(culprits.begin(), culprits.end(), line.second.front());
   });
+  out += "  per rank:\n";
   for (const auto& [what, who] : lines) {
-    out += fmt::format("  rank{} {}: {}\n", who.size() > 1 ? "s" : "", rank_ranges(who), what);
+    out += fmt::format("    rank{} {}: {}\n", who.size() > 1 ? "s" : "", rank_ranges(who), what);
   }
   return out;
 }
@@ -214,7 +556,8 @@ std::string HangReport::text() const {
 nlohmann::json HangReport::json() const {
   nlohmann::json waits_json = nlohmann::json::array();
   for (const auto& w : waits) {
-    nlohmann::json j{{"group", display_group(w.group)},
+    nlohmann::json j{{"group", w.group},
+                     {"group_id", w.group_id},
                      {"group_size", w.members->size()},
                      {"seq", w.seq},
                      {"op", collective_op_name(w.signature.op)},
@@ -222,6 +565,8 @@ nlohmann::json HangReport::json() const {
                      {"arrived", w.arrived},
                      {"missing", w.missing}};
     if (w.members->size() <= kListMembersUpTo) j["group_ranks"] = *w.members;
+    if (!w.creating.empty()) j["creating"] = w.creating;
+    if (w.channel != w.group) j["channel"] = w.channel;
     waits_json.push_back(std::move(j));
   }
   nlohmann::json ranks_json = nlohmann::json::array();
@@ -242,6 +587,8 @@ nlohmann::json HangReport::json() const {
   }
   nlohmann::json out{{"kind", hang_kind_name(kind)},
                      {"cause", hang_cause_name(cause)},
+                     {"summary", summary},
+                     {"culprits", culprits},
                      {"waits", waits_json},
                      {"ranks", ranks_json},
                      {"dot", dot()}};
@@ -254,16 +601,27 @@ nlohmann::json HangReport::json() const {
   } else {
     out["edges_omitted"] = edge_count;  // arrived x missing of each entry of "waits"
   }
-  if (desync) {
-    nlohmann::json arrivals = nlohmann::json::array();
-    for (const auto& [rank, sig] : desync->arrivals) {
-      arrivals.push_back({{"rank", rank}, {"signature", sig.describe()}});
+  if (legacy_cause != cause) out["cause_aliases"] = {hang_cause_name(legacy_cause)};
+  if (!desyncs.empty()) {
+    nlohmann::json all = nlohmann::json::array();
+    for (const DesyncRecord& d : desyncs) {
+      nlohmann::json arrivals = nlohmann::json::array();
+      for (const auto& [rank, sig] : d.arrivals) {
+        arrivals.push_back({{"rank", rank},
+                            {"signature", sig.describe()},
+                            {"line", ranks[static_cast<size_t>(rank)].activity.where.line}});
+      }
+      all.push_back({{"group", d.group},
+                     {"group_id", d.group_id},
+                     {"seq", d.seq},
+                     {"arrivals", std::move(arrivals)}});
     }
-    out["desync"] = {
-        {"group", display_group(desync->group)}, {"seq", desync->seq}, {"arrivals", arrivals}};
+    out["desync"] = all.front();  // the first, as before several were reported
+    out["desyncs"] = std::move(all);
   }
   if (timeout) {
-    out["timeout"] = {{"group", display_group(timeout->group)},
+    out["timeout"] = {{"group", timeout->group},
+                      {"group_id", timeout->group_id},
                       {"seq", timeout->seq},
                       {"op", timeout->signature.describe()},
                       {"timed_out", timeout->timed_out},
@@ -281,16 +639,21 @@ std::string HangReport::dot() const {
            : s == RankActivity::State::kFinished ? "gray"
                                                  : "black";
   };
+  auto culprit = [&](int64_t rank) {
+    return std::binary_search(culprits.begin(), culprits.end(), rank);
+  };
   if (ranks.size() <= kListMembersUpTo) {
     for (const Rank& r : ranks) {
       std::string label = fmt::format("rank {}\\n{}", r.rank, state_name(r.activity.state));
       if (r.wait >= 0) {
         const auto& w = waits[static_cast<size_t>(r.wait)];
         label += fmt::format("\\n{} {} #{}", collective_op_name(w.signature.op),
-                             display_group(w.group), w.seq);
+                             dot_escape(w.channel), w.seq);
       }
-      out += fmt::format("  r{} [label=\"{}\", color={}];\n", r.rank, label,
-                         color_of(r.activity.state));
+      if (r.activity.where.line > 0) label += fmt::format("\\nline {}", r.activity.where.line);
+      out += fmt::format("  r{} [label=\"{}\", color={}{}];\n", r.rank, label,
+                         color_of(r.activity.state),
+                         culprit(r.rank) ? ", penwidth=3, style=bold, fontcolor=red" : "");
     }
     for (const Rank& r : ranks) {
       for (int64_t to : waits_for(r.rank)) out += fmt::format("  r{} -> r{};\n", r.rank, to);
@@ -302,7 +665,7 @@ std::string HangReport::dot() const {
   for (size_t i = 0; i < waits.size(); ++i) {
     const auto& w = waits[i];
     out += fmt::format("  w{} [label=\"{} {} #{}\\n{} waiting\", color=orange];\n", i,
-                       collective_op_name(w.signature.op), display_group(w.group), w.seq,
+                       collective_op_name(w.signature.op), dot_escape(w.channel), w.seq,
                        w.arrived.size());
     std::set<int64_t> targets;
     std::set<std::string> states;

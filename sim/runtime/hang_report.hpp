@@ -1,7 +1,8 @@
-// Explains why a world stopped making progress: per rank, where it is and what it waits for; the
-// collectives waited in, with who arrived and who is missing; and one classification of the
-// cause. Text (ranks with the same story share a line), JSON and Graphviz DOT. Sizes stay linear
-// in the world, so a report on tens of thousands of ranks is cheap.
+// Explains why a world stopped making progress. It opens with the root cause (the kind, the
+// culprit rank(s), the scenario line where they went another way, and what everyone else waits
+// for), then per rank where it is and what it waits for, and the collectives waited in, with who
+// arrived and who is missing. Text (ranks with the same story share a line), JSON and Graphviz
+// DOT. Sizes stay linear in the world, so a report on tens of thousands of ranks is cheap.
 #pragma once
 
 #include <optional>
@@ -10,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sim/runtime/group_label.hpp"
 #include "sim/runtime/rank_activity.hpp"
 #include "sim/runtime/rendezvous.hpp"
 #include "sim/runtime/virtual_time.hpp"
@@ -23,6 +25,11 @@ enum class HangCause {
   kRankExitedEarly,    // a member finished its program without the collective
   kRankFailed,         // a member failed (threw) before the collective
   kTimeout,            // the watchdog fired before the last rank arrived
+  // Point to point: a recv (send) whose peer posted fewer sends (recvs) and went on elsewhere;
+  // two ranks that each send to the other first; a recv from one peer while another sends.
+  kUnmatchedPointToPoint,
+  kHeadToHeadSend,
+  kWrongPeer,
 };
 std::string_view hang_cause_name(HangCause cause);
 
@@ -34,6 +41,12 @@ std::string_view hang_kind_name(HangKind kind);
 struct HangReport {
   HangKind kind = HangKind::kDeadlock;
   HangCause cause = HangCause::kMissingRank;
+  // The cause meshsim gave this hang before issue 11 refined the point-to-point ones: scenario
+  // files written then still match it.
+  HangCause legacy_cause = HangCause::kMissingRank;
+  // The rank(s) the hang starts from, and the root cause in a few sentences (one per line).
+  std::vector<int64_t> culprits;
+  std::vector<std::string> summary;
   struct Rank {
     int64_t rank;
     RankActivity activity;
@@ -42,7 +55,7 @@ struct HangReport {
   };
   std::vector<Rank> ranks;
   std::vector<OpenWait> waits;
-  std::optional<DesyncRecord> desync;
+  std::vector<DesyncRecord> desyncs;  // every disagreement, in the order seen
   std::optional<TimeoutRecord> timeout;
 
   // Ranks parked in some collective, and the members those collectives still wait for.
@@ -51,6 +64,7 @@ struct HangReport {
   // The ranks `rank` waits for.
   const std::vector<int64_t>& waits_for(int64_t rank) const;
 
+  // The summary, then "  per rank:" and one line per story (report.cpp cuts that section).
   std::string text() const;
   nlohmann::json json() const;
   // Rank-level for small worlds (<= 64 ranks), collective-level otherwise.
@@ -60,8 +74,5 @@ struct HangReport {
 // Builds the report from the runtime's state at a stall (or after a timeout).
 HangReport analyze_hang(const std::vector<RankActivity>& activity, const Rendezvous& rendezvous,
                         const std::optional<TimeoutRecord>& timeout);
-
-// "0-3, 5, 7-9": sorted ranks as ranges.
-std::string rank_ranges(const std::vector<int64_t>& ranks);
 
 }  // namespace meshsim::sim

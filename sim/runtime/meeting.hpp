@@ -10,6 +10,7 @@
 
 #include "src/comm/collective.hpp"
 #include "src/comm/group_batch.hpp"
+#include "src/comm/group_table.hpp"
 
 namespace meshsim::sim {
 
@@ -25,13 +26,15 @@ struct Exchange {
   std::vector<std::string>* objects_out = nullptr;
   const SharedGroupBatch* new_groups = nullptr;  // new_group: the groups this rank asks for
   int64_t first_group = 0;                       // new_group: the name its first group gets
+  const std::string* group_origin = nullptr;     // new_group: what reports call them
   bool arrived = false;
   double arrived_at = 0.0;  // the rank's virtual clock when it arrived
 };
 
 struct Meeting {
   int64_t group_id = 0;
-  std::string group;  // the name, for reports
+  std::string group;                   // c10d's name
+  const GroupTable* groups = nullptr;  // what reports call the group (group_label.hpp)
   int64_t seq = 0;
   RankList members;
   bool point_to_point = false;

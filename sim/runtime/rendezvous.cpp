@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "sim/runtime/fiber_stack.hpp"
+#include "sim/runtime/group_label.hpp"
 #include "src/error.hpp"
 
 namespace meshsim::sim {
@@ -68,6 +69,7 @@ Meeting& Rendezvous::meeting_at(Channel& channel, int64_t seq, const Group& grou
     // Reused meetings keep their buffers: no allocation per rank in steady state.
     m->group_id = group.id;
     m->group = group.name;
+    m->groups = groups_;
     m->seq = channel.base + static_cast<int64_t>(channel.open.size());
     m->members = channel.members;
     m->point_to_point = point_to_point;
@@ -161,15 +163,21 @@ void Rendezvous::leave(int64_t rank, Channel& channel, Meeting& m, size_t pos) {
 }
 
 void Rendezvous::record_desync(const Meeting& m) {
-  // The first desynced meeting is the one reported; later arrivals at it complete the record.
-  if (desync_ && desynced_ != &m) return;
-  desynced_ = &m;
-  desync_ = DesyncRecord{m.group, m.seq, *m.members, {}};
+  // Later arrivals at a desynced meeting complete its record.
+  const auto known = std::find(desynced_.begin(), desynced_.end(), &m);
+  if (known == desynced_.end() && desyncs_.size() == kMaxDesyncs) return;
+  DesyncRecord record{meeting_group_label(m), meeting_label(m), m.group, m.seq, *m.members, {}};
   for (size_t i = 0; i < m.size(); ++i) {
-    if (m.exchanges[i].arrived) desync_->arrivals.emplace_back((*m.members)[i], m.signature_of(i));
+    if (m.exchanges[i].arrived) record.arrivals.emplace_back((*m.members)[i], m.signature_of(i));
   }
-  std::sort(desync_->arrivals.begin(), desync_->arrivals.end(),
+  std::sort(record.arrivals.begin(), record.arrivals.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
+  if (known == desynced_.end()) {
+    desynced_.push_back(&m);
+    desyncs_.push_back(std::move(record));
+  } else {
+    desyncs_[static_cast<size_t>(known - desynced_.begin())] = std::move(record);
+  }
 }
 
 void Rendezvous::complete(Meeting& m, Executor& executor) {
@@ -191,7 +199,7 @@ std::optional<WaitInfo> Rendezvous::wait_of(int64_t rank) const {
   const Meeting& m = *p.meeting;
   std::optional<int64_t> peer;
   if (m.point_to_point) peer = (*m.members)[1 - p.pos];
-  return WaitInfo{m.group, m.members, m.seq, m.signature_of(p.pos), peer};
+  return WaitInfo{meeting_label(m), m.members, m.seq, m.signature_of(p.pos), peer};
 }
 
 std::vector<OpenWait> Rendezvous::open_waits(std::vector<int64_t>& wait_of) const {
@@ -205,7 +213,21 @@ std::vector<OpenWait> Rendezvous::open_waits(std::vector<int64_t>& wait_of) cons
     if (fresh) {
       const Meeting& m = *p.meeting;
       // The signature of the lowest parked rank (ranks are visited in order).
-      OpenWait w{m.group, m.members, m.seq, m.signature_of(p.pos), {}, {}};
+      OpenWait w{meeting_group_label(m),
+                 meeting_label(m),
+                 m.group,
+                 m.members,
+                 m.seq,
+                 m.signature_of(p.pos),
+                 {},
+                 {},
+                 {}};
+      const Exchange& e = m.exchanges[p.pos];
+      if (e.new_groups != nullptr) {
+        const GroupBatch& batch = **e.new_groups;
+        w.creating = fmt::format("{}{} {}", e.group_origin ? *e.group_origin : "new_group",
+                                 batch.count() > 1 ? "'s" : "", batch.describe());
+      }
       for (size_t i = 0; i < m.size(); ++i) {
         (m.exchanges[i].arrived ? w.arrived : w.missing).push_back((*m.members)[i]);
       }

@@ -20,7 +20,9 @@ namespace meshsim::sim {
 
 // A collective whose participants disagree on the signature.
 struct DesyncRecord {
-  std::string group;
+  std::string group;     // what reports call it (group_label.hpp)
+  std::string channel;   // the same, with the direction of a send/recv: "WORLD p2p 0→1"
+  std::string group_id;  // c10d's name
   int64_t seq = 0;
   std::vector<int64_t> members;
   std::vector<std::pair<int64_t, Signature>> arrivals;  // in rank order
@@ -28,12 +30,16 @@ struct DesyncRecord {
 
 // A collective some rank is parked in: who arrived (with what) and who has not.
 struct OpenWait {
-  std::string group;
+  std::string group;     // what reports call it (group_label.hpp)
+  std::string channel;   // the same, with the direction of a send/recv: "WORLD p2p 0→1"
+  std::string group_id;  // c10d's name
   RankList members;
   int64_t seq = 0;
   Signature signature;  // of the lowest parked rank
   std::vector<int64_t> arrived;
   std::vector<int64_t> missing;
+  // new_group barrier: what the lowest parked rank is creating ("world.tp: 2 groups of 2 ...").
+  std::string creating;
 };
 
 class Rendezvous {
@@ -56,7 +62,13 @@ class Rendezvous {
   void meet_pair(int64_t rank, int64_t src, int64_t dst, const Group& group,
                  const Signature& signature, Exchange exchange, Executor& executor);
 
-  const std::optional<DesyncRecord>& desync() const { return desync_; }
+  // Names groups in reports from now on (null: c10d's names).
+  void set_group_table(const GroupTable* groups) { groups_ = groups; }
+
+  // Every meeting whose members disagreed, in the order the disagreement was seen (at most
+  // kMaxDesyncs; each is a hang of its own, and they may be independent).
+  static constexpr size_t kMaxDesyncs = 64;
+  const std::vector<DesyncRecord>& desyncs() const { return desyncs_; }
   // What `rank` is parked in, if anything.
   std::optional<WaitInfo> wait_of(int64_t rank) const;
   // Every meeting with a parked rank, ordered by its lowest parked rank; `wait_of[r]` is the
@@ -93,8 +105,9 @@ class Rendezvous {
     size_t pos = 0;
   };
   std::vector<Parked> parked_;  // by rank
-  std::optional<DesyncRecord> desync_;
-  const Meeting* desynced_ = nullptr;  // the meeting desync_ describes (never recycled: it parks)
+  const GroupTable* groups_ = nullptr;
+  std::vector<DesyncRecord> desyncs_;
+  std::vector<const Meeting*> desynced_;  // the meetings desyncs_ describe (they never recycle)
 };
 
 }  // namespace meshsim::sim

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "sim/runtime/fiber_stack.hpp"
+#include "sim/runtime/group_label.hpp"
 #include "src/error.hpp"
 #include "src/tensor/memory_budget.hpp"
 
@@ -65,8 +66,8 @@ void SimExecutor::compute_results(Meeting& m) {
       const auto root_at = std::lower_bound(m.members->begin(), m.members->end(), *sig.root);
       if (root_at == m.members->end() || *root_at != *sig.root) {
         for (size_t i = 0; i < n; ++i) {
-          m.errors[i] = fmt::format("broadcast root {} is not in group {}", *sig.root,
-                                    display_group(m.group));
+          m.errors[i] =
+              fmt::format("broadcast root {} is not in group {}", *sig.root, meeting_label(m));
         }
         break;
       }

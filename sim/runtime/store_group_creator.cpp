@@ -34,14 +34,14 @@ void StoreBarrier::execute(Meeting& m) {
       return r.batch == *e.new_groups || r.batch->same_groups(**e.new_groups);
     });
     if (it == requests.end()) {
-      requests.push_back({*e.new_groups, {}});
+      requests.push_back({*e.new_groups, {}, e.group_origin ? *e.group_origin : std::string()});
       it = std::prev(requests.end());
     }
     it->ranks.push_back(members[i]);
   }
   // The lowest rank's request names the groups for everyone who agrees with it.
   for (const GroupRequest& request : requests) {
-    for (int64_t rank : request.ranks) groups_.define(first, request.batch, rank);
+    for (int64_t rank : request.ranks) groups_.define(first, request.batch, rank, request.origin);
   }
   if (requests.size() > 1) {
     std::vector<std::string> parts;
@@ -76,7 +76,9 @@ void StoreGroupCreator::store_barrier(const SharedGroupBatch& batch, int64_t fir
   sig.shape = InlineShape::of(count);
   const Group store("store", world_ranks(), rank());
   const double entered_at = activity_.clock;
-  rendezvous_.meet(rank(), store, sig, {.new_groups = &batch, .first_group = first}, barrier_);
+  rendezvous_.meet(rank(), store, sig,
+                   {.new_groups = &batch, .first_group = first, .group_origin = &creating()},
+                   barrier_);
   if (trace_ != nullptr) {
     trace_->meeting(rank(), sig, "store", store.size(), activity_.last_seq, entered_at,
                     activity_.clock);

@@ -23,6 +23,7 @@ namespace meshsim::sim {
 struct GroupRequest {
   SharedGroupBatch batch;
   std::vector<int64_t> ranks;  // ascending
+  std::string origin;          // what the lowest of them calls the groups ("world.tp")
 };
 
 // Told when a store barrier has named a batch of groups (the NCCL backend creates their

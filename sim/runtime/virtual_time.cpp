@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "sim/runtime/group_label.hpp"
+
 namespace meshsim::sim {
 
 void VirtualTime::advance(Meeting& m) {
@@ -40,19 +42,22 @@ void VirtualTime::advance(Meeting& m) {
   }
   std::sort(timed_out.begin(), timed_out.end());
   std::sort(late.begin(), late.end());
-  if (!timeout_) timeout_ = TimeoutRecord{m.group, m.seq, sig, timed_out, late, waited};
+  const std::string label = meeting_label(m);
+  if (!timeout_) {
+    timeout_ =
+        TimeoutRecord{meeting_group_label(m), label, m.group, m.seq, sig, timed_out, late, waited};
+  }
   for (size_t i = 0; i < n; ++i) {
     const bool mine = std::binary_search(timed_out.begin(), timed_out.end(), members[i]);
-    m.errors[i] =
-        mine ? fmt::format(
-                   "Watchdog caught collective operation timeout: {} on group {} seq {} "
-                   "waited {:.3f} s for rank(s) {} (timeout {} s)",
-                   sig.describe(), display_group(m.group), m.seq, start - m.exchanges[i].arrived_at,
-                   fmt::join(late, ", "), cost_.timeout_s)
-             : fmt::format(
-                   "NCCL communicator of group {} was aborted: the watchdog of rank(s) "
-                   "{} timed out in {} seq {}",
-                   display_group(m.group), fmt::join(timed_out, ", "), sig.describe(), m.seq);
+    m.errors[i] = mine ? fmt::format(
+                             "Watchdog caught collective operation timeout: {} on group {} seq {} "
+                             "waited {:.3f} s for rank(s) {} (timeout {} s)",
+                             sig.describe(), label, m.seq, start - m.exchanges[i].arrived_at,
+                             fmt::join(late, ", "), cost_.timeout_s)
+                       : fmt::format(
+                             "NCCL communicator of group {} was aborted: the watchdog of rank(s) "
+                             "{} timed out in {} seq {}",
+                             label, fmt::join(timed_out, ", "), sig.describe(), m.seq);
   }
 }
 

@@ -21,7 +21,9 @@ struct CostModel {
 
 // A collective where some rank waited longer than the timeout.
 struct TimeoutRecord {
-  std::string group;
+  std::string group;     // what reports call it (group_label.hpp)
+  std::string channel;   // the same, with the direction of a send/recv: "WORLD p2p 0→1"
+  std::string group_id;  // c10d's name
   int64_t seq = 0;
   Signature signature;
   std::vector<int64_t> timed_out;  // ranks whose watchdog fired

@@ -15,6 +15,7 @@ struct SourceLocation {
   std::string to_string() const {
     return line > 0 ? file + ":" + std::to_string(line) + ":" + std::to_string(column) : file;
   }
+  friend bool operator==(const SourceLocation&, const SourceLocation&) = default;
 };
 
 // A scenario file (or command-line input) that cannot be run. `what()` starts with the location.

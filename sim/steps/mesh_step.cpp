@@ -56,6 +56,7 @@ struct Unflatten {
 class MeshStep final : public Step {
  public:
   void run(RankState& rank) const override {
+    const GroupCreator::LabelScope label(rank.groups(), name_);
     if (from_.empty()) {
       rank.set_mesh(name_, table_ ? from_table(rank)
                                   : DeviceMesh::init(rank.groups(), device(rank), shape_, dims_));

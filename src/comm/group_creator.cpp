@@ -34,8 +34,9 @@ std::vector<int64_t> check_group_ranks(std::span<const int64_t> ranks, int64_t w
 GroupCreator::GroupCreator(int64_t rank, std::shared_ptr<GroupTable> table)
     : rank_(rank), table_(std::move(table)) {}
 
-std::optional<std::string> GroupCreator::create(const SharedGroupBatch& batch) {
+std::optional<std::string> GroupCreator::create(const SharedGroupBatch& batch, std::string label) {
   const int64_t first = next_id_;
+  creating_ = std::move(label);
   store_barrier(batch, first);
   next_id_ += static_cast<int64_t>(batch->count());
   const int64_t mine = batch->group_of(rank_);
@@ -45,13 +46,18 @@ std::optional<std::string> GroupCreator::create(const SharedGroupBatch& batch) {
 
 std::optional<std::string> GroupCreator::new_group(std::span<const int64_t> ranks) {
   const std::vector<int64_t> members = check_group_ranks(ranks, world_size());
-  return create(table_->explicit_group(members));
+  return create(table_->explicit_group(members),
+                label_prefix_.empty() ? std::string("new_group") : label_prefix_);
 }
 
-std::optional<std::string> GroupCreator::new_groups(const Axis& axis, const SharedRankMap& map) {
+std::optional<std::string> GroupCreator::new_groups(const Axis& axis, const SharedRankMap& map,
+                                                    const std::string& dim_name) {
   const SharedGroupBatch batch = table_->axis_groups(axis, map);
+  std::string label = label_prefix_;
+  if (!dim_name.empty()) label += (label.empty() ? "" : ".") + dim_name;
+  if (label.empty()) label = "new_group";
   std::optional<std::string> mine;
-  if (batch->count() > 0) mine = create(batch);
+  if (batch->count() > 0) mine = create(batch, std::move(label));
   if (!batch->invalid().empty()) throw value_error(batch->invalid());
   return mine;
 }

@@ -40,9 +40,30 @@ class GroupCreator {
   // communication, for repeated ranks or ranks outside the world (check_group_ranks).
   std::optional<std::string> new_group(std::span<const int64_t> ranks);
   // new_group for every replica group of `axis` over `map`, in order, as one store barrier:
-  // what DeviceMesh does for one dim. Returns the name of the caller's group. When a group is
-  // invalid, the groups before it are created and its ValueError is thrown.
-  std::optional<std::string> new_groups(const Axis& axis, const SharedRankMap& map);
+  // what DeviceMesh does for one dim (`dim_name`, "" when the mesh names none). Returns the name
+  // of the caller's group. When a group is invalid, the groups before it are created and its
+  // ValueError is thrown.
+  std::optional<std::string> new_groups(const Axis& axis, const SharedRankMap& map,
+                                        const std::string& dim_name = {});
+
+  // What reports call the groups this rank creates next: the scenario's name for the mesh or
+  // group being built ("world" makes a dim's groups "world.tp#0", "world.tp#1", ...).
+  void set_label_prefix(std::string prefix) { label_prefix_ = std::move(prefix); }
+  // Sets the prefix for one scope (a scenario step).
+  class LabelScope {
+   public:
+    LabelScope(GroupCreator& groups, std::string prefix) : groups_(groups) {
+      groups_.set_label_prefix(std::move(prefix));
+    }
+    ~LabelScope() { groups_.set_label_prefix({}); }
+    LabelScope(const LabelScope&) = delete;
+    LabelScope& operator=(const LabelScope&) = delete;
+
+   private:
+    GroupCreator& groups_;
+  };
+  // What the groups being created now are called ("world.tp", or "new_group" with no prefix).
+  const std::string& creating() const { return creating_; }
 
   // Ranks of a group this rank created or joined, by name; null if unknown.
   RankList group_ranks(const std::string& name) const;
@@ -55,14 +76,17 @@ class GroupCreator {
   // c10d's store barrier, which names the groups of `batch` first, first + 1, ... in the world's
   // table once every rank of WORLD has reached it. Throws what the runtime throws for a hang or
   // an abort.
+  // creating() says what the groups are called.
   virtual void store_barrier(const SharedGroupBatch& batch, int64_t first) = 0;
 
  private:
-  std::optional<std::string> create(const SharedGroupBatch& batch);
+  std::optional<std::string> create(const SharedGroupBatch& batch, std::string label);
 
   int64_t rank_;
   std::shared_ptr<GroupTable> table_;
   int64_t next_id_ = 1;  // "0" is WORLD
+  std::string label_prefix_;
+  std::string creating_;
 };
 
 // What one rank sees when every rank creates the same groups in the same order, with no
@@ -77,7 +101,7 @@ class LocalGroupCreator final : public GroupCreator {
  protected:
   // One rank alone: nothing to wait for.
   void store_barrier(const SharedGroupBatch& batch, int64_t first) override {
-    table().define(first, batch, rank());
+    table().define(first, batch, rank(), creating());
   }
 };
 

@@ -13,7 +13,7 @@ GroupTable::GroupTable(int64_t world_size) : world_size_(world_size) {
   std::vector<int64_t> all(static_cast<size_t>(world_size));
   std::iota(all.begin(), all.end(), 0);
   world_ = lists_.intern(all);
-  entries_.push_back({0, GroupBatch::of_members(world_)});
+  entries_.push_back({0, GroupBatch::of_members(world_), "WORLD"});
 }
 
 SharedRankMap GroupTable::identity_map(int64_t n) {
@@ -59,11 +59,11 @@ const GroupTable::Entry* GroupTable::covering(const std::vector<Entry>& entries,
   return id < e.end() ? &e : nullptr;
 }
 
-void GroupTable::define(int64_t first, SharedGroupBatch batch, int64_t rank) {
+void GroupTable::define(int64_t first, SharedGroupBatch batch, int64_t rank, std::string origin) {
   if (batch->count() == 0) return;
   const int64_t end = entries_.back().end();
   if (first == end) {
-    entries_.push_back({first, std::move(batch)});
+    entries_.push_back({first, std::move(batch), std::move(origin)});
     return;
   }
   MESHSIM_ASSERT(first < end,
@@ -74,7 +74,15 @@ void GroupTable::define(int64_t first, SharedGroupBatch batch, int64_t rank) {
   if (!mine.empty() && mine.back().first == first && mine.back().batch->same_groups(*batch)) return;
   MESHSIM_ASSERT(mine.empty() || mine.back().end() <= first,
                  fmt::format("rank {} names group {} twice", rank, first));
-  mine.push_back({first, std::move(batch)});
+  mine.push_back({first, std::move(batch), std::move(origin)});
+}
+
+std::string GroupTable::label(int64_t id) const {
+  if (id == 0) return "WORLD";
+  const Entry* e = covering(entries_, id);
+  if (e == nullptr || e->origin.empty()) return std::to_string(id);
+  if (e->batch->count() == 1) return e->origin;
+  return fmt::format("{}#{}", e->origin, id - e->first);
 }
 
 RankList GroupTable::members(int64_t id, int64_t rank) const {

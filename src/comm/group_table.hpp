@@ -39,9 +39,13 @@ class GroupTable {
 
   // Names `batch`'s groups first, first + 1, ... as `rank` sees them. The first rank to define a
   // name defines it for every rank that agrees; a rank with other members keeps its own.
-  void define(int64_t first, SharedGroupBatch batch, int64_t rank);
+  // `origin` says what created them, for reports: "world.tp" (a mesh dim), "a" (a named group).
+  void define(int64_t first, SharedGroupBatch batch, int64_t rank, std::string origin = {});
   // Members of group `id` as `rank` sees it; null when no such group was defined.
   RankList members(int64_t id, int64_t rank) const;
+  // How reports name group `id`: "WORLD", "world.tp#6" (the 7th group of a mesh dim's batch),
+  // "a" (a batch of one), or the number itself when nothing says what created it.
+  std::string label(int64_t id) const;
   // The newest group below `limit` whose members are `sorted_members`, as `rank` sees it.
   std::optional<int64_t> find(std::span<const int64_t> sorted_members, int64_t limit,
                               int64_t rank) const;
@@ -50,6 +54,7 @@ class GroupTable {
   struct Entry {
     int64_t first;
     SharedGroupBatch batch;
+    std::string origin;
     int64_t end() const { return first + static_cast<int64_t>(batch->count()); }
   };
   // The entry holding `id` in `entries` (sorted by first), or null.

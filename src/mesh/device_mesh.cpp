@@ -122,18 +122,25 @@ std::span<const int64_t> DeviceMesh::rank_map() const {
 }
 
 std::optional<std::string> DeviceMesh::create_groups(GroupCreator& groups, const Axis& axis,
-                                                     const SharedRankMap& rank_map) {
+                                                     const SharedRankMap& rank_map,
+                                                     const std::string& dim_name) {
   // An axis as large as the world reuses the default group, on every rank.
   if (axis.numel() == groups.world_size()) return groups.world_group_name();
-  return groups.new_groups(axis, rank_map);
+  return groups.new_groups(axis, rank_map, dim_name);
 }
 
 std::optional<std::vector<std::string>> DeviceMesh::create_all_groups(
-    GroupCreator& groups, const MeshLayout& layout, const SharedRankMap& rank_map) {
+    GroupCreator& groups, const MeshLayout& layout, const SharedRankMap& rank_map,
+    std::span<const std::string> dim_names) {
   std::vector<std::string> names;
   bool member = true;
-  for (const Axis& axis : layout.axes()) {
-    std::optional<std::string> name = create_groups(groups, axis, rank_map);
+  for (size_t d = 0; d < layout.axes().size(); ++d) {
+    const Axis& axis = layout.axes()[d];
+    // Unnamed dims are "dim0", "dim1", ...; a 1-D mesh without names is the mesh itself.
+    const std::string label = d < dim_names.size()        ? dim_names[d]
+                              : layout.axes().size() == 1 ? std::string()
+                                                          : fmt::format("dim{}", d);
+    std::optional<std::string> name = create_groups(groups, axis, rank_map, label);
     member = member && name.has_value();
     names.push_back(name.value_or(""));
   }
@@ -175,8 +182,8 @@ DeviceMesh DeviceMesh::make_root(GroupCreator& groups, const std::string& device
   mesh.state_.device_type = device_type;
   mesh.state_.rank = groups.rank();
   // As PyTorch: every group first (collective), then the calling rank's coordinate.
-  std::optional<std::vector<std::string>> names =
-      create_all_groups(groups, layout, family->rank_map);
+  std::optional<std::vector<std::string>> names = create_all_groups(
+      groups, layout, family->rank_map, dim_names ? *dim_names : std::vector<std::string>{});
   mesh.state_ = mesh.derived_state(std::move(layout), dim_names);
   mesh.state_.group_names = std::move(names);
   family->root = mesh.state_;
@@ -407,7 +414,7 @@ DeviceMesh DeviceMesh::flatten(GroupCreator& groups, std::optional<std::string> 
         *name));
   }
   State s = derived_state(std::move(layout), std::vector<std::string>{*name});
-  s.group_names = create_all_groups(groups, s.layout, family_->rank_map);
+  s.group_names = create_all_groups(groups, s.layout, family_->rank_map, *s.dim_names);
   family_->flattened.emplace(*name, s);
   return DeviceMesh(family_, std::move(s), Role::kDerived);
 }
@@ -447,7 +454,7 @@ DeviceMesh DeviceMesh::unflatten(GroupCreator& groups, const MeshDim& dim,
   State s = derived_state(state_.layout.splice(d, d + 1, parts), new_names);
   if (state_.group_names) {
     const std::optional<std::vector<std::string>> created =
-        create_all_groups(groups, MeshLayout(parts), family_->rank_map);
+        create_all_groups(groups, MeshLayout(parts), family_->rank_map, names);
     std::vector<std::string> merged = *state_.group_names;
     if (!merged.empty() && created && !created->empty()) {
       merged.erase(merged.begin() + static_cast<ptrdiff_t>(d));

@@ -153,10 +153,12 @@ class DeviceMesh {
                               SharedRankMap rank_map, MeshLayout layout, const DimNames& dim_names);
   State derived_state(MeshLayout layout, DimNames dim_names) const;
   static std::optional<std::string> create_groups(GroupCreator& groups, const Axis& axis,
-                                                  const SharedRankMap& rank_map);
-  static std::optional<std::vector<std::string>> create_all_groups(GroupCreator& groups,
-                                                                   const MeshLayout& layout,
-                                                                   const SharedRankMap& rank_map);
+                                                  const SharedRankMap& rank_map,
+                                                  const std::string& dim_name);
+  // `dim_names` label the groups in reports (one per axis, or none).
+  static std::optional<std::vector<std::string>> create_all_groups(
+      GroupCreator& groups, const MeshLayout& layout, const SharedRankMap& rank_map,
+      std::span<const std::string> dim_names);
   const std::string& group_name_at(size_t dim) const;
   // PyTorch's error for a dim-less query on a mesh of more than one dim.
   void require_dim_unless_1d() const;

@@ -214,9 +214,15 @@ TEST_CASE("runtime: a signature mismatch is a desync naming both sides", "[sim][
   REQUIRE(hang);
   CHECK(hang->kind == HangKind::kDesync);
   CHECK(hang->cause == HangCause::kSignatureMismatch);
-  REQUIRE(hang->desync);
-  CHECK(hang->desync->arrivals.size() == 3);
-  CHECK(hang->text().find("rank 1: all_reduce(float32[5], op=sum)") != std::string::npos);
+  REQUIRE(hang->desyncs.size() == 1);
+  CHECK(hang->desyncs[0].arrivals.size() == 3);
+  // The odd one out is singled out, before the others, on the report's second line.
+  CHECK(hang->culprits == std::vector<int64_t>{1});
+  const std::string text = hang->text();
+  CHECK(
+      text.starts_with("desync: signature mismatch\n  WORLD seq 1: rank 1 called "
+                       "all_reduce(float32[5], op=sum) at (no step), unlike the others: ranks "
+                       "0, 2 called all_reduce(float32[4], op=sum)"));
   for (const RankActivity& a : h.activity) CHECK(a.state == RankActivity::State::kAborted);
 }
 
@@ -253,6 +259,95 @@ TEST_CASE("runtime: deadlock classification", "[sim][runtime][hang]") {
     REQUIRE(hang);
     CHECK(hang->cause == HangCause::kOrderInversion);
     CHECK(hang->json()["edges"] == nlohmann::json::parse("[[0,1],[1,0]]"));
+    CHECK(hang->culprits == std::vector<int64_t>{0, 1});
+    CHECK(hang->summary.at(0) ==
+          "ranks 0, 1 wait for each other in a cycle, each in another "
+          "collective:");
+  }
+}
+
+TEST_CASE("runtime: point-to-point hangs say what was posted", "[sim][runtime][hang]") {
+  SECTION("a peer that sent fewer messages than the receiver expects, then finished") {
+    Harness h(2);
+    const auto hang = h.run([&](int64_t r, Backend& b) {
+      Tensor t({2}, DType::kFloat32);
+      if (r == 1) b.send(t, 0, h.world_group(r));
+      if (r == 0) {
+        b.recv(t, 1, h.world_group(r));
+        b.recv(t, 1, h.world_group(r));
+      }
+    });
+    REQUIRE(hang);
+    CHECK(hang->cause == HangCause::kUnmatchedPointToPoint);
+    CHECK(hang->legacy_cause == HangCause::kRankExitedEarly);
+    CHECK(hang->culprits == std::vector<int64_t>{1});
+    CHECK(hang->summary.at(0).starts_with(
+        "rank 0 waits in its 2nd recv from rank 1 (WORLD p2p 1→0 seq 2, at (no step)), but rank "
+        "1 posted 1 send to rank 0 and then finished"));
+    CHECK(hang->json()["cause_aliases"] == nlohmann::json::parse(R"(["rank exited early"])"));
+  }
+  SECTION("a peer parked in a collective after too few sends") {
+    Harness h(3);
+    const auto hang = h.run([&](int64_t r, Backend& b) {
+      Tensor t({2}, DType::kFloat32);
+      if (r == 0) b.recv(t, 1, h.world_group(r));
+      if (r != 0) b.barrier(h.world_group(r));
+    });
+    REQUIRE(hang);
+    CHECK(hang->cause == HangCause::kUnmatchedPointToPoint);
+    CHECK(hang->culprits == std::vector<int64_t>{1});
+    CHECK(hang->summary.at(0).find("but rank 1 posted 0 sends to rank 0 and waits in barrier() "
+                                   "on WORLD seq 1") != std::string::npos);
+  }
+  SECTION("two ranks that send to each other first") {
+    Harness h(2);
+    const auto hang = h.run([&](int64_t r, Backend& b) {
+      Tensor t({2}, DType::kFloat32);
+      b.send(t, 1 - r, h.world_group(r));
+      b.recv(t, 1 - r, h.world_group(r));
+    });
+    REQUIRE(hang);
+    CHECK(hang->cause == HangCause::kHeadToHeadSend);
+    CHECK(hang->culprits == std::vector<int64_t>{0, 1});
+    CHECK(
+        hang->summary.at(0).starts_with("ranks 0 and 1 both send to each other first (WORLD "
+                                        "p2p 0→1 seq 1"));
+  }
+  SECTION("a recv from the wrong peer") {
+    Harness h(3);
+    const auto hang = h.run([&](int64_t r, Backend& b) {
+      Tensor t({2}, DType::kFloat32);
+      if (r == 0) b.recv(t, 1, h.world_group(r));  // meant 2
+      if (r == 2) b.send(t, 0, h.world_group(r));
+      if (r == 1) b.recv(t, 2, h.world_group(r));
+    });
+    REQUIRE(hang);
+    CHECK(hang->cause == HangCause::kWrongPeer);
+    CHECK(hang->culprits == std::vector<int64_t>{0});
+    CHECK(hang->summary.at(0).starts_with("rank 0 receives from rank 1 (WORLD p2p 1→0 seq 1"));
+    CHECK(hang->summary.at(0).find("but rank 2 sends to it (WORLD p2p 2→0 seq 1") !=
+          std::string::npos);
+  }
+}
+
+TEST_CASE("runtime: every desync is reported, whatever the schedule", "[sim][runtime][hang]") {
+  for (const SchedulePolicy policy : {SchedulePolicy::kFifo, SchedulePolicy::kRandom}) {
+    for (uint64_t seed = 0; seed < 4; ++seed) {
+      Harness h(4, {.policy = policy, .seed = seed});
+      const auto hang = h.run([&](int64_t r, Backend& b) {
+        // Two independent pairs, each with one odd rank.
+        const Group pair{r < 2 ? "1" : "2",
+                         r < 2 ? std::vector<int64_t>{0, 1} : std::vector<int64_t>{2, 3}, r};
+        Tensor t({r == 1 || r == 3 ? 8 : 4}, DType::kFloat32);
+        b.all_reduce(t, ReduceOp::kSum, pair);
+      });
+      REQUIRE(hang);
+      INFO(hang->text());
+      REQUIRE(hang->desyncs.size() == 2);
+      std::set<std::string> groups{hang->desyncs[0].group_id, hang->desyncs[1].group_id};
+      CHECK(groups == std::set<std::string>{"1", "2"});
+      CHECK(hang->json()["desyncs"].size() == 2);
+    }
   }
 }
 

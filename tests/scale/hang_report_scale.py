@@ -1,0 +1,40 @@
+#!/usr/bin/env python3
+"""A hang report at scale leads with its root cause: runs a hang scenario with -v and checks that
+a line naming the culprit comes within the first lines of the output, that no per-rank line comes
+before it, and that the output stays short (ranks with the same story share a line).
+
+usage: hang_report_scale.py MESHSIM SCENARIO KEY_TEXT [MAX_LINE]
+"""
+import subprocess
+import sys
+import time
+
+
+def main() -> int:
+    meshsim, scenario, key = sys.argv[1], sys.argv[2], sys.argv[3]
+    max_line = int(sys.argv[4]) if len(sys.argv) > 4 else 5
+    start = time.monotonic()
+    run = subprocess.run([meshsim, "run", "--no-time", "-v", scenario], capture_output=True,
+                         text=True)
+    seconds = time.monotonic() - start
+    lines = run.stdout.splitlines()
+    print("\n".join(lines[:12]))
+    print(f"{scenario}: exit {run.returncode}, {seconds:.1f} s, {len(lines)} lines")
+    failures = []
+    if run.returncode != 0:
+        failures.append(f"exit status {run.returncode}: {run.stderr[-2000:]}")
+    hit = next((i for i, line in enumerate(lines) if key in line), None)
+    if hit is None or hit >= max_line:
+        failures.append(f"'{key}' is not within the first {max_line} lines (line {hit})")
+    per_rank = next((i for i, line in enumerate(lines) if "per rank:" in line), len(lines))
+    if hit is not None and per_rank < hit:
+        failures.append("the per-rank detail comes before the root cause")
+    if len(lines) > 60:
+        failures.append(f"{len(lines)} lines: ranks with the same story should share a line")
+    for f in failures:
+        print("FAIL:", f)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
