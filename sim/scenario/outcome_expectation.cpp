@@ -294,10 +294,10 @@ std::unique_ptr<OutcomeExpectation> parse_outcome(std::string_view key, const to
     out = std::move(e);
   } else {
     if (key == "desync") {
-      ctx.only_keys(*table,
-                    {"cause", "group", "seq", "ranks", "signatures", "waiting", "missing",
-                     "culprits"},
-                    "desync");
+      ctx.only_keys(
+          *table,
+          {"cause", "group", "seq", "ranks", "signatures", "waiting", "missing", "culprits"},
+          "desync");
     } else if (key == "timeout") {
       ctx.only_keys(*table, {"group", "seq", "waiting", "late", "in", "culprits"}, "timeout");
     } else {
