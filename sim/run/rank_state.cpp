@@ -144,6 +144,13 @@ std::optional<MeshDim> RankState::dim_of(const std::string& dim) const {
   return MeshDim{dim};
 }
 
+int64_t RankState::variable(const std::string& name) const {
+  for (auto it = loops_.rbegin(); it != loops_.rend(); ++it) {
+    if (it->first == name) return it->second;
+  }
+  return ExpressionEnv::variable(name);
+}
+
 int64_t RankState::coord(const std::string& mesh_name, const std::string& dim) const {
   const DeviceMesh& m = mesh(mesh_name);
   const std::optional<MeshDim> d = dim_of(dim);

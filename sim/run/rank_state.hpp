@@ -33,6 +33,9 @@ class RankState final : public ExpressionEnv {
   int64_t coord(const std::string& mesh, const std::string& dim) const override;
   int64_t local_rank(const std::string& mesh, const std::string& dim) const override;
   int64_t mesh_size(const std::string& mesh, const std::string& dim) const override;
+  int64_t variable(const std::string& name) const override;
+  // Repeat loops running on this rank, outermost first, with each variable's current value.
+  std::vector<std::pair<std::string, int64_t>>& loops() { return loops_; }
 
   GroupCreator& groups() { return *groups_; }
   const GroupCreator& groups() const { return *groups_; }
@@ -112,6 +115,7 @@ class RankState final : public ExpressionEnv {
   CheckpointDir& checkpoints_;
   bool decouple_backend_at_save_ = false;
   std::vector<std::string>& warnings_;
+  std::vector<std::pair<std::string, int64_t>> loops_;
 };
 
 }  // namespace meshsim::sim

@@ -8,6 +8,7 @@
 
 #include "sim/report/rng_overlap.hpp"
 #include "sim/run/checkpoint_dir.hpp"
+#include "sim/run/program_counter.hpp"
 #include "sim/run/rank_error.hpp"
 #include "sim/run/rank_state.hpp"
 #include "sim/runtime/crash_handler.hpp"
@@ -36,10 +37,11 @@ std::optional<RankError> capture_rank_error(F&& f) {
   return std::nullopt;
 }
 
-// Runs one step on one rank; returns the failure that stops the rank, if any.
-std::optional<RankFailure> run_step(const Step& step, RankState& rank) {
+// Runs one step on one rank; returns the failure that stops the rank, if any. `label` names
+// the step in reports ("send (mb=3)" inside a loop).
+std::optional<RankFailure> run_step(const Step& step, const std::string& label, RankState& rank) {
   auto failure = [&](const RankError& e, std::string suffix = {}) {
-    return RankFailure{step.where, step.kind, std::string(py_error_type_name(e.type)),
+    return RankFailure{step.where, label, std::string(py_error_type_name(e.type)),
                        e.message + suffix};
   };
   bool skip = false;
@@ -65,7 +67,7 @@ std::optional<RankFailure> run_step(const Step& step, RankState& rank) {
                                    py_error_type_name(step.raises->type), step.raises->contains));
   }
   if (must_raise) {
-    return RankFailure{step.where, step.kind, "meshsim",
+    return RankFailure{step.where, label, "meshsim",
                        fmt::format("expected {} containing \"{}\", but the step succeeded",
                                    py_error_type_name(step.raises->type), step.raises->contains)};
   }
@@ -206,10 +208,24 @@ ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options)
         RankState rank(scenario, r, result, backends, me, checkpoints,
                        rank_warnings[static_cast<size_t>(r)]);
         int64_t index = 0;
+        ProgramCounter program(scenario.steps, rank);
         try {
-          for (const auto& step : scenario.steps) {
+          while (true) {
+            const Step* step = nullptr;
+            if (std::optional<RankError> e = capture_rank_error([&] { step = program.next(); })) {
+              const Step& at = program.current();
+              me.where = at.where;
+              me.step = at.kind;
+              me.state = RankActivity::State::kFailed;
+              me.error = fmt::format("{}: {}", py_error_type_name(e->type), e->message);
+              result.failures[static_cast<size_t>(r)] = RankFailure{
+                  at.where, at.kind, std::string(py_error_type_name(e->type)), e->message};
+              return;
+            }
+            if (step == nullptr) break;
+            const std::string position = program.loop_position();
             me.where = step->where;
-            me.step = step->kind;
+            me.step = position.empty() ? step->kind : fmt::format("{}, {}", step->kind, position);
             for (const Fault* fault : faults_at(faults, r, Fault::Trigger::kStep, ++index)) {
               if (fault->kind == Fault::Kind::kStall) me.clock += fault->seconds;
               if (fault->kind == Fault::Kind::kStackOverflow) overflow_fiber_stack();
@@ -219,7 +235,9 @@ ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options)
               }
             }
             const double started = me.clock;
-            std::optional<RankFailure> f = run_step(*step, rank);
+            std::optional<RankFailure> f = run_step(
+                *step, position.empty() ? step->kind : fmt::format("{} ({})", step->kind, position),
+                rank);
             if (options.trace) {
               trace.slice(r, step->kind, "step", started, me.clock,
                           {{"location", step->where.to_string()}});

@@ -296,9 +296,9 @@ class Compiler {
       }
       if (t.text == "rank") return emit(ExprOp::kRank, t.offset);
       if (t.text == "world_size") return emit(ExprOp::kWorldSize, t.offset);
-      throw ExpressionError(t.offset, fmt::format("unknown name '{}' (expected rank, world_size, a "
-                                                  "number or a function call)",
-                                                  t.text));
+      // Any other name is a repeat variable; check() says whether one is in scope.
+      program_.variables.push_back({t.text, t.offset});
+      return emit(ExprOp::kVariable, t.offset, static_cast<int64_t>(program_.variables.size() - 1));
     }
     const Function* f = find_function(t.text);
     if (f == nullptr) {
@@ -423,6 +423,7 @@ class Compiler {
         case ExprOp::kPush:
         case ExprOp::kRank:
         case ExprOp::kWorldSize:
+        case ExprOp::kVariable:
         case ExprOp::kCoord:
         case ExprOp::kLocalRank:
         case ExprOp::kMeshSize:
@@ -474,6 +475,19 @@ Expression Expression::constant(int64_t value) {
 }
 
 void Expression::check(const ExpressionSchema& schema) const {
+  if (!program_->variables.empty()) {
+    const std::vector<std::string> in_scope = schema.variables();
+    for (const ExprVariable& v : program_->variables) {
+      if (std::find(in_scope.begin(), in_scope.end(), v.name) != in_scope.end()) continue;
+      throw ExpressionError(
+          v.offset, fmt::format("unknown name '{}' (expected rank, world_size, {}a number or a "
+                                "function call)",
+                                v.name,
+                                in_scope.empty() ? std::string()
+                                                 : fmt::format("a repeat variable ({}), ",
+                                                               fmt::join(in_scope, ", "))));
+    }
+  }
   for (const ExprCall& call : program_->calls) {
     const std::optional<std::vector<std::string>> dims = schema.mesh_dims(call.mesh);
     if (!dims) throw ExpressionError(call.mesh_offset, fmt::format("unknown mesh '{}'", call.mesh));
@@ -484,6 +498,10 @@ void Expression::check(const ExpressionSchema& schema) const {
                                         call.dim, fmt::join(*dims, ", ")));
     }
   }
+}
+
+int64_t ExpressionEnv::variable(const std::string& name) const {
+  throw runtime_error(fmt::format("'{}' is no repeat variable in scope here", name));
 }
 
 int64_t Expression::evaluate(const ExpressionEnv& env) const {

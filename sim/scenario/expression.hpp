@@ -33,6 +33,8 @@ class ExpressionEnv {
   virtual int64_t coord(const std::string& mesh, const std::string& dim) const = 0;
   virtual int64_t local_rank(const std::string& mesh, const std::string& dim) const = 0;
   virtual int64_t mesh_size(const std::string& mesh, const std::string& dim) const = 0;
+  // The value of a repeat loop's variable in scope; throws meshsim::Error when there is none.
+  virtual int64_t variable(const std::string& name) const;
 };
 
 // What the loader knows before running: which meshes exist and their dim names.
@@ -41,6 +43,8 @@ class ExpressionSchema {
   virtual ~ExpressionSchema() = default;
   // Dim names of a declared mesh (an empty list for an unnamed mesh), nullopt if undeclared.
   virtual std::optional<std::vector<std::string>> mesh_dims(const std::string& mesh) const = 0;
+  // The repeat loops' variables in scope where the expression is, innermost last.
+  virtual std::vector<std::string> variables() const { return {}; }
 };
 
 // A compiled expression: postfix code for a small stack machine.
@@ -59,7 +63,8 @@ class Expression {
   // A constant, for values given as TOML integers.
   static Expression constant(int64_t value);
 
-  // Throws ExpressionError naming an undeclared mesh or a dim the mesh does not have.
+  // Throws ExpressionError naming an undeclared mesh, a dim the mesh does not have, or a name
+  // that is no repeat variable in scope.
   void check(const ExpressionSchema& schema) const;
   // Integers throughout; comparisons and logic yield 0 or 1; `/` and `%` follow Python (floor).
   // Throws meshsim::Error with the expression text and column: ZeroDivisionError on division by
@@ -67,7 +72,7 @@ class Expression {
   int64_t evaluate(const ExpressionEnv& env) const;
 
   const std::string& text() const { return text_; }
-  // True when the expression does not depend on the rank (no names, no calls).
+  // True when the expression does not depend on the rank (no names, no calls, no variables).
   bool is_constant() const;
   // The value of a constant expression; nullopt when it depends on the rank.
   std::optional<int64_t> constant_value() const;

@@ -143,6 +143,9 @@ int64_t run_program(const ExprProgram& program, const std::string& text, const E
       case ExprOp::kWorldSize:
         stack.push_back(env.world_size());
         break;
+      case ExprOp::kVariable:
+        stack.push_back(env.variable(program.variables[static_cast<size_t>(in.value)].name));
+        break;
       case ExprOp::kNeg:
       case ExprOp::kNot:
       case ExprOp::kAbs:

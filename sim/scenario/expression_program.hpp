@@ -38,6 +38,7 @@ enum class ExprOp : uint8_t {
   kCoord,          // value: index into ExprProgram::calls
   kLocalRank,      // value: index into ExprProgram::calls
   kMeshSize,       // value: index into ExprProgram::calls
+  kVariable,       // a repeat loop's variable; value: index into ExprProgram::variables
   kFault,          // a folded constant with no int64 value: value = fault kind * 256 + the op
 };
 
@@ -56,9 +57,16 @@ struct ExprCall {
   bool dim_is_name = false;
 };
 
+// A name that is not built in: a repeat loop's variable, checked against the loops in scope.
+struct ExprVariable {
+  std::string name;
+  size_t offset = 0;
+};
+
 struct ExprProgram {
   std::vector<ExprInstruction> code;
   std::vector<ExprCall> calls;
+  std::vector<ExprVariable> variables;
   size_t max_stack = 0;  // deepest the value stack gets
 };
 

@@ -63,6 +63,8 @@ class RankOnlyEnv final : public ExpressionEnv {
   int64_t coord(const std::string&, const std::string&) const override { throw AsksMesh{}; }
   int64_t local_rank(const std::string&, const std::string&) const override { throw AsksMesh{}; }
   int64_t mesh_size(const std::string&, const std::string&) const override { throw AsksMesh{}; }
+  // A loop variable takes several values: as for a mesh query, assume at least one rank runs.
+  int64_t variable(const std::string&) const override { throw AsksMesh{}; }
   struct AsksMesh {};
 
  private:
@@ -71,6 +73,12 @@ class RankOnlyEnv final : public ExpressionEnv {
 };
 
 }  // namespace
+
+std::vector<std::string> LoadContext::variables() const {
+  std::vector<std::string> out;
+  for (const OpenLoop& l : loops_) out.push_back(l.var);
+  return out;
+}
 
 int64_t LoadContext::ranks_running_entry() const {
   if (entry_when_ == nullptr) return world_size_;

@@ -73,6 +73,21 @@ class LoadContext : public ExpressionSchema {
     return it == checkpoints_.end() ? nullptr : &it->second;
   }
 
+  // --- repeat loops open at the entry being read (outermost first) ---
+  struct OpenLoop {
+    std::string var;
+    SourceLocation where;
+    size_t step;  // index of its repeat step in the program
+  };
+  const std::vector<OpenLoop>& open_loops() const { return loops_; }
+  void open_loop(OpenLoop loop) { loops_.push_back(std::move(loop)); }
+  OpenLoop close_loop() {
+    OpenLoop out = std::move(loops_.back());
+    loops_.pop_back();
+    return out;
+  }
+  std::vector<std::string> variables() const override;
+
   // Ids of cross-rank expectations, in file order.
   int64_t next_cross_rank_id() { return next_cross_rank_id_++; }
 
@@ -113,6 +128,7 @@ class LoadContext : public ExpressionSchema {
   std::map<std::string, SavedFile> saved_files_;
   std::map<std::string, std::vector<std::string>> checkpoints_;
   int64_t next_cross_rank_id_ = 0;
+  std::vector<OpenLoop> loops_;
   const Expression* entry_when_ = nullptr;
 };
 

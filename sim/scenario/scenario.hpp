@@ -28,6 +28,17 @@ struct RaisesSpec {
   std::optional<Expression> on;
 };
 
+// `repeat = { var = "mb", count = 8 }` opens a loop whose body runs with mb = 0, 1, ..., 7, up to
+// the `end_repeat = "mb"` that closes it. Both mark the program and run nothing themselves;
+// `partner` is the index (in Scenario::steps) of the other end.
+struct LoopMark {
+  bool opens = true;
+  std::string var;
+  std::optional<Expression> count;  // on the repeat
+  size_t partner = 0;
+  static constexpr int64_t kMaxCount = int64_t{1} << 24;
+};
+
 // One entry of the program ([[mesh]], [[step]] or [[expect]]), run by every rank in file order.
 class Step {
  public:
@@ -40,6 +51,7 @@ class Step {
   std::string kind;  // registry key, for reports
   std::optional<Expression> when;
   std::optional<RaisesSpec> raises;
+  std::optional<LoopMark> loop;  // a repeat or end_repeat
 };
 
 // An expectation about how the whole run ends (deadlock, desync, timeout, a failed rank), checked

@@ -1,6 +1,7 @@
 #include "sim/scenario/scenario_loader.hpp"
 
 #include <algorithm>
+#include <cctype>
 
 #include <fmt/format.h>
 
@@ -82,7 +83,8 @@ std::unique_ptr<Step> parse_entry(const Entry& e, LoadContext& ctx,
       const StepRegistry::Kind* k = StepRegistry::builtin().find(key.str());
       if (k == nullptr) {
         throw InputError(ctx.at(key.source()),
-                         fmt::format("unknown step \"{}\" (expected one of: {}; plus when, raises)",
+                         fmt::format("unknown step \"{}\" (expected one of: {}; repeat, "
+                                     "end_repeat; plus when, raises)",
                                      key.str(), fmt::join(StepRegistry::builtin().keys(), ", ")));
       }
       if (value != nullptr) {
@@ -103,6 +105,76 @@ std::unique_ptr<Step> parse_entry(const Entry& e, LoadContext& ctx,
   step->kind = kind;
   step->when = std::move(when);
   step->raises = std::move(raises);
+  return step;
+}
+
+// Marks the program; the runner walks loops (program_counter.hpp).
+class LoopStep final : public Step {
+ public:
+  void run(RankState&) const override {}
+};
+
+bool is_identifier(const std::string& name) {
+  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
+  return std::all_of(name.begin(), name.end(),
+                     [](unsigned char c) { return std::isalnum(c) || c == '_'; });
+}
+
+// `[[step]] repeat = { var, count }` (with an optional `when`) or `[[step]] end_repeat = "var"`:
+// opens or closes a loop in `ctx`, linking the two ends in `steps`.
+std::unique_ptr<Step> parse_loop_mark(const toml::table& table, LoadContext& ctx,
+                                      std::vector<std::unique_ptr<Step>>& steps) {
+  auto step = std::make_unique<LoopStep>();
+  step->where = ctx.at(table);
+  LoopMark mark;
+  if (const toml::node* node = table.get("repeat")) {
+    ctx.only_keys(table, {"repeat", "when"}, "a [[step]] with repeat");
+    const toml::table* args = node->as_table();
+    if (args == nullptr) ctx.fail(*node, "repeat must be a table { var, count }");
+    ctx.only_keys(*args, {"var", "count"}, "repeat");
+    const toml::node& var = ctx.require(*args, "var", "repeat");
+    mark.var = ctx.string_of(var, "var");
+    if (!is_identifier(mark.var) || mark.var == "rank" || mark.var == "world_size" ||
+        mark.var == "true" || mark.var == "false") {
+      ctx.fail(var, fmt::format("\"{}\" cannot name a loop variable (letters, digits and _, not "
+                                "starting with a digit; not rank, world_size, true or false)",
+                                mark.var));
+    }
+    for (const LoadContext::OpenLoop& open : ctx.open_loops()) {
+      if (open.var == mark.var) {
+        ctx.fail(var, fmt::format("loop variable \"{}\" is already in use by the repeat at {}",
+                                  mark.var, open.where.to_string()));
+      }
+    }
+    const toml::node& count = ctx.require(*args, "count", "repeat");
+    mark.count = ctx.expression_of(count, "count");
+    if (const std::optional<int64_t> c = mark.count->constant_value();
+        c && (*c < 0 || *c > LoopMark::kMaxCount)) {
+      ctx.fail(count, fmt::format("count must be between 0 and {}", LoopMark::kMaxCount));
+    }
+    if (const toml::node* w = table.get("when")) step->when = ctx.expression_of(*w, "when");
+    step->kind = "repeat";
+    ctx.open_loop({mark.var, step->where, steps.size()});
+  } else {
+    const toml::node& end = *table.get("end_repeat");
+    ctx.only_keys(table, {"end_repeat"}, "a [[step]] with end_repeat");
+    mark.opens = false;
+    mark.var = ctx.string_of(end, "end_repeat (the loop variable)");
+    if (ctx.open_loops().empty()) {
+      ctx.fail(end, fmt::format("end_repeat \"{}\" closes no repeat", mark.var));
+    }
+    const LoadContext::OpenLoop& inner = ctx.open_loops().back();
+    if (inner.var != mark.var) {
+      ctx.fail(end, fmt::format("end_repeat \"{}\" does not close the innermost repeat, \"{}\" "
+                                "(at {}): close it first",
+                                mark.var, inner.var, inner.where.to_string()));
+    }
+    const LoadContext::OpenLoop opened = ctx.close_loop();
+    mark.partner = opened.step;
+    steps[opened.step]->loop->partner = steps.size();
+    step->kind = "end_repeat";
+  }
+  step->loop = std::move(mark);
   return step;
 }
 
@@ -277,13 +349,22 @@ Scenario load_scenario_text(std::string_view text, const std::string& file) {
   LoadContext ctx(file, s.world_size, s.device_type);
   if (const toml::node* faults = doc.get("fault")) s.faults = parse_faults(*faults, ctx);
   for (const Entry& e : entries) {
-    if (std::unique_ptr<OutcomeExpectation> outcome = parse_outcome_entry(e, ctx)) {
+    if (e.array == "step" && (e.table->contains("repeat") || e.table->contains("end_repeat"))) {
+      s.steps.push_back(parse_loop_mark(*e.table, ctx, s.steps));
+    } else if (std::unique_ptr<OutcomeExpectation> outcome = parse_outcome_entry(e, ctx)) {
       s.outcomes.push_back(std::move(outcome));
     } else {
       std::unique_ptr<OutcomeExpectation> after_run;
       s.steps.push_back(parse_entry(e, ctx, after_run));
       if (after_run) s.outcomes.push_back(std::move(after_run));
     }
+  }
+  if (!ctx.open_loops().empty()) {
+    const LoadContext::OpenLoop& open = ctx.open_loops().back();
+    throw InputError(open.where,
+                     fmt::format("repeat \"{}\" is never closed: add [[step]] end_repeat = \"{}\" "
+                                 "after its body",
+                                 open.var, open.var));
   }
   return s;
 }

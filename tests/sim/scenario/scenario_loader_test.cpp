@@ -180,3 +180,93 @@ equals = 0
   CHECK(unexpected.failures[3]->where.to_string() == "t.toml:8:1");
   CHECK(unexpected.failures[3]->message == "coord(m, 0): rank 3 is not in mesh \"m\"");
 }
+
+TEST_CASE("scenario_loader: repeat loops, nested, with variables in expressions and when",
+          "[sim][loader][repeat]") {
+  // Rank r runs the outer loop r + 1 times; the inner loop skips i == 1 with `when`. Each
+  // iteration all-gathers nothing but its own value: the dump records every (i, k) reached.
+  const ScenarioResult r = run_text(R"toml(
+[[step]]
+repeat = { var = "i", count = 3 }
+  [[step]]
+  repeat = { var = "k", count = "i + 1" }
+  when = "i != 1"
+    [[step]]
+    tensor = { name = "x", value = "full(1, 10 * i + k)" }
+    [[expect]]
+    tensor = "x"
+    equals = ["10 * i + k"]
+  [[step]]
+  end_repeat = "k"
+[[step]]
+end_repeat = "i"
+[[step]]
+repeat = { var = "n", count = 0 }
+  [[step]]
+  tensor = { name = "never", value = "ones(1)" }
+[[step]]
+end_repeat = "n"
+[[expect]]
+tensor = "x"
+equals = [22]
+)toml");
+  CHECK(r.passed());
+  // i = 0: k = 0; i = 1: skipped; i = 2: k = 0, 1, 2. Four iterations, plus the last check, on
+  // each of 4 ranks.
+  CHECK(r.expectations.size() == 4 * 5);
+}
+
+TEST_CASE("scenario_loader: repeat mistakes are refused with file:line:col",
+          "[sim][loader][repeat][errors]") {
+  CHECK_THAT(load_error("[[step]]\nrepeat = { var = \"i\", count = 2 }\n"),
+             Catch::Contains("t.toml:4:1: repeat \"i\" is never closed: add [[step]] "
+                             "end_repeat = \"i\" after its body"));
+  CHECK_THAT(load_error("[[step]]\nend_repeat = \"i\"\n"),
+             Catch::Contains("t.toml:5:14: end_repeat \"i\" closes no repeat"));
+  CHECK_THAT(load_error("[[step]]\nrepeat = { var = \"i\", count = 2 }\n[[step]]\nrepeat = { var "
+                        "= \"k\", count = 2 }\n[[step]]\nend_repeat = \"i\"\n"),
+             Catch::Contains("end_repeat \"i\" does not close the innermost repeat, \"k\" (at "
+                             "t.toml:6:1): close it first"));
+  CHECK_THAT(load_error("[[step]]\nrepeat = { var = \"i\", count = 2 }\n[[step]]\nrepeat = { var "
+                        "= \"i\", count = 2 }\n"),
+             Catch::Contains("loop variable \"i\" is already in use by the repeat at t.toml:4:1"));
+  CHECK_THAT(load_error("[[step]]\nrepeat = { var = \"rank\", count = 2 }\n"),
+             Catch::Contains("\"rank\" cannot name a loop variable"));
+  CHECK_THAT(load_error("[[step]]\nrepeat = { var = \"2x\", count = 2 }\n"),
+             Catch::Contains("\"2x\" cannot name a loop variable"));
+  CHECK_THAT(load_error("[[step]]\nrepeat = { var = \"i\", count = -1 }\n"),
+             Catch::Contains("count must be between 0 and 16777216"));
+  CHECK_THAT(load_error("[[step]]\nrepeat = { var = \"i\", count = 2, by = 1 }\n"),
+             Catch::Contains("unknown key \"by\""));
+  // A variable outside its loop, or another name, is unknown where it is written.
+  CHECK_THAT(load_error("[[step]]\nrepeat = { var = \"i\", count = 2 }\n[[step]]\nend_repeat = "
+                        "\"i\"\n[[step]]\nbarrier = \"WORLD\"\nwhen = \"i == 0\"\n"),
+             Catch::Contains("t.toml:10:9: bad expression in when: unknown name 'i' (expected "
+                             "rank, world_size, a number or a function call)"));
+  CHECK_THAT(load_error("[[step]]\nrepeat = { var = \"i\", count = 2 }\n[[step]]\nbarrier = "
+                        "\"WORLD\"\nwhen = \"j == 0\"\n[[step]]\nend_repeat = \"i\"\n"),
+             Catch::Contains("unknown name 'j' (expected rank, world_size, a repeat variable "
+                             "(i), a number or a function call)"));
+  // A loop's `when` and count cannot use its own variable.
+  CHECK_THAT(load_error("[[step]]\nrepeat = { var = \"i\", count = \"i\" }\n"),
+             Catch::Contains("unknown name 'i'"));
+}
+
+TEST_CASE("runner: a repeat count is checked on each rank", "[sim][runner][repeat]") {
+  const ScenarioResult r = run_text(R"toml(
+[[step]]
+repeat = { var = "i", count = "2 - rank" }
+  [[step]]
+  barrier = "WORLD"
+  when = "rank < 0"
+[[step]]
+end_repeat = "i"
+)toml");
+  CHECK_FALSE(r.passed());
+  REQUIRE(r.failures[3]);
+  CHECK(r.failures[3]->error_type == "ValueError");
+  CHECK(r.failures[3]->message == "repeat \"i\": count -1 is outside [0, 16777216]");
+  CHECK(r.failures[3]->step == "repeat");
+  CHECK(r.failures[3]->where.to_string() == "t.toml:5:1");
+  CHECK_FALSE(r.failures[0]);
+}
