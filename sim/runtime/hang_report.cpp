@@ -97,6 +97,7 @@ class RootCause {
   explicit RootCause(HangReport& r) : r_(r) {}
 
   void explain() {
+    explain_divergence();
     if (r_.timeout) {
       explain_timeout();
     } else if (!r_.desyncs.empty()) {
@@ -139,6 +140,20 @@ class RootCause {
       return fmt::format("failed at {}: {}", location_text(a), a.error);
     }
     return fmt::format("{} at {}", state_name(a.state), location_text(a));
+  }
+
+  // Only when it comes before the hang itself: a desync is its own first divergence.
+  void explain_divergence() {
+    if (!r_.divergence) return;
+    const Divergence& d = *r_.divergence;
+    for (const DesyncRecord& desync : r_.desyncs) {
+      if (desync.group_id == std::to_string(d.group_id) && desync.seq == d.seq) return;
+    }
+    std::vector<std::string> parts;
+    for (const auto& [call, who] : d.calls)
+      parts.push_back(fmt::format("{} called {}", ranks_text(who), call));
+    say(fmt::format("first divergence: {} seq {}: {}", r_.group_labels.at(d.group_id), d.seq,
+                    fmt::join(parts, "; ")));
   }
 
   void explain_timeout() {
@@ -494,6 +509,13 @@ HangReport analyze_hang(const std::vector<RankActivity>& activity, const Rendezv
                    : any_exited       ? HangCause::kRankExitedEarly
                                       : HangCause::kMissingRank;
   }
+  report.divergence = first_divergence(activity);
+  for (const RankActivity& a : activity) {
+    for (const CollectiveRecord& c : a.history.records()) {
+      if (!report.group_labels.contains(c.group_id))
+        report.group_labels[c.group_id] = rendezvous.group_label(c.group_id);
+    }
+  }
   report.legacy_cause = report.cause;
   RootCause(report).explain();  // may refine the cause (point to point)
   return report;
@@ -550,7 +572,24 @@ std::string HangReport::text() const {
   for (const auto& [what, who] : lines) {
     out += fmt::format("    rank{} {}: {}\n", who.size() > 1 ? "s" : "", rank_ranges(who), what);
   }
+  // The culprits' flight recorders (every rank's is in the JSON).
+  constexpr size_t kHistoriesShown = 4;
+  for (size_t i = 0; i < culprits.size() && i < kHistoriesShown; ++i) {
+    const RankActivity& a = ranks[static_cast<size_t>(culprits[i])].activity;
+    const std::vector<CollectiveRecord> records = a.history.records();
+    if (records.empty()) continue;
+    out += fmt::format("    last {} collectives of rank {} (of {}, oldest first):\n",
+                       records.size(), culprits[i], a.history.total());
+    for (const CollectiveRecord& c : records) out += "      " + record_text(c) + "\n";
+  }
   return out;
+}
+
+std::string HangReport::record_text(const CollectiveRecord& c) const {
+  const auto label = group_labels.find(c.group_id);
+  return fmt::format("{} seq {}: {} at line {}, {}",
+                     label == group_labels.end() ? std::to_string(c.group_id) : label->second,
+                     c.seq, c.signature.describe(), c.line, record_state_name(c.state));
 }
 
 nlohmann::json HangReport::json() const {
@@ -582,6 +621,19 @@ nlohmann::json HangReport::json() const {
                      {"virtual_time_s", r.activity.clock}};
     if (r.wait >= 0) j["wait"] = r.wait;
     if (!r.activity.error.empty()) j["error"] = r.activity.error;
+    nlohmann::json history = nlohmann::json::array();
+    for (const CollectiveRecord& c : r.activity.history.records()) {
+      nlohmann::json e{{"group", group_labels.at(c.group_id)},
+                       {"group_id", std::to_string(c.group_id)},
+                       {"seq", c.seq},
+                       {"signature", c.signature.describe()},
+                       {"line", c.line},
+                       {"state", record_state_name(c.state)}};
+      if (c.peer >= 0) e["peer"] = c.peer;
+      history.push_back(std::move(e));
+    }
+    j["history"] = std::move(history);
+    j["history_total"] = r.activity.history.total();
     edge_count += waits_for(r.rank).size();
     ranks_json.push_back(std::move(j));
   }
@@ -602,6 +654,15 @@ nlohmann::json HangReport::json() const {
     out["edges_omitted"] = edge_count;  // arrived x missing of each entry of "waits"
   }
   if (legacy_cause != cause) out["cause_aliases"] = {hang_cause_name(legacy_cause)};
+  if (divergence) {
+    nlohmann::json calls = nlohmann::json::array();
+    for (const auto& [call, who] : divergence->calls)
+      calls.push_back({{"call", call}, {"ranks", who}});
+    out["first_divergence"] = {{"group", group_labels.at(divergence->group_id)},
+                               {"group_id", std::to_string(divergence->group_id)},
+                               {"seq", divergence->seq},
+                               {"calls", std::move(calls)}};
+  }
   if (!desyncs.empty()) {
     nlohmann::json all = nlohmann::json::array();
     for (const DesyncRecord& d : desyncs) {

@@ -5,12 +5,14 @@
 // DOT. Sizes stay linear in the world, so a report on tens of thousands of ranks is cheap.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "sim/runtime/first_divergence.hpp"
 #include "sim/runtime/group_label.hpp"
 #include "sim/runtime/rank_activity.hpp"
 #include "sim/runtime/rendezvous.hpp"
@@ -57,6 +59,10 @@ struct HangReport {
   std::vector<OpenWait> waits;
   std::vector<DesyncRecord> desyncs;  // every disagreement, in the order seen
   std::optional<TimeoutRecord> timeout;
+  // Where members of a group first called different things (from the flight recorders).
+  std::optional<Divergence> divergence;
+  // What reports call the groups the flight recorders name, by id.
+  std::map<int64_t, std::string> group_labels;
 
   // Ranks parked in some collective, and the members those collectives still wait for.
   std::vector<int64_t> blocked() const;
@@ -66,6 +72,8 @@ struct HangReport {
 
   // The summary, then "  per rank:" and one line per story (report.cpp cuts that section).
   std::string text() const;
+  // "world.tp#1 seq 3: all_reduce(float32[4], op=sum) at line 12, completed".
+  std::string record_text(const CollectiveRecord& c) const;
   nlohmann::json json() const;
   // Rank-level for small worlds (<= 64 ranks), collective-level otherwise.
   std::string dot() const;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/runtime/flight_recorder.hpp"
 #include "sim/scenario/source_location.hpp"
 #include "src/comm/collective.hpp"
 
@@ -34,6 +35,7 @@ struct RankActivity {
   // anyone.
   int64_t meetings_entered = 0;
   int64_t last_seq = 0;
+  FlightRecorder history;  // its last collectives and point-to-point calls (not new_group)
 };
 
 inline std::string_view state_name(RankActivity::State state) {

@@ -116,6 +116,10 @@ void Rendezvous::enter_and_wait(int64_t rank, Channel& channel, size_t pos, cons
   RankActivity& me = activity_[static_cast<size_t>(rank)];
   ++me.meetings_entered;
   me.last_seq = seq;
+  if (signature.op != CollectiveOp::kNewGroup) {
+    me.history.enter({group.id, seq, point_to_point ? (*m.members)[1 - pos] : -1, signature,
+                      me.where.line, me.where.column, me.clock, CollectiveRecord::State::kWaiting});
+  }
   if (m.arrived == 0) {
     m.first = pos;
     m.signature = signature;
@@ -136,6 +140,8 @@ void Rendezvous::enter_and_wait(int64_t rank, Channel& channel, size_t pos, cons
       world_.park(rank);  // throws RankAborted when the world gives up on this rank
     } catch (...) {
       m.forget_frame(pos);  // the frame unwinds: nothing may point into it any more
+      if (signature.op != CollectiveOp::kNewGroup)
+        me.history.settle(CollectiveRecord::State::kAborted);
       throw;
     }
     me.state = RankActivity::State::kRunning;
@@ -149,6 +155,11 @@ void Rendezvous::leave(int64_t rank, Channel& channel, Meeting& m, size_t pos) {
   const std::exception_ptr failure = m.failure;
   std::string error;
   if (const auto it = m.errors.find(pos); it != m.errors.end()) error = it->second;
+  if (m.signature.op != CollectiveOp::kNewGroup) {
+    activity_[static_cast<size_t>(rank)].history.settle(failure || !error.empty()
+                                                            ? CollectiveRecord::State::kFailed
+                                                            : CollectiveRecord::State::kCompleted);
+  }
   if (++m.collected == m.size()) {
     // Meetings of a channel complete in sequence order, so the finished one is at the front.
     while (!channel.open.empty() &&
@@ -191,6 +202,10 @@ void Rendezvous::complete(Meeting& m, Executor& executor) {
   for (int64_t member : *m.members) {
     if (world_.is_parked(member)) world_.wake(member);
   }
+}
+
+std::string Rendezvous::group_label(int64_t id) const {
+  return sim::group_label(groups_, id, std::to_string(id));
 }
 
 std::optional<WaitInfo> Rendezvous::wait_of(int64_t rank) const {

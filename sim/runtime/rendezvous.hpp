@@ -64,6 +64,8 @@ class Rendezvous {
 
   // Names groups in reports from now on (null: c10d's names).
   void set_group_table(const GroupTable* groups) { groups_ = groups; }
+  // What reports call group `id` (group_label.hpp).
+  std::string group_label(int64_t id) const;
 
   // Every meeting whose members disagreed, in the order the disagreement was seen (at most
   // kMaxDesyncs; each is a hang of its own, and they may be independent).

@@ -377,3 +377,49 @@ TEST_CASE("runtime: a rank outside the group cannot enter its collective",
   CHECK(h.activity[1].state == RankActivity::State::kFailed);
   CHECK(h.activity[1].error.find("without being a member") != std::string::npos);
 }
+
+TEST_CASE("runtime: flight recorders keep each rank's last collectives", "[sim][runtime][hang]") {
+  Harness h(2);
+  const auto hang = h.run([&](int64_t r, Backend& b) {
+    for (int i = 0; i < 10; ++i) b.barrier(h.world_group(r));
+    Tensor t({2}, DType::kFloat32);
+    if (r == 0) b.all_reduce(t, ReduceOp::kSum, h.world_group(r));
+  });
+  REQUIRE(hang);
+  const FlightRecorder& rank0 = hang->ranks[0].activity.history;
+  CHECK(rank0.total() == 11);
+  const std::vector<CollectiveRecord> records = rank0.records();
+  REQUIRE(records.size() == FlightRecorder::kCapacity);
+  CHECK(records.front().seq == 4);  // the oldest kept: seqs 4 .. 11
+  CHECK(records.back().seq == 11);
+  CHECK(records.back().signature.op == CollectiveOp::kAllReduce);
+  CHECK(records.back().state == CollectiveRecord::State::kWaiting);
+  CHECK(records[6].state == CollectiveRecord::State::kCompleted);
+  CHECK(hang->json()["ranks"][0]["history"].size() == FlightRecorder::kCapacity);
+  CHECK(hang->json()["ranks"][0]["history_total"] == 11);
+  CHECK(hang->json()["ranks"][1]["history"].size() == FlightRecorder::kCapacity);
+}
+
+TEST_CASE("runtime: the first divergence is where members called from different places",
+          "[sim][runtime][hang]") {
+  Harness h(3);
+  const auto hang = h.run([&](int64_t r, Backend& b) {
+    Tensor t({2}, DType::kFloat32);
+    h.activity[static_cast<size_t>(r)].where = {"f.toml", r == 2 ? 20 : 10, 1};
+    b.all_reduce(t, ReduceOp::kSum, h.world_group(r));  // same signature, other line on rank 2
+    h.activity[static_cast<size_t>(r)].where = {"f.toml", 30, 1};
+    if (r == 2) b.all_reduce(t, ReduceOp::kSum, h.world_group(r));
+    if (r != 2) b.barrier(h.world_group(r));
+  });
+  REQUIRE(hang);
+  REQUIRE(hang->divergence);
+  CHECK(hang->divergence->group_id == 0);
+  CHECK(hang->divergence->seq == 1);
+  REQUIRE(hang->divergence->calls.size() == 2);
+  CHECK(hang->divergence->calls[0].second == std::vector<int64_t>{2});
+  CHECK(hang->divergence->calls[0].first == "all_reduce(float32[2], op=sum) at line 20");
+  CHECK(hang->summary.at(0) ==
+        "first divergence: WORLD seq 1: rank 2 called all_reduce(float32[2], op=sum) at line 20; "
+        "ranks 0, 1 called all_reduce(float32[2], op=sum) at line 10");
+  CHECK(hang->json()["first_divergence"]["seq"] == 1);
+}
