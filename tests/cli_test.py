@@ -40,6 +40,45 @@ r = run("run", "--no-time", in_root("scenarios"))
 check(r.returncode == 0, f"scenarios/ exits 0, got {r.returncode}: {r.stdout[-400:]}")
 check(" passed, 0 failed" in r.stdout, "totals line present")
 
+# A file named again, directly or through its directory, is checked and run once.
+one = in_root("scenarios", "pp_1f1b.toml")
+r = run("check", in_root("scenarios"), one, os.path.join(in_root("scenarios"), ".", "pp_1f1b.toml"))
+check(r.returncode == 0 and r.stdout.count("pp_1f1b.toml: ok") == 1,
+      f"check DIR FILE lists the file once: {r.stdout.count('pp_1f1b.toml: ok')}")
+
+# `meshsim steps`: a header, then one row per step kind with its arguments in aligned columns.
+r = run("steps")
+rows = r.stdout.splitlines()
+check(rows[0].split() == ["step", "arguments", "what", "it", "does"], f"steps header: {rows[0]}")
+column = rows[0].index("arguments")
+aligned = [row for row in rows[1:] if not row.startswith(" ")]
+check(all(row[column - 2:column] == "  " and row[column] != " " for row in aligned),
+      "steps: every argument starts in the arguments column")
+check(any(row.startswith("all_reduce ") and "{ tensor, op, group, out }" in row for row in rows),
+      "steps: all_reduce lists its arguments")
+
+# A hang report leads with its root cause; aborted ranks with the same story share one line; a
+# scenario-level expectation names no rank (never "rank -1").
+r = run("run", "--no-time", "-v", in_root("scenarios", "hang_pp_1f1b_forgotten_send.toml"))
+lines = r.stdout.splitlines()
+check(r.returncode == 0 and lines[1].strip() == "deadlock: unmatched send/recv",
+      f"1F1B hang: cause on the report's first line: {lines[:3]}")
+check("rank 2 waits in its 8th recv from rank 4" in lines[2] and "posted 7 sends" in lines[2],
+      f"1F1B hang: the culprit on the second line: {lines[2][:200]}")
+check("step failed: aborted" not in r.stdout and "aborted: aborted" not in r.stdout,
+      "aborted ranks are not reported as 'step failed: aborted: aborted ...'")
+with tempfile.TemporaryDirectory() as tmp:
+    wrong = os.path.join(tmp, "wrong_cause.toml")
+    text = open(in_root("scenarios", "hang_rank_exits_early.toml")).read()
+    open(wrong, "w").write(text.replace('cause = "rank exited early"', 'cause = "rank failed"'))
+    r = run("run", "--no-time", wrong)
+    check(r.returncode == 1 and "rank -1" not in r.stdout and "expected deadlock ==" in r.stdout,
+          f"a failed scenario-level expectation names no rank: {r.stdout[-600:]}")
+    r = run("run", "--no-time", "--json", os.path.join(tmp, "r.json"), wrong)
+    report = json.load(open(os.path.join(tmp, "r.json")))
+    check(report["scenarios"][0]["expectations"][0]["rank"] is None,
+          "JSON: a scenario-level expectation's rank is null")
+
 # The deliberately failing scenario: exit 1, the expectation's file:line and the unexpected error.
 failing = in_root("tests", "scenarios", "failing_coordinate.toml")
 r = run("run", "--no-time", failing)

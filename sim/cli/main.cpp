@@ -1,5 +1,6 @@
 // The `meshsim` command: run, check and list scenario steps.
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <iostream>
 
@@ -171,6 +172,32 @@ int run_command(const std::vector<std::string>& paths, const RunFlags& flags) {
   return exit_code(report);
 }
 
+// `meshsim steps`: one row per step kind, its arguments and what it does, in aligned columns
+// (arguments wider than kArgsWidth take a line of their own).
+std::string steps_table() {
+  constexpr size_t kArgsWidth = 48;
+  std::vector<std::array<std::string, 3>> rows{{"step", "arguments", "what it does"}};
+  for (const auto& kind : StepRegistry::builtin().kinds())
+    rows.push_back({kind.key, kind.args, kind.summary});
+  rows.push_back({"repeat", "{ var, count } ... end_repeat = \"var\"",
+                  "run the steps up to end_repeat count times, var = 0, 1, ..."});
+  size_t key_width = 0, args_width = 0;
+  for (const auto& row : rows) {
+    key_width = std::max(key_width, row[0].size());
+    if (row[1].size() <= kArgsWidth) args_width = std::max(args_width, row[1].size());
+  }
+  std::string out;
+  for (const auto& [key, args, what] : rows) {
+    if (args.size() <= args_width) {
+      out += fmt::format("{:<{}}  {:<{}}  {}\n", key, key_width, args, args_width, what);
+    } else {
+      out += fmt::format("{:<{}}  {}\n{:<{}}  {:<{}}  {}\n", key, key_width, args, "", key_width,
+                         "", args_width, what);
+    }
+  }
+  return out;
+}
+
 int check_command(const std::vector<std::string>& paths) {
   RunReport report;
   const ExpandedPaths expanded = expand_scenario_paths(paths);
@@ -297,13 +324,6 @@ int main(int argc, char** argv) {
   if (rng.offsets->parsed()) return run_rng_offsets(offsets_flags);
   if (run->parsed()) return run_command(run_paths, flags);
   if (check->parsed()) return check_command(check_paths);
-  if (steps->parsed()) {
-    size_t width = 0;
-    for (const auto& kind : StepRegistry::builtin().kinds())
-      width = std::max(width, kind.key.size());
-    for (const auto& kind : StepRegistry::builtin().kinds()) {
-      std::cout << fmt::format("{:<{}}  {}\n", kind.key, width, kind.summary);
-    }
-  }
+  if (steps->parsed()) std::cout << steps_table();
   return kExitPass;
 }

@@ -133,7 +133,7 @@ Json report_json(const RunReport& report, const std::string& version) {
     Json expectations = Json::array();
     for (const ExpectationRecord& e : r.expectations) {
       expectations.push_back({{"location", location_json(e.where)},
-                              {"rank", e.rank},
+                              {"rank", e.rank >= 0 ? Json(e.rank) : Json(nullptr)},
                               {"what", e.what},
                               {"passed", e.passed},
                               {"observed", e.observed},

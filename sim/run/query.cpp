@@ -52,7 +52,8 @@ Json indices_as_runs(const Json& dim) {
 
 }  // namespace
 
-std::vector<Placement> placements_of(const toml::node& node, const LoadContext& ctx) {
+std::vector<Placement> placements_of(const toml::node& node, const LoadContext& ctx,
+                                     const std::string& mesh, std::optional<size_t> tensor_ndim) {
   std::vector<Placement> out;
   const toml::array* array = node.as_array();
   if (array == nullptr) ctx.fail(node, "placements must be an array of strings like \"Shard(0)\"");
@@ -62,6 +63,21 @@ std::vector<Placement> placements_of(const toml::node& node, const LoadContext& 
     } catch (const Error& e) {
       ctx.fail(item, e.what());
     }
+    const Placement& p = out.back();
+    if (!tensor_ndim ||
+        (!std::holds_alternative<Shard>(p) && !std::holds_alternative<StridedShard>(p)))
+      continue;
+    const int64_t d = sharded_dim(p);
+    const auto ndim = static_cast<int64_t>(*tensor_ndim);
+    if (d >= ndim || d < -ndim) {
+      ctx.fail(item, fmt::format("{} shards dim {} of a {}-d tensor (dims: -{} to {})",
+                                 placement_name(p), d, ndim, ndim, ndim - 1));
+    }
+  }
+  const LoadContext::MeshInfo* info = ctx.mesh(mesh);
+  if (info != nullptr && out.size() != info->ndim) {
+    ctx.fail(node, fmt::format("{} placements for mesh \"{}\", which has {} dims", out.size(), mesh,
+                               info->ndim));
   }
   return out;
 }
@@ -150,11 +166,7 @@ Query Query::parse(std::string_view key, const toml::node& node, LoadContext& ct
   if (takes_shard) {
     q.global_shape_ = ctx.integers_of(ctx.require(*table, "shape", key), "shape");
     const toml::node& p = ctx.require(*table, "placements", key);
-    q.placements_ = placements_of(p, ctx);
-    if (q.placements_.size() != info->ndim) {
-      ctx.fail(p, fmt::format("{} placements for mesh \"{}\", which has {} dims",
-                              q.placements_.size(), q.mesh_, info->ndim));
-    }
+    q.placements_ = placements_of(p, ctx, q.mesh_, q.global_shape_.size());
   } else if (table->get("shape") || table->get("placements")) {
     ctx.fail(node, fmt::format("{} takes no shape or placements", key));
   }

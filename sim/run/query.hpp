@@ -42,8 +42,12 @@ class Query {
   std::optional<Expression> expression_;
 };
 
-// An array of placement strings ("Shard(0)", "Replicate()", ...); InputError at the bad entry.
-std::vector<Placement> placements_of(const toml::node& node, const LoadContext& ctx);
+// An array of placement strings ("Shard(0)", "Replicate()", ...) for a DTensor on `mesh`: one per
+// mesh dim, and, when the tensor's dim count is known, no shard of a dim it does not have.
+// InputError at the array or the bad entry.
+std::vector<Placement> placements_of(const toml::node& node, const LoadContext& ctx,
+                                     const std::string& mesh,
+                                     std::optional<size_t> tensor_ndim = std::nullopt);
 
 // The first `n` values of a materialized tensor, as the report shows them.
 Json first_values(const Tensor& t, int64_t n);

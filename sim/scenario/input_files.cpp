@@ -161,6 +161,15 @@ ExpandedPaths expand_scenario_paths(const std::vector<std::string>& paths) {
     }
     out.files.insert(out.files.end(), found.begin(), found.end());
   }
+  // A file named twice (itself and through its directory, or by two spellings) runs once, where
+  // it first appears: identified by (device, inode) when it can be stat'ed.
+  std::set<std::pair<dev_t, ino_t>> files_seen;
+  std::set<std::string> names_seen;
+  std::erase_if(out.files, [&](const std::string& f) {
+    struct stat st {};
+    if (::stat(f.c_str(), &st) == 0) return !files_seen.insert({st.st_dev, st.st_ino}).second;
+    return !names_seen.insert(f).second;
+  });
   return out;
 }
 

@@ -30,7 +30,8 @@ struct ExpandedPaths {
   std::vector<PathProblem> problems;
 };
 
-// Files as given; directories expanded (recursively, not through links to directories) to the
+// Files as given, each once; directories expanded (recursively, not through links to directories)
+// to the
 // *.toml files inside. A directory that cannot be read, a *.toml entry whose type cannot be
 // determined (a symlink loop, a dangling link) or a directory without scenarios is a problem for
 // that path; the rest are still returned.

@@ -4,8 +4,8 @@
 
 namespace meshsim::sim {
 
-void StepRegistry::add(std::string key, std::string summary, StepParser parse) {
-  kinds_.push_back({std::move(key), std::move(summary), std::move(parse)});
+void StepRegistry::add(std::string key, std::string args, std::string summary, StepParser parse) {
+  kinds_.push_back({std::move(key), std::move(args), std::move(summary), std::move(parse)});
 }
 
 const StepRegistry::Kind* StepRegistry::find(std::string_view key) const {
@@ -24,15 +24,16 @@ std::vector<std::string> StepRegistry::keys() const {
 const StepRegistry& StepRegistry::builtin() {
   static const StepRegistry registry = [] {
     StepRegistry r;
-    r.add("mesh", "create a DeviceMesh (same keys as a [[mesh]] table)",
+    r.add("mesh", "{ name, shape, dims, ... } (as [[mesh]])", "create a DeviceMesh",
           [](const toml::node& value, const toml::table& entry, LoadContext& ctx) {
             const toml::table* table = value.as_table();
             if (table == nullptr) ctx.fail(value, "mesh must be a table, like a [[mesh]] entry");
             return parse_mesh_definition(*table, ctx,
                                          entry.contains("raises") ? Raises::kYes : Raises::kNo);
           });
-    r.add("dump", "record a mesh's groups and coordinate (and a local shard) per rank", parse_dump);
-    r.add("expect", "an expectation (same keys as an [[expect]] table)",
+    r.add("dump", "{ mesh, shape, placements, tensor, rng }",
+          "record a mesh's groups and coordinate (and a local shard) per rank", parse_dump);
+    r.add("expect", "{ ... } (as [[expect]])", "an expectation",
           [](const toml::node& value, const toml::table&, LoadContext& ctx) {
             const toml::table* table = value.as_table();
             if (table == nullptr)

@@ -21,11 +21,12 @@ class StepRegistry {
  public:
   struct Kind {
     std::string key;
+    std::string args;  // what the value holds: "{ tensor, op = \"sum\", group, out }", "\"mesh\""
     std::string summary;
     StepParser parse;
   };
 
-  void add(std::string key, std::string summary, StepParser parse);
+  void add(std::string key, std::string args, std::string summary, StepParser parse);
   const Kind* find(std::string_view key) const;
   const std::vector<Kind>& kinds() const { return kinds_; }
   std::vector<std::string> keys() const;

@@ -56,13 +56,9 @@ MeshPlacements mesh_placements_of(const toml::table& args, std::string_view what
   MeshPlacements out;
   const toml::node& mesh = ctx.require(args, "mesh", what);
   out.mesh = ctx.string_of(mesh, "mesh");
-  const LoadContext::MeshInfo& info = ctx.require_mesh(mesh, out.mesh);
+  ctx.require_mesh(mesh, out.mesh);
   if (const toml::node* p = args.get("placements")) {
-    out.placements = placements_of(*p, ctx);
-    if (out.placements.size() != info.ndim) {
-      ctx.fail(*p, fmt::format("{} placements for mesh \"{}\", which has {} dims",
-                               out.placements.size(), out.mesh, info.ndim));
-    }
+    out.placements = placements_of(*p, ctx, out.mesh);
   }
   return out;
 }
@@ -602,16 +598,16 @@ std::unique_ptr<Step> parse_load(const toml::node& value, const toml::table&, Lo
 }  // namespace
 
 void register_checkpoint_steps(StepRegistry& r) {
-  r.add("decouple_backend_at_save",
-        "true: later saves leave out process group names (PyTorch's switch; off by default)",
+  r.add("decouple_backend_at_save", "true | false",
+        "later saves leave out process group names (PyTorch's switch; off by default)",
         [](const toml::node& value, const toml::table&, LoadContext& ctx) -> std::unique_ptr<Step> {
           auto step = std::make_unique<DecoupleStep>();
           step->on_ = ctx.boolean_of(value, "decouple_backend_at_save");
           return step;
         });
   r.add(
-      "from_local",
-      "DTensor.from_local: { name, local = \"tensor\", mesh, placements, requires_grad }",
+      "from_local", "{ name, local = \"tensor\", mesh, placements, requires_grad }",
+      "DTensor.from_local",
       [](const toml::node& value, const toml::table&, LoadContext& ctx) -> std::unique_ptr<Step> {
         const toml::table& args = args_of(value, ctx, "from_local");
         ctx.only_keys(args, {"name", "local", "mesh", "placements", "requires_grad"}, "from_local");
@@ -627,16 +623,14 @@ void register_checkpoint_steps(StepRegistry& r) {
         return step;
       });
   r.add("save",
-        "write a checkpoint record: { tensor | mesh | rng = true, path = \"x-{rank}.ckpt\", "
-        "format = \"binary\" | \"text\" | \"xml\", group_names, fail_at }, or a whole-world "
-        "checkpoint: { checkpoint = \"step1\", tensors = [...], format }",
-        parse_save);
+        "{ tensor | mesh | rng = true, path = \"x-{rank}.ckpt\", format = \"binary\" | \"text\" "
+        "| \"xml\", group_names, fail_at } or { checkpoint = \"step1\", tensors = [...], format }",
+        "write a checkpoint record, or a whole-world checkpoint", parse_save);
   r.add("load",
-        "read a record: { tensor | mesh | rng = true, path (this run's) or file (beside the "
-        "scenario), strict }, or one tensor of a checkpoint, resharded: { checkpoint, tensor, "
-        "from, mesh, placements }",
-        parse_load);
-  r.add("reassign_mesh", "dtensor._spec.mesh = mesh (the meshes must be equal): { tensor, mesh }",
+        "{ tensor | mesh | rng = true, path (this run's) | file (beside the scenario), strict } "
+        "or { checkpoint, tensor, from, mesh, placements }",
+        "read a record, or one tensor of a checkpoint, resharded", parse_load);
+  r.add("reassign_mesh", "{ tensor, mesh }", "dtensor._spec.mesh = mesh (the meshes must be equal)",
         [](const toml::node& value, const toml::table&, LoadContext& ctx) -> std::unique_ptr<Step> {
           const toml::table& args = args_of(value, ctx, "reassign_mesh");
           ctx.only_keys(args, {"tensor", "mesh"}, "reassign_mesh");
@@ -647,15 +641,15 @@ void register_checkpoint_steps(StepRegistry& r) {
           ctx.require_mesh(mesh, step->mesh_);
           return step;
         });
-  r.add("rebind_groups", "re-attach a mesh to this world's process groups by layout: \"mesh\"",
+  r.add("rebind_groups", "\"mesh\"", "re-attach a mesh to this world's process groups by layout",
         [](const toml::node& value, const toml::table&, LoadContext& ctx) -> std::unique_ptr<Step> {
           auto step = std::make_unique<RebindGroupsStep>();
           step->mesh_ = ctx.string_of(value, "rebind_groups");
           ctx.require_mesh(value, step->mesh_);
           return step;
         });
-  r.add("corrupt_file",
-        "damage a checkpoint file: { path, flip_byte = N } or { path, truncate_to = N }",
+  r.add("corrupt_file", "{ path, flip_byte = N } or { path, truncate_to = N }",
+        "damage a checkpoint file",
         [](const toml::node& value, const toml::table&, LoadContext& ctx) -> std::unique_ptr<Step> {
           const toml::table& args = args_of(value, ctx, "corrupt_file");
           ctx.only_keys(args, {"path", "flip_byte", "truncate_to"}, "corrupt_file");

@@ -152,6 +152,33 @@ class CollectiveStep final : public Step {
 };
 
 // Builds the parser of one collective step kind.
+// The key naming a collective's peer or root: send's dst, recv's and the broadcasts' src.
+const char* peer_key_of(CollectiveOp op) {
+  if (op == CollectiveOp::kSend) return "dst";
+  if (op == CollectiveOp::kRecv || op == CollectiveOp::kBroadcast ||
+      op == CollectiveOp::kBroadcastObjectList) {
+    return "src";
+  }
+  return nullptr;
+}
+
+// The keys a collective's table takes, in the order `meshsim steps` lists them.
+std::vector<std::string_view> collective_keys(CollectiveOp op) {
+  std::vector<std::string_view> keys;
+  if (op == CollectiveOp::kRecv) keys.push_back("like");
+  if (op != CollectiveOp::kBarrier && op != CollectiveOp::kBroadcastObjectList &&
+      op != CollectiveOp::kAllGatherObject && op != CollectiveOp::kRecv) {
+    keys.push_back("tensor");
+  }
+  if (op == CollectiveOp::kAllReduce || op == CollectiveOp::kReduceScatter) keys.push_back("op");
+  if (const char* peer = peer_key_of(op)) keys.push_back(peer);
+  if (op == CollectiveOp::kBroadcastObjectList) keys.push_back("values");
+  if (op == CollectiveOp::kAllGatherObject) keys.push_back("value");
+  keys.push_back("group");
+  if (op != CollectiveOp::kBarrier && op != CollectiveOp::kSend) keys.push_back("out");
+  return keys;
+}
+
 StepParser collective_parser(CollectiveOp op) {
   return [op](const toml::node& value, const toml::table&,
               LoadContext& ctx) -> std::unique_ptr<Step> {
@@ -170,18 +197,8 @@ StepParser collective_parser(CollectiveOp op) {
                               op != CollectiveOp::kBroadcastObjectList &&
                               op != CollectiveOp::kAllGatherObject;
     const bool reduces = op == CollectiveOp::kAllReduce || op == CollectiveOp::kReduceScatter;
-    const char* peer_key = op == CollectiveOp::kSend ? "dst"
-                           : (op == CollectiveOp::kRecv || op == CollectiveOp::kBroadcast ||
-                              op == CollectiveOp::kBroadcastObjectList)
-                               ? "src"
-                               : nullptr;
-    std::vector<std::string_view> keys{"group"};
-    if (takes_tensor) keys.push_back(op == CollectiveOp::kRecv ? "like" : "tensor");
-    if (reduces) keys.push_back("op");
-    if (peer_key) keys.push_back(peer_key);
-    if (op == CollectiveOp::kBroadcastObjectList) keys.push_back("values");
-    if (op == CollectiveOp::kAllGatherObject) keys.push_back("value");
-    if (op != CollectiveOp::kBarrier && op != CollectiveOp::kSend) keys.push_back("out");
+    const char* peer_key = peer_key_of(op);
+    const std::vector<std::string_view> keys = collective_keys(op);
     for (const auto& [k, v] : *args) {
       if (std::find(keys.begin(), keys.end(), k.str()) == keys.end()) {
         throw InputError(ctx.at(k.source()), fmt::format("unknown key \"{}\" in {} (expected: {})",
@@ -245,7 +262,7 @@ class SleepStep final : public Step {
 }  // namespace
 
 void register_collective_steps(StepRegistry& r) {
-  r.add("tensor", "set a named tensor: { name = \"x\", value = \"ones(4)\" }",
+  r.add("tensor", "{ name = \"x\", value = \"ones(4)\" }", "set a named tensor",
         [](const toml::node& value, const toml::table&, LoadContext& ctx) -> std::unique_ptr<Step> {
           const toml::table* t = value.as_table();
           if (t == nullptr) ctx.fail(value, "tensor must be a table { name, value }");
@@ -261,10 +278,16 @@ void register_collective_steps(StepRegistry& r) {
         CollectiveOp::kReduceScatter, CollectiveOp::kBroadcast, CollectiveOp::kAllToAll,
         CollectiveOp::kBarrier, CollectiveOp::kSend, CollectiveOp::kRecv,
         CollectiveOp::kBroadcastObjectList, CollectiveOp::kAllGatherObject}) {
+    const std::vector<std::string_view> keys = collective_keys(op);
     r.add(std::string(collective_op_name(op)),
-          fmt::format("the {} collective", collective_op_name(op)), collective_parser(op));
+          op == CollectiveOp::kBarrier ? "\"WORLD\" | \"mesh\" | { group }"
+                                       : fmt::format("{{ {} }}", fmt::join(keys, ", ")),
+          op == CollectiveOp::kSend || op == CollectiveOp::kRecv
+              ? fmt::format("blocking {} (group: the group the peer is in)", collective_op_name(op))
+              : fmt::format("the {} collective", collective_op_name(op)),
+          collective_parser(op));
   }
-  r.add("sleep", "advance this rank's virtual clock by a number of seconds",
+  r.add("sleep", "seconds", "advance this rank's virtual clock",
         [](const toml::node& value, const toml::table&, LoadContext& ctx) -> std::unique_ptr<Step> {
           auto step = std::make_unique<SleepStep>();
           step->seconds_ = ctx.seconds_of(value, "sleep (seconds)", LoadContext::Zero::kAllowed);

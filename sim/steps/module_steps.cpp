@@ -131,7 +131,7 @@ StepParser module_parser(ModuleStep::Kind kind, std::string_view key) {
 }  // namespace
 
 void register_module_steps(StepRegistry& r) {
-  r.add("linear", "nn.Linear: { name, in, out, bias = true, dtype, meta = false }",
+  r.add("linear", "{ name, in, out, bias = true, dtype, meta = false }", "nn.Linear",
         [](const toml::node& value, const toml::table&, LoadContext& ctx) -> std::unique_ptr<Step> {
           const toml::table* args = value.as_table();
           if (args == nullptr) ctx.fail(value, "linear must be a table { name, in, out, ... }");
@@ -157,15 +157,14 @@ void register_module_steps(StepRegistry& r) {
           if (step->module_.bias) ctx.declare_tensor(bias_of(step->name_));
           return step;
         });
-  r.add("parallelize",
-        "parallelize_module: { module, mesh (the TP mesh), style = colwise|rowwise }",
-        module_parser(ModuleStep::Kind::kParallelize, "parallelize"));
-  r.add("fully_shard", "FSDP2's fully_shard: { module, mesh (the DP mesh) }",
+  r.add("parallelize", "{ module, mesh (the TP mesh), style = colwise | rowwise }",
+        "parallelize_module", module_parser(ModuleStep::Kind::kParallelize, "parallelize"));
+  r.add("fully_shard", "{ module, mesh (the DP mesh) }", "FSDP2's fully_shard",
         module_parser(ModuleStep::Kind::kFullyShard, "fully_shard"));
-  r.add("to_empty", "module.to_empty(device): real storage for meta parameters (\"module\")",
+  r.add("to_empty", "\"module\"", "module.to_empty(device): real storage for meta parameters",
         module_parser(ModuleStep::Kind::kToEmpty, "to_empty"));
-  r.add("reset_parameters",
-        "module.reset_parameters(): kaiming_uniform_ weight and uniform_ bias (\"module\")",
+  r.add("reset_parameters", "\"module\"",
+        "module.reset_parameters(): kaiming_uniform_ weight and uniform_ bias",
         module_parser(ModuleStep::Kind::kResetParameters, "reset_parameters"));
 }
 

@@ -49,21 +49,9 @@ DTensorShape dtensor_shape_of(const toml::table& args, LoadContext& ctx, std::st
     return out;
   }
   out.mesh = ctx.string_of(*mesh, "mesh");
-  const LoadContext::MeshInfo& info = ctx.require_mesh(*mesh, out.mesh);
+  ctx.require_mesh(*mesh, out.mesh);
   if (const toml::node* p = args.get("placements")) {
-    out.placements = placements_of(*p, ctx);
-    if (out.placements.size() != info.ndim) {
-      ctx.fail(*p, fmt::format("{} placements for mesh \"{}\", which has {} dims",
-                               out.placements.size(), out.mesh, info.ndim));
-    }
-    for (const Placement& pl : out.placements) {
-      if (!std::holds_alternative<Shard>(pl) && !std::holds_alternative<StridedShard>(pl)) continue;
-      const int64_t d = sharded_dim(pl);
-      const auto ndim = static_cast<int64_t>(out.shape.size());
-      if (d >= ndim || d < -ndim) {
-        ctx.fail(*p, fmt::format("{} shards dim {} of a {}-d tensor", placement_name(pl), d, ndim));
-      }
-    }
+    out.placements = placements_of(*p, ctx, out.mesh, out.shape.size());
   }
   return out;
 }
@@ -196,8 +184,8 @@ StepParser in_place_parser(OpKeys k) {
 
 void register_random_steps(StepRegistry& r) {
   r.add("dtensor",
-        "a zero DTensor: { name, mesh, shape, placements = [\"Shard(0)\", ...], dtype, meta, "
-        "fill = \"index\" }",
+        "{ name, mesh, shape, placements = [\"Shard(0)\", ...], dtype, meta, fill = \"index\" }",
+        "a zero DTensor",
         [](const toml::node& value, const toml::table&, LoadContext& ctx) -> std::unique_ptr<Step> {
           const toml::table& args = args_of(value, ctx, "dtensor");
           ctx.only_keys(args, {"name", "mesh", "shape", "placements", "dtype", "meta", "fill"},
@@ -215,8 +203,8 @@ void register_random_steps(StepRegistry& r) {
           ctx.declare_tensor(step->name_);
           return step;
         });
-  r.add("manual_seed",
-        "torch.manual_seed(seed) (\"expr\"), or DTensor's manual_seed with { seed, mesh }",
+  r.add("manual_seed", "\"seed\" or { seed, mesh }",
+        "torch.manual_seed(seed), or DTensor's manual_seed on a mesh",
         [](const toml::node& value, const toml::table&, LoadContext& ctx) -> std::unique_ptr<Step> {
           auto step = std::make_unique<ManualSeedStep>();
           if (const toml::table* args = value.as_table()) {
@@ -230,20 +218,20 @@ void register_random_steps(StepRegistry& r) {
           }
           return step;
         });
-  r.add("rand", "torch.rand / distributed.tensor.rand: { name, shape, mesh, placements, dtype }",
+  r.add("rand", "{ name, shape, mesh, placements, dtype }", "torch.rand / distributed.tensor.rand",
         factory_parser(RandomOp::Kind::kUniform, "rand"));
-  r.add("randn", "torch.randn / distributed.tensor.randn: { name, shape, mesh, placements, dtype }",
-        factory_parser(RandomOp::Kind::kNormal, "randn"));
-  r.add("uniform_", "Tensor.uniform_: { tensor, from = 0, to = 1 }",
+  r.add("randn", "{ name, shape, mesh, placements, dtype }",
+        "torch.randn / distributed.tensor.randn", factory_parser(RandomOp::Kind::kNormal, "randn"));
+  r.add("uniform_", "{ tensor, from = 0, to = 1 }", "Tensor.uniform_",
         in_place_parser({"uniform_", RandomOp::Kind::kUniform, "from", "to", 0.0, 1.0}));
-  r.add("normal_", "Tensor.normal_: { tensor, mean = 0, std = 1 }",
+  r.add("normal_", "{ tensor, mean = 0, std = 1 }", "Tensor.normal_",
         in_place_parser({"normal_", RandomOp::Kind::kNormal, "mean", "std", 0.0, 1.0}));
-  r.add("bernoulli_", "Tensor.bernoulli_: { tensor, p = 0.5 }",
+  r.add("bernoulli_", "{ tensor, p = 0.5 }", "Tensor.bernoulli_",
         in_place_parser({"bernoulli_", RandomOp::Kind::kBernoulli, "p", "", 0.5, 0.0}));
-  r.add("exponential_", "Tensor.exponential_: { tensor, lambda = 1 }",
+  r.add("exponential_", "{ tensor, lambda = 1 }", "Tensor.exponential_",
         in_place_parser({"exponential_", RandomOp::Kind::kExponential, "lambda", "", 1.0, 0.0}));
-  r.add("distribute_region",
-        "set the DTensor RNG tracker's distribute_region_enabled (true or false)",
+  r.add("distribute_region", "true | false",
+        "set the DTensor RNG tracker's distribute_region_enabled",
         [](const toml::node& value, const toml::table&, LoadContext& ctx) -> std::unique_ptr<Step> {
           auto step = std::make_unique<DistributeRegionStep>();
           step->enabled_ = ctx.boolean_of(value, "distribute_region");

@@ -47,7 +47,14 @@ TEST_CASE("random steps: mistakes are refused with file:line:col", "[sim][rng][e
              Catch::StartsWith("t.toml:4:7: "));
   CHECK(load_error(kLine + "[[step]]\nrand = { name = \"w\", shape = [8], mesh = \"m\", "
                            "placements = [\"Shard(1)\"] }\n") ==
-        "t.toml:9:60: Shard(1) shards dim 1 of a 1-d tensor");
+        "t.toml:9:61: Shard(1) shards dim 1 of a 1-d tensor (dims: -1 to 0)");
+  // The same check where a query or dump lays a tensor out: at load time, not once per rank.
+  CHECK(load_error(kLine + "[[expect]]\nlocal_shard = { mesh = \"m\", shape = [8], placements = "
+                           "[\"Shard(-2)\"] }\nequals = [0]\n") ==
+        "t.toml:9:56: Shard(-2) shards dim -2 of a 1-d tensor (dims: -1 to 0)");
+  CHECK(load_error(kLine + "[[step]]\ndump = { mesh = \"m\", shape = [8, 2], placements = "
+                           "[\"Shard(2)\"] }\n") ==
+        "t.toml:9:52: Shard(2) shards dim 2 of a 2-d tensor (dims: -2 to 1)");
   CHECK(load_error(kLine + "[[step]]\nrand = { name = \"w\", shape = [8], mesh = \"m\", "
                            "placements = [\"Shard(0)\", \"Replicate()\"] }\n") ==
         "t.toml:9:60: 2 placements for mesh \"m\", which has 1 dims");
