@@ -85,8 +85,11 @@ r = run("run", "--no-time", failing)
 check(r.returncode == 1, f"failing scenario exits 1, got {r.returncode}")
 check("failing_coordinate.toml:11:1: rank 1: expected coordinate(m) == [1,0], got [0,1]" in r.stdout,
       "failed expectation names file:line:col, rank, expected and observed:\n" + r.stdout)
-check("failing_coordinate.toml:15:1: rank 0: mesh step failed: KeyError:" in r.stdout,
-      "unexpected model error names the step location and the Python error type")
+check("failing_coordinate.toml:15:1: ranks 0-3: mesh step failed: KeyError:" in r.stdout,
+      "unexpected model error names the step location and the Python error type, once for all "
+      "ranks")
+check(r.stdout.index("rank 1: expected coordinate") < r.stdout.index("rank 2: expected coordinate"),
+      "failed expectations in rank order")
 check("rerun: meshsim run " in r.stdout, "a failing run prints the command that reproduces it")
 
 # Unusable input: exit 2 with file:line:col and what was expected.
@@ -211,6 +214,25 @@ with tempfile.TemporaryDirectory() as tmp:
     check(any(e["ph"] == "X" and e["name"].startswith("all_reduce") and e["dur"] > 0 for e in events),
           "trace has collective slices with virtual durations")
     check(sum(e["ph"] == "s" for e in events) == sum(e["ph"] == "f" for e in events) > 0, "trace flows pair up")
+
+    # Slices name groups as the scenario does; new_group's store barriers only with --trace-setup.
+    check(any(e["ph"] == "X" and e["name"].startswith("all_reduce world.tp#") for e in events),
+          "trace slices name groups by mesh and dim: "
+          + str(sorted({e["name"] for e in events if e["ph"] == "X"})[:6]))
+    check(not any(e["ph"] == "X" and e["name"].startswith("new_group") for e in events),
+          "no new_group slices without --trace-setup")
+    r = run("run", "--no-time", "--trace", trace, "--trace-setup",
+            in_root("scenarios", "collectives_mesh_groups.toml"))
+    events = json.load(open(trace))["traceEvents"]
+    check(any(e["ph"] == "X" and e["name"].startswith("new_group store (WORLD)") for e in events),
+          "--trace-setup adds new_group slices")
+    # A hang: the collective each blocked rank waits in is a slice that never ends.
+    r = run("run", "--no-time", "--trace", trace, in_root("scenarios", "hang_rank_exits_early.toml"))
+    events = json.load(open(trace))["traceEvents"]
+    hung = [e for e in events if e["ph"] == "B"]
+    check(sorted(e["tid"] for e in hung) == [0, 1, 2] and
+          all(e["name"] == "all_reduce WORLD #2 (hung)" and e["args"]["waiting_for"] == "3"
+              for e in hung), f"hung collective as open slices: {hung[:2]}")
 
     # Seeded faults are reproducible and named in the report and the rerun line.
     outs = [run("run", "--no-time", "--faults-seed", "5", in_root("scenarios", "collectives_results.toml")).stdout

@@ -46,6 +46,7 @@ struct RunFlags {
   std::string json_path;
   std::string graph_path;
   std::string trace_path;
+  bool trace_setup = false;
   bool verbose = false;
   bool with_time = true;
   std::string schedule = "fifo";
@@ -103,6 +104,7 @@ int run_command(const std::vector<std::string>& paths, const RunFlags& flags) {
   options.faults_seed = flags.faults_seed;
   options.backend = *parse_backend_kind(flags.backend);  // CLI11 checked the name
   options.trace = !flags.trace_path.empty();
+  options.trace_setup = flags.trace_setup;
   options.payload_hashes = !flags.payload_hashes_path.empty();
   std::string payload_hashes;
   if (!flags.keep_checkpoints.empty()) options.keep_checkpoints = flags.keep_checkpoints;
@@ -236,6 +238,8 @@ int main(int argc, char** argv) {
                   "write the full report (schema in README.md) to this file");
   run->add_option("--trace", flags.trace_path,
                   "write a Chrome trace (open in Perfetto): a track per rank, virtual time");
+  run->add_flag("--trace-setup", flags.trace_setup,
+                "with --trace: also trace new_group's store barriers (group creation)");
   run->add_option("--graph", flags.graph_path,
                   "write the wait-for graph of every hang as Graphviz DOT");
   run->add_option("--payload-hashes", flags.payload_hashes_path,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -58,37 +59,48 @@ std::string format_failures(const ScenarioResult& result, size_t limit) {
   // The hang's root cause first: at scale everything else is a consequence of it.
   if (result.hang_text) out += indent(cut_hang_details(*result.hang_text, limit), "    ");
   std::vector<std::string> lines;
-  // Ranks that failed on their own, in rank order, then expectations, then the ranks aborted
-  // because of a hang (those with the same story on one line), then warnings.
-  for (size_t r = 0; r < result.failures.size(); ++r) {
-    const auto& f = result.failures[r];
-    if (!f || f->error_type == "aborted") continue;
-    lines.push_back(fmt::format("{}: rank {}: {} step failed: {}: {}", f->where.to_string(), r,
-                                f->step, f->error_type, f->message));
-  }
+  // Ranks that failed on their own, then expectations, then the ranks aborted because of a hang,
+  // then warnings. Ranks with the same failure share one line, in the order of their lowest rank.
+  const auto add_failures = [&](bool aborted) {
+    std::vector<std::pair<std::string, std::vector<int64_t>>> stories;
+    std::map<std::string, size_t> index;
+    for (size_t r = 0; r < result.failures.size(); ++r) {
+      const auto& f = result.failures[r];
+      if (!f || (f->error_type == "aborted") != aborted) continue;
+      // "\t" marks where the ranks go: "file:line:col: ranks 0-3 ...".
+      std::string what =
+          aborted ? fmt::format("{}\t ({}): {}", f->where.to_string(), f->step, f->message)
+                  : fmt::format("{}\t: {} step failed: {}: {}", f->where.to_string(), f->step,
+                                f->error_type, f->message);
+      const auto [it, fresh] = index.emplace(std::move(what), stories.size());
+      if (fresh) stories.push_back({it->first, {}});
+      stories[it->second].second.push_back(static_cast<int64_t>(r));
+    }
+    for (const auto& [what, ranks] : stories) {
+      const size_t tab = what.find('\t');
+      lines.push_back(fmt::format("{}: rank{} {}{}", what.substr(0, tab),
+                                  ranks.size() > 1 ? "s" : "", rank_ranges(ranks),
+                                  what.substr(tab + 1)));
+    }
+  };
+  add_failures(false);
+  // Failed expectations by place in the file, then rank (not in the order ranks got there).
+  std::vector<const ExpectationRecord*> failed;
   for (const ExpectationRecord& e : result.expectations) {
-    if (e.passed) continue;
+    if (!e.passed) failed.push_back(&e);
+  }
+  std::stable_sort(failed.begin(), failed.end(), [](const auto* a, const auto* b) {
+    return std::tuple(a->where.line, a->where.column, a->rank) <
+           std::tuple(b->where.line, b->where.column, b->rank);
+  });
+  for (const ExpectationRecord* f : failed) {
+    const ExpectationRecord& e = *f;
     // Checks of the whole run (rank -1) name no rank.
     const std::string rank = e.rank >= 0 ? fmt::format("rank {}: ", e.rank) : std::string();
     lines.push_back(fmt::format("{}: {}expected {} == {}, got {}", e.where.to_string(), rank,
                                 e.what, json_text(e.expected), json_text(e.observed)));
   }
-  std::vector<std::pair<std::string, std::vector<int64_t>>> aborted;
-  std::map<std::string, size_t> story;
-  for (size_t r = 0; r < result.failures.size(); ++r) {
-    const auto& f = result.failures[r];
-    if (!f || f->error_type != "aborted") continue;
-    std::string what = fmt::format("{}\t({}): {}", f->where.to_string(), f->step, f->message);
-    const auto [it, fresh] = story.emplace(std::move(what), aborted.size());
-    if (fresh) aborted.push_back({it->first, {}});
-    aborted[it->second].second.push_back(static_cast<int64_t>(r));
-  }
-  for (const auto& [what, ranks] : aborted) {
-    const size_t tab = what.find('\t');
-    lines.push_back(fmt::format("{}: rank{} {} {}", what.substr(0, tab),
-                                ranks.size() > 1 ? "s" : "", rank_ranges(ranks),
-                                what.substr(tab + 1)));
-  }
+  add_failures(true);
   for (const std::string& w : result.warnings) lines.push_back("warning: " + w);
   for (size_t i = 0; i < lines.size() && i < limit; ++i) out += "  " + lines[i] + "\n";
   if (lines.size() > limit) {

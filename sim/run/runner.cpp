@@ -185,10 +185,29 @@ ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options)
   const std::vector<Fault> faults = backend.faults;  // step-triggered ones fire here
   Trace trace;
   if (options.trace) backend.trace = &trace;
+  backend.trace_setup = options.trace_setup;
   BackendFactory backends(world, activity, std::move(backend));
+  trace.set_group_labels([&](int64_t id) { return backends.rendezvous().group_label(id); });
   // The first stall or timeout is the one reported; later stalls (after aborts) only abort.
   auto keep_hang = [&](const HangReport& report) {
     if (result.hang) return;
+    // The hung collective, as a slice that never ends on every rank blocked in it.
+    if (options.trace) {
+      for (const HangReport::Rank& r : report.ranks) {
+        if (r.wait < 0) continue;
+        const OpenWait& w = report.waits[static_cast<size_t>(r.wait)];
+        if (w.signature.op == CollectiveOp::kNewGroup && !options.trace_setup) continue;
+        trace.open_slice(
+            r.rank,
+            fmt::format("{} {} #{} (hung)", collective_op_name(w.signature.op), w.channel, w.seq),
+            "hung", r.activity.clock,
+            {{"signature", r.waiting->signature.describe()},
+             {"group", w.group},
+             {"seq", w.seq},
+             {"waiting_for", rank_ranges(w.missing)},
+             {"cause", hang_cause_name(report.cause)}});
+      }
+    }
     result.hang_text = report.text();
     result.hang = report.json();
     result.hang_dot = (*result.hang)["dot"].get<std::string>();

@@ -14,8 +14,10 @@ struct RunOptions {
   WorldOptions world;  // schedule, seed, stack size
   // When set, one fault drawn from this seed is added to the scenario's own.
   std::optional<uint64_t> faults_seed;
-  // Record a Chrome trace into ScenarioResult::trace.
+  // Record a Chrome trace into ScenarioResult::trace; with trace_setup, new_group's store
+  // barriers too (a big world creates many groups: they would crowd the trace).
   bool trace = false;
+  bool trace_setup = false;
   // The collective backend the ranks talk through.
   BackendKind backend = BackendKind::kSim;
   // Hash what every member of every collective receives (ScenarioResult::payload_hashes).

@@ -80,7 +80,8 @@ std::unique_ptr<Backend> BackendFactory::backend(int64_t rank) {
 
 std::unique_ptr<GroupCreator> BackendFactory::group_creator(int64_t rank) {
   return std::make_unique<StoreGroupCreator>(rank, groups_, rendezvous_, store_,
-                                             activity_[static_cast<size_t>(rank)], options_.trace);
+                                             activity_[static_cast<size_t>(rank)],
+                                             options_.trace_setup ? options_.trace : nullptr);
 }
 
 }  // namespace meshsim::sim

@@ -41,6 +41,7 @@ struct BackendOptions {
   CostModel cost;               // the simulated executor's virtual time
   std::vector<Fault> faults;    // injected at a rank's k-th collective
   Trace* trace = nullptr;       // records every collective when set
+  bool trace_setup = false;     // ... and new_group's store barriers too
   bool payload_hashes = false;  // hash what every member of every collective receives
   // nccl: the CUDA runtime and NCCL (null: this build's own; tests pass a recording fake), and
   // how long a launched collective may run on the devices.

@@ -80,7 +80,7 @@ void StoreGroupCreator::store_barrier(const SharedGroupBatch& batch, int64_t fir
                    {.new_groups = &batch, .first_group = first, .group_origin = &creating()},
                    barrier_);
   if (trace_ != nullptr) {
-    trace_->meeting(rank(), sig, "store", store.size(), activity_.last_seq, entered_at,
+    trace_->meeting(rank(), sig, kStoreGroupId, store.size(), activity_.last_seq, entered_at,
                     activity_.clock);
   }
 }

@@ -25,24 +25,35 @@ void Trace::slice(int64_t rank, std::string name, std::string category, double s
   slices_.push_back({rank, std::move(name), std::move(category), start_s, end_s, std::move(args)});
 }
 
+void Trace::open_slice(int64_t rank, std::string name, std::string category, double start_s,
+                       nlohmann::json args) {
+  slices_.push_back(
+      {rank, std::move(name), std::move(category), start_s, start_s, std::move(args), true});
+}
+
 void Trace::collective(int64_t rank, std::string meeting, std::string name, double start_s,
                        double end_s, nlohmann::json args) {
   meetings_[std::move(meeting)].push_back(slices_.size());
   slice(rank, std::move(name), "collective", start_s, end_s, std::move(args));
 }
 
-void Trace::meeting(int64_t rank, const Signature& signature, const std::string& group,
-                    int64_t group_size, int64_t seq, double start_s, double end_s) {
+void Trace::meeting(int64_t rank, const Signature& signature, int64_t group_id, int64_t group_size,
+                    int64_t seq, double start_s, double end_s) {
   const bool p2p = signature.op == CollectiveOp::kSend || signature.op == CollectiveOp::kRecv;
   const int64_t peer = signature.root.value_or(0);
   const int64_t src = signature.op == CollectiveOp::kSend ? rank : peer;
   const int64_t dst = signature.op == CollectiveOp::kSend ? peer : rank;
-  const std::string channel = p2p ? fmt::format("p:{}:{}>{}", group, src, dst) : "c:" + group;
-  const std::string shown = display_group(group);
+  const std::string channel =
+      p2p ? fmt::format("p:{}:{}>{}", group_id, src, dst) : fmt::format("c:{}", group_id);
+  const std::string shown = group_id == kStoreGroupId ? "store (WORLD)"
+                            : label_                  ? label_(group_id)
+                                                      : display_group(std::to_string(group_id));
+  const std::string where = p2p ? fmt::format("{} p2p {}→{}", shown, src, dst) : shown;
   collective(rank, fmt::format("{}#{}", channel, seq),
-             fmt::format("{} {} #{}", collective_op_name(signature.op), shown, seq), start_s, end_s,
+             fmt::format("{} {} #{}", collective_op_name(signature.op), where, seq), start_s, end_s,
              {{"signature", signature.describe()},
               {"group", shown},
+              {"group_id", std::to_string(group_id)},
               {"seq", seq},
               {"group_size", p2p ? 2 : group_size}});
 }
@@ -59,6 +70,16 @@ nlohmann::json Trace::events(int64_t pid, const std::string& process, int64_t wo
                    {"args", {{"name", "rank " + std::to_string(r)}}}});
   }
   for (const Slice& s : slices_) {
+    if (s.open) {
+      out.push_back({{"name", s.name},
+                     {"cat", s.category},
+                     {"ph", "B"},
+                     {"pid", pid},
+                     {"tid", s.rank},
+                     {"ts", micros(s.start_s)},
+                     {"args", s.args}});
+      continue;
+    }
     out.push_back({{"name", s.name},
                    {"cat", s.category},
                    {"ph", "X"},

@@ -54,7 +54,8 @@ std::optional<std::string> GroupCreator::new_groups(const Axis& axis, const Shar
                                                     const std::string& dim_name) {
   const SharedGroupBatch batch = table_->axis_groups(axis, map);
   std::string label = label_prefix_;
-  if (!dim_name.empty()) label += (label.empty() ? "" : ".") + dim_name;
+  // "world.tp"; a mesh named after its only dim ("spmd" flattened to "spmd") is just "spmd".
+  if (!dim_name.empty() && dim_name != label) label += (label.empty() ? "" : ".") + dim_name;
   if (label.empty()) label = "new_group";
   std::optional<std::string> mine;
   if (batch->count() > 0) mine = create(batch, std::move(label));
