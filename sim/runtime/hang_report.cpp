@@ -580,16 +580,20 @@ std::string HangReport::text() const {
     if (records.empty()) continue;
     out += fmt::format("    last {} collectives of rank {} (of {}, oldest first):\n",
                        records.size(), culprits[i], a.history.total());
-    for (const CollectiveRecord& c : records) out += "      " + record_text(c) + "\n";
+    for (const CollectiveRecord& c : records) out += "      " + record_text(culprits[i], c) + "\n";
   }
   return out;
 }
 
-std::string HangReport::record_text(const CollectiveRecord& c) const {
+std::string HangReport::record_text(int64_t rank, const CollectiveRecord& c) const {
   const auto label = group_labels.find(c.group_id);
-  return fmt::format("{} seq {}: {} at line {}, {}",
-                     label == group_labels.end() ? std::to_string(c.group_id) : label->second,
-                     c.seq, c.signature.describe(), c.line, record_state_name(c.state));
+  std::string where = label == group_labels.end() ? std::to_string(c.group_id) : label->second;
+  if (c.peer >= 0) {
+    const bool sends = c.signature.op == CollectiveOp::kSend;
+    where += fmt::format(" p2p {}→{}", sends ? rank : c.peer, sends ? c.peer : rank);
+  }
+  return fmt::format("{} seq {}: {} at line {}, {}", where, c.seq, c.signature.describe(), c.line,
+                     record_state_name(c.state));
 }
 
 nlohmann::json HangReport::json() const {
@@ -693,7 +697,10 @@ nlohmann::json HangReport::json() const {
 }
 
 std::string HangReport::dot() const {
-  std::string out = "digraph wait_for {\n  rankdir=LR;\n";
+  // Titled with the kind and cause; culprits drawn bold in red.
+  std::string out =
+      fmt::format("digraph wait_for {{\n  rankdir=LR;\n  labelloc=t;\n  label=\"{}: {}\";\n",
+                  hang_kind_name(kind), hang_cause_name(cause));
   auto color_of = [](RankActivity::State s) {
     return s == RankActivity::State::kBlocked    ? "orange"
            : s == RankActivity::State::kFailed   ? "red"
@@ -713,7 +720,7 @@ std::string HangReport::dot() const {
       }
       if (r.activity.where.line > 0) label += fmt::format("\\nline {}", r.activity.where.line);
       out += fmt::format("  r{} [label=\"{}\", color={}{}];\n", r.rank, label,
-                         color_of(r.activity.state),
+                         culprit(r.rank) ? "red" : color_of(r.activity.state),
                          culprit(r.rank) ? ", penwidth=3, style=bold, fontcolor=red" : "");
     }
     for (const Rank& r : ranks) {

@@ -72,8 +72,9 @@ struct HangReport {
 
   // The summary, then "  per rank:" and one line per story (report.cpp cuts that section).
   std::string text() const;
-  // "world.tp#1 seq 3: all_reduce(float32[4], op=sum) at line 12, completed".
-  std::string record_text(const CollectiveRecord& c) const;
+  // One of `rank`'s records: "world.tp#1 seq 3: all_reduce(float32[4], op=sum) at line 12,
+  // completed"; send/recv name their direction ("WORLD p2p 4→2 seq 7: ...").
+  std::string record_text(int64_t rank, const CollectiveRecord& c) const;
   nlohmann::json json() const;
   // Rank-level for small worlds (<= 64 ranks), collective-level otherwise.
   std::string dot() const;
