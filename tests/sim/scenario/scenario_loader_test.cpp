@@ -270,3 +270,32 @@ end_repeat = "i"
   CHECK(r.failures[3]->where.to_string() == "t.toml:5:1");
   CHECK_FALSE(r.failures[0]);
 }
+
+TEST_CASE("outcome expectations: groups match exactly, by label or by c10d's id",
+          "[sim][runner][hang]") {
+  // WORLD is 0, dp's groups 1-2, tp's 3-4: rank 3 skips its tp group's all_reduce (world.tp#1).
+  const std::string body = R"toml(
+[[mesh]]
+name = "world"
+shape = [2, 2]
+dims = ["dp", "tp"]
+[[step]]
+all_reduce = { tensor = "ones(2)", group = { mesh = "world", dim = "tp" } }
+when = "rank != 3"
+[[expect]]
+deadlock = { group = GROUP, culprits = [3] }
+)toml";
+  const auto passes = [&](const std::string& group) {
+    std::string text = body;
+    text.replace(text.find("GROUP"), 5, group);
+    const ScenarioResult r = run_text(text);
+    REQUIRE(r.expectations.size() == 1);
+    return r.expectations[0].passed;
+  };
+  CHECK(passes("\"world.tp#1\""));
+  CHECK(passes("\"4\""));               // the numeric id scenarios used before labels existed
+  CHECK_FALSE(passes("\"world.tp\""));  // a prefix is not the group
+  CHECK_FALSE(passes("\"world.tp#10\""));
+  CHECK_FALSE(passes("\"3\""));
+  CHECK_FALSE(passes("[\"world.tp#1\", \"WORLD\"]"));
+}
