@@ -122,8 +122,10 @@ std::string format_table(const RunReport& report, bool with_time) {
                        : r.passed()     ? "pass"
                                         : "FAIL",
                        r.world_size,
-                       fmt::format("{}/{}", r.expectations.size() - r.failed_expectations(),
-                                   r.expectations.size()),
+                       fmt::format("{}/{}",
+                                   r.expectations.size() + r.unlisted_passed + r.unlisted_failed -
+                                       r.failed_expectations(),
+                                   r.expectations.size() + r.unlisted_passed + r.unlisted_failed),
                        time);
   }
   return out;

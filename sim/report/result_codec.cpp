@@ -96,6 +96,8 @@ Json encode_result(const ScenarioResult& r) {
               {"wall_ms", r.wall_ms},
               {"value_bytes", r.value_bytes},
               {"omitted_values", r.omitted_values},
+              {"unlisted_passed", r.unlisted_passed},
+              {"unlisted_failed", r.unlisted_failed},
               {"crash", r.crash}};
 }
 
@@ -136,6 +138,8 @@ std::optional<ScenarioResult> decode_result(const Json& j) {
     r.wall_ms = j.at("wall_ms").get<double>();
     r.value_bytes = j.at("value_bytes").get<uint64_t>();
     r.omitted_values = j.at("omitted_values").get<uint64_t>();
+    r.unlisted_passed = j.at("unlisted_passed").get<uint64_t>();
+    r.unlisted_failed = j.at("unlisted_failed").get<uint64_t>();
     r.crash = j.at("crash").get<std::string>();
     for (const Json& d : j.at("draws")) r.draws.push_back(draw_of(d));
     for (const Json& o : j.at("overlaps")) {

@@ -126,6 +126,10 @@ struct ScenarioResult {
   // kMaxReportValueBytes: a report stays proportional to what a person can use.
   uint64_t value_bytes = 0;
   uint64_t omitted_values = 0;
+  // Expectations and dumps beyond kMaxListedRecords (loops make many) are counted, not kept.
+  static constexpr size_t kMaxListedRecords = size_t{1} << 20;
+  uint64_t unlisted_passed = 0;
+  uint64_t unlisted_failed = 0;
   // Set when meshsim itself stopped while running the scenario (a rank overflowed its fiber
   // stack, or a bug): what it said and how it ended. Such a scenario fails.
   std::string crash;

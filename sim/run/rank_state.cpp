@@ -184,12 +184,20 @@ Json RankState::within_report_budget(Json value) {
 }
 
 void RankState::record_dump(const Step& step, std::string what, Json value) {
+  if (result_.dumps.size() + result_.expectations.size() >= ScenarioResult::kMaxListedRecords) {
+    ++result_.omitted_values;
+    return;
+  }
   result_.dumps.push_back(
       {step.where, rank_, std::move(what), within_report_budget(std::move(value))});
 }
 
 void RankState::record_expectation(const Step& step, std::string what, bool passed, Json observed,
                                    Json expected) {
+  if (result_.dumps.size() + result_.expectations.size() >= ScenarioResult::kMaxListedRecords) {
+    ++(passed ? result_.unlisted_passed : result_.unlisted_failed);
+    return;
+  }
   result_.expectations.push_back({step.where, rank_, std::move(what), passed,
                                   within_report_budget(std::move(observed)),
                                   within_report_budget(std::move(expected))});

@@ -197,15 +197,15 @@ ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options)
         if (r.wait < 0) continue;
         const OpenWait& w = report.waits[static_cast<size_t>(r.wait)];
         if (w.signature.op == CollectiveOp::kNewGroup && !options.trace_setup) continue;
-        trace.open_slice(
-            r.rank,
-            fmt::format("{} {} #{} (hung)", collective_op_name(w.signature.op), w.channel, w.seq),
-            "hung", r.activity.clock,
-            {{"signature", r.waiting->signature.describe()},
-             {"group", w.group},
-             {"seq", w.seq},
-             {"waiting_for", rank_ranges(w.missing)},
-             {"cause", hang_cause_name(report.cause)}});
+        trace.open_slice(r.rank,
+                         fmt::format("{} {} #{} (hung)",
+                                     collective_op_name(r.waiting->signature.op), w.channel, w.seq),
+                         "hung", r.activity.clock,
+                         {{"signature", r.waiting->signature.describe()},
+                          {"group", w.group},
+                          {"seq", w.seq},
+                          {"waiting_for", rank_ranges(w.missing)},
+                          {"cause", hang_cause_name(report.cause)}});
       }
     }
     result.hang_text = report.text();
@@ -244,6 +244,7 @@ ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options)
             if (step == nullptr) break;
             const std::string position = program.loop_position();
             me.where = step->where;
+            me.in_loop = !position.empty();
             me.step = position.empty() ? step->kind : fmt::format("{}, {}", step->kind, position);
             for (const Fault* fault : faults_at(faults, r, Fault::Trigger::kStep, ++index)) {
               if (fault->kind == Fault::Kind::kStall) me.clock += fault->seconds;
@@ -302,6 +303,13 @@ ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options)
   result.payload_hashes = backends.payload_hashes();
   add_rank_warnings(rank_warnings, result);
   add_rng_findings(result);
+  if (result.unlisted_passed + result.unlisted_failed > 0) {
+    result.warnings.push_back(fmt::format(
+        "{} expectations ({} failed) were checked but not listed: the report keeps at most {} "
+        "expectations and dumps (a repeat loop makes many; narrow them with when = ...)",
+        result.unlisted_passed + result.unlisted_failed, result.unlisted_failed,
+        ScenarioResult::kMaxListedRecords));
+  }
   if (result.omitted_values > 0) {
     result.warnings.push_back(fmt::format(
         "{} dumped or expected values were left out of the report, which reached its limit of {} "
@@ -334,7 +342,7 @@ uint64_t json_weight(const Json& value) {
 }
 
 size_t ScenarioResult::failed_expectations() const {
-  size_t n = 0;
+  size_t n = unlisted_failed;
   for (const ExpectationRecord& e : expectations) n += e.passed ? 0 : 1;
   return n;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -97,7 +98,6 @@ class RootCause {
   explicit RootCause(HangReport& r) : r_(r) {}
 
   void explain() {
-    explain_divergence();
     if (r_.timeout) {
       explain_timeout();
     } else if (!r_.desyncs.empty()) {
@@ -110,6 +110,7 @@ class RootCause {
     } else {
       explain_deadlock();
     }
+    explain_divergence();
     say_the_rest();
   }
 
@@ -242,25 +243,27 @@ class RootCause {
     blame(culprits);
     const std::string entered = location_text(activity(w.arrived.front()));
     if (is_p2p(w)) return say_unmatched(w, "then " + now(culprits.front()));
+    // One sentence per place the culprits stopped (line and state), the first few of them.
+    std::map<std::tuple<int64_t, int64_t, int>, std::vector<int64_t>> by_place;
     for (int64_t c : culprits) {
-      if (c != culprits.front() && activity(c).where == activity(culprits.front()).where) continue;
-      const std::vector<int64_t> same = same_place(culprits, c);
-      say(fmt::format("{} {} without calling {}", ranks_text(same), now(c), in_wait(w)));
+      const RankActivity& a = activity(c);
+      by_place[{a.where.line, a.where.column, static_cast<int>(a.state)}].push_back(c);
+    }
+    std::vector<std::vector<int64_t>> places;
+    for (auto& [place, ranks] : by_place) places.push_back(std::move(ranks));
+    std::sort(places.begin(), places.end());  // by lowest rank
+    for (size_t i = 0; i < places.size() && i < kOtherWaitsListed; ++i) {
+      say(fmt::format("{} {} without calling {}", ranks_text(places[i]), now(places[i].front()),
+                      in_wait(w)));
+    }
+    if (places.size() > kOtherWaitsListed) {
+      say(fmt::format("... and ranks that stopped in {} other places",
+                      places.size() - kOtherWaitsListed));
     }
     mentioned_.insert(w.arrived.begin(), w.arrived.end());
     say(fmt::format("{} wait{} for {} there (entered at {})", ranks_text(w.arrived),
                     w.arrived.size() == 1 ? "s" : "", culprits.size() == 1 ? "it" : "them",
                     entered));
-  }
-
-  // The ranks of `ranks` stopped at the same place and state as `rank`.
-  std::vector<int64_t> same_place(const std::vector<int64_t>& ranks, int64_t rank) const {
-    std::vector<int64_t> out;
-    for (int64_t r : ranks) {
-      if (activity(r).where == activity(rank).where && activity(r).state == activity(rank).state)
-        out.push_back(r);
-    }
-    return out;
   }
 
   void explain_skipped_creation(const OpenWait& w) {
@@ -369,7 +372,10 @@ class RootCause {
       const int64_t next = cycle[(i + 1) % cycle.size()];
       const SourceLocation& here = activity(cycle[i]).where;
       const SourceLocation& there = activity(next).where;
-      if (here.file != there.file || there.line <= here.line) continue;
+      if (here.file != there.file || there.line <= here.line || activity(cycle[i]).in_loop ||
+          activity(next).in_loop) {
+        continue;
+      }
       const OpenWait* later = wait_of(next);
       say(
           fmt::format("rank {} went past {} at line {}, where {} wait{} for it, to {} at line {}: "

@@ -28,8 +28,9 @@ struct RankActivity {
   State state = State::kRunning;
   SourceLocation where;  // the step being run
   std::string step;
-  std::string error;   // why it failed or was aborted
-  double clock = 0.0;  // virtual seconds
+  bool in_loop = false;  // the step runs inside a repeat loop (its line does not order it)
+  std::string error;     // why it failed or was aborted
+  double clock = 0.0;    // virtual seconds
   // Meetings (collectives, send/recv, store barriers) this rank has entered, and the sequence
   // number of the last: what tells a collective that happened from a call refused before it met
   // anyone.

@@ -43,6 +43,7 @@ Json observe_hang(const std::string& kind, const ScenarioResult& result) {
   out["culprits"] = hang["culprits"];
   std::vector<Json> ops, groups, seqs, group_ranks;
   Json aliases = Json::array();
+  std::vector<Json> distinct_groups;
   Json waiting = Json::array();
   std::set<int64_t> missing;
   for (const Json& r : hang["ranks"]) {
@@ -50,8 +51,14 @@ Json observe_hang(const std::string& kind, const ScenarioResult& result) {
     const Json& w = hang["waits"][r["wait"].get<size_t>()];
     waiting.push_back(r["rank"]);
     ops.push_back(w["op"]);
-    if (std::find(groups.begin(), groups.end(), w["group"]) == groups.end())
+    // One alias list per distinct group; send/recv waits on it add their directions.
+    const auto seen = std::find(distinct_groups.begin(), distinct_groups.end(), w["group"]);
+    if (seen == distinct_groups.end()) {
+      distinct_groups.push_back(w["group"]);
       aliases.push_back(group_aliases(w));
+    } else if (w.contains("channel")) {
+      aliases[static_cast<size_t>(seen - distinct_groups.begin())].push_back(w["channel"]);
+    }
     groups.push_back(w["group"]);
     seqs.push_back(w["seq"]);
     group_ranks.push_back(w.contains("group_ranks") ? w["group_ranks"] : Json(w["group_size"]));

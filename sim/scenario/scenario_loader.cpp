@@ -71,6 +71,11 @@ std::unique_ptr<Step> parse_entry(const Entry& e, LoadContext& ctx,
   } else if (e.array == "expect") {
     if (raises) ctx.fail(*table.get("raises"), "an expectation cannot take raises");
     if (std::optional<CrossRankExpectation> c = parse_cross_rank_expectation(table, ctx)) {
+      if (!ctx.open_loops().empty()) {
+        ctx.fail(table, fmt::format("distinct and equal compare ranks once, after the run: move "
+                                    "this out of the repeat \"{}\" (after its end_repeat)",
+                                    ctx.open_loops().back().var));
+      }
       step = std::move(c->record);
       after_run = std::move(c->check);
     } else {

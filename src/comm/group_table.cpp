@@ -81,8 +81,17 @@ std::string GroupTable::label(int64_t id) const {
   if (id == 0) return "WORLD";
   const Entry* e = covering(entries_, id);
   if (e == nullptr || e->origin.empty()) return std::to_string(id);
-  if (e->batch->count() == 1) return e->origin;
-  return fmt::format("{}#{}", e->origin, id - e->first);
+  // Another batch created earlier under the same name (a mesh built twice, unnamed new_groups)
+  // makes this one "world.tp(2)", so that labels stay unique.
+  int64_t earlier = 0;
+  for (const Entry& other : entries_) {
+    if (other.first >= e->first) break;
+    earlier += other.origin == e->origin ? 1 : 0;
+  }
+  const std::string origin =
+      earlier == 0 ? e->origin : fmt::format("{}({})", e->origin, earlier + 1);
+  if (e->batch->count() == 1) return origin;
+  return fmt::format("{}#{}", origin, id - e->first);
 }
 
 RankList GroupTable::members(int64_t id, int64_t rank) const {

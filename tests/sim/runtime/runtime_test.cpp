@@ -418,7 +418,8 @@ TEST_CASE("runtime: the first divergence is where members called from different 
   REQUIRE(hang->divergence->calls.size() == 2);
   CHECK(hang->divergence->calls[0].second == std::vector<int64_t>{2});
   CHECK(hang->divergence->calls[0].first == "all_reduce(float32[2], op=sum) at line 20");
-  CHECK(hang->summary.at(0) ==
+  // After the hang's own sentence (the desync at seq 2), as context for it.
+  CHECK(hang->summary.at(1) ==
         "first divergence: WORLD seq 1: rank 2 called all_reduce(float32[2], op=sum) at line 20; "
         "ranks 0, 1 called all_reduce(float32[2], op=sum) at line 10");
   CHECK(hang->json()["first_divergence"]["seq"] == 1);

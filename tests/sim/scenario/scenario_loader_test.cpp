@@ -299,3 +299,33 @@ deadlock = { group = GROUP, culprits = [3] }
   CHECK_FALSE(passes("\"3\""));
   CHECK_FALSE(passes("[\"world.tp#1\", \"WORLD\"]"));
 }
+
+TEST_CASE("review mends: loops and reports", "[sim][loader][repeat]") {
+  // distinct/equal compare once after the run: inside a loop they would pool iterations.
+  CHECK_THAT(load_error("[[mesh]]\nname = \"m\"\nshape = [4]\ndims = [\"x\"]\n[[step]]\nrepeat = "
+                        "{ var = \"i\", count = 2 }\n[[step]]\nrand = { name = \"r\", shape = [4], "
+                        "mesh = \"m\", placements = [\"Replicate()\"] }\n[[expect]]\nequal = { "
+                        "tensor = \"r\", across = [\"x\"] }\n[[step]]\nend_repeat = \"i\"\n"),
+             Catch::Contains("t.toml:12:1: distinct and equal compare ranks once, after the run: "
+                             "move this out of the repeat \"i\""));
+  // Ranks that failed in two places are each named once.
+  const ScenarioResult r = run_text(R"toml(
+[[step]]
+all_reduce = { tensor = "ones(2)" }
+when = "rank == 0"
+[[step]]
+tensor = { name = "x", value = "ones(2)" }
+raises = { type = "ValueError", contains = "never", on = "rank == 1" }
+[[step]]
+tensor = { name = "y", value = "full(2, 1 // (rank - 2) + 1 // (rank - 3))" }
+when = "rank >= 2"
+[[expect]]
+deadlock = { cause = "rank failed", culprits = [1, 2, 3] }
+)toml");
+  CHECK(r.passed());
+  REQUIRE(r.hang);
+  const Json& summary = (*r.hang)["summary"];
+  REQUIRE(summary.size() == 3);
+  CHECK(summary[0].get<std::string>().starts_with("rank 1 failed at t.toml:"));
+  CHECK(summary[1].get<std::string>().starts_with("ranks 2, 3 failed at t.toml:"));
+}
