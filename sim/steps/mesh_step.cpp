@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "sim/run/rank_state.hpp"
+#include "sim/runtime/fiber_stack.hpp"
 #include "sim/scenario/step_registry.hpp"
 #include "src/checked_math.hpp"
 
@@ -55,8 +56,22 @@ struct Unflatten {
 
 class MeshStep final : public Step {
  public:
+  // The mesh's groups are labelled with its name while it is built. No RAII guard: a destructor
+  // run while an exception unwinds a fiber stack trips ASan (fiber_stack.hpp); the catch site
+  // forgets the unwound frames first.
   void run(RankState& rank) const override {
-    const GroupCreator::LabelScope label(rank.groups(), name_);
+    rank.groups().set_label_prefix(name_);
+    try {
+      build(rank);
+    } catch (...) {
+      forget_unwound_frames();
+      rank.groups().clear_label_prefix();
+      throw;
+    }
+    rank.groups().clear_label_prefix();
+  }
+
+  void build(RankState& rank) const {
     if (from_.empty()) {
       rank.set_mesh(name_, table_ ? from_table(rank)
                                   : DeviceMesh::init(rank.groups(), device(rank), shape_, dims_));

@@ -49,19 +49,7 @@ class GroupCreator {
   // What reports call the groups this rank creates next: the scenario's name for the mesh or
   // group being built ("world" makes a dim's groups "world.tp#0", "world.tp#1", ...).
   void set_label_prefix(std::string prefix) { label_prefix_ = std::move(prefix); }
-  // Sets the prefix for one scope (a scenario step).
-  class LabelScope {
-   public:
-    LabelScope(GroupCreator& groups, std::string prefix) : groups_(groups) {
-      groups_.set_label_prefix(std::move(prefix));
-    }
-    ~LabelScope() { groups_.set_label_prefix({}); }
-    LabelScope(const LabelScope&) = delete;
-    LabelScope& operator=(const LabelScope&) = delete;
-
-   private:
-    GroupCreator& groups_;
-  };
+  void clear_label_prefix() { label_prefix_.clear(); }
   // What the groups being created now are called ("world.tp", or "new_group" with no prefix).
   const std::string& creating() const { return creating_; }
 
