@@ -44,7 +44,14 @@ void RankState::warn(std::string text) {
 Group RankState::group(const std::string& mesh_name, const std::string& dim) const {
   if (mesh_name.empty()) return Group{groups_->world_group_name(), groups_->world_ranks(), rank_};
   const DeviceMesh& m = mesh(mesh_name);
-  const std::string name = m.group_name(dim_of(dim));
+  return group_named(m.group_name(dim_of(dim)));
+}
+
+Group RankState::mesh_dim_group(const DeviceMesh& mesh, size_t dim) const {
+  return group_named(mesh.group_name(MeshDim{static_cast<int64_t>(dim)}));
+}
+
+Group RankState::group_named(const std::string& name) const {
   RankList ranks = groups_->group_ranks(name);
   if (!ranks) {
     throw runtime_error(fmt::format("process group {} does not exist on rank {}", name, rank_));

@@ -44,6 +44,8 @@ class RankState final : public ExpressionEnv {
   RankActivity& activity() { return activity_; }
   // "WORLD", or the group of one dim of a mesh (or a flattened dim of its root) on this rank.
   Group group(const std::string& mesh, const std::string& dim) const;
+  // The group of mesh dim `dim` (an index) of a mesh this rank holds, such as a DTensor's.
+  Group mesh_dim_group(const DeviceMesh& mesh, size_t dim) const;
 
   // Named tensors and DTensors (one namespace; a DTensor's tensor is its local shard). Throws
   // meshsim::Error (RuntimeError) for a name this rank never set, or that is not a DTensor.
@@ -101,6 +103,7 @@ class RankState final : public ExpressionEnv {
 
  private:
   Json within_report_budget(Json value);
+  Group group_named(const std::string& name) const;
 
   const Scenario& scenario_;
   int64_t rank_;

@@ -240,8 +240,14 @@ class RootCause {
       (activity(m).state == RankActivity::State::kFailed ? failed : other).push_back(m);
     }
     const std::vector<int64_t>& culprits = failed.empty() ? other : failed;
-    blame(culprits);
     const std::string entered = location_text(activity(w.arrived.front()));
+    if (failed.empty() && !is_p2p(w) && w.arrived.size() < other.size() &&
+        std::all_of(other.begin(), other.end(), [&](int64_t m) {
+          return activity(m).state == RankActivity::State::kFinished;
+        })) {
+      return explain_extra_collective(w, other, entered);
+    }
+    blame(culprits);
     if (is_p2p(w)) return say_unmatched(w, "then " + now(culprits.front()));
     // One sentence per place the culprits stopped (line and state), the first few of them.
     std::map<std::tuple<int64_t, int64_t, int>, std::vector<int64_t>> by_place;
@@ -264,6 +270,17 @@ class RootCause {
     say(fmt::format("{} wait{} for {} there (entered at {})", ranks_text(w.arrived),
                     w.arrived.size() == 1 ? "s" : "", culprits.size() == 1 ? "it" : "them",
                     entered));
+  }
+
+  // Fewer members entered than finished without it: the odd ones are those that called it (a
+  // collective under a `when`, such as a full_tensor() on rank 0 alone).
+  void explain_extra_collective(const OpenWait& w, const std::vector<int64_t>& finished,
+                                const std::string& entered) {
+    r_.cause = HangCause::kExtraCollective;
+    blame(w.arrived);
+    mentioned_.insert(w.arrived.begin(), w.arrived.end());
+    say(fmt::format("{} alone called {} at {}; {} finished without it", ranks_text(w.arrived),
+                    in_wait(w), entered, ranks_text(finished)));
   }
 
   void explain_skipped_creation(const OpenWait& w) {
@@ -448,6 +465,8 @@ std::string_view hang_cause_name(HangCause cause) {
       return "cross-group order inversion";
     case HangCause::kRankExitedEarly:
       return "rank exited early";
+    case HangCause::kExtraCollective:
+      return "collective only some ranks called";
     case HangCause::kRankFailed:
       return "rank failed";
     case HangCause::kTimeout:

@@ -25,8 +25,10 @@ enum class HangCause {
   kSignatureMismatch,  // members met with different signatures (desync)
   kOrderInversion,     // a cycle of waits across groups
   kRankExitedEarly,    // a member finished its program without the collective
-  kRankFailed,         // a member failed (threw) before the collective
-  kTimeout,            // the watchdog fired before the last rank arrived
+  // Fewer members entered a collective than finished without it: the ones that entered are odd.
+  kExtraCollective,
+  kRankFailed,  // a member failed (threw) before the collective
+  kTimeout,     // the watchdog fired before the last rank arrived
   // Point to point: a recv (send) whose peer posted fewer sends (recvs) and went on elsewhere;
   // two ranks that each send to the other first; a recv from one peer while another sends.
   kUnmatchedPointToPoint,

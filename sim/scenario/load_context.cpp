@@ -95,6 +95,20 @@ int64_t LoadContext::ranks_running_entry() const {
   return running;
 }
 
+std::string LoadContext::tensor_name(const toml::table& args, std::string_view key,
+                                     std::string_view what) const {
+  const toml::node& node = require(args, key, what);
+  std::string name = string_of(node, key);
+  if (!has_tensor(name)) fail(node, fmt::format("no tensor \"{}\" is set before this", name));
+  return name;
+}
+
+const toml::table& LoadContext::table_of(const toml::node& value, std::string_view what) const {
+  const toml::table* t = value.as_table();
+  if (t == nullptr) fail(value, fmt::format("{} must be a table of arguments", what));
+  return *t;
+}
+
 bool LoadContext::has_tensor(const std::string& name) const {
   if (tensors_.count(name) != 0) return true;
   const size_t dot = name.rfind('.');

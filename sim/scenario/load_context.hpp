@@ -50,6 +50,11 @@ class LoadContext : public ExpressionSchema {
   // `name.0`, `name.1`, ... up to the world size (all_gather's results), without listing them.
   void declare_tensor_per_rank(const std::string& name) { per_rank_tensors_.insert(name); }
   bool has_tensor(const std::string& name) const;
+  // The name of a tensor set before this entry, at `key` of `args`; InputError otherwise.
+  std::string tensor_name(const toml::table& args, std::string_view key,
+                          std::string_view what) const;
+  // A step's table of arguments; InputError "`what` must be a table of arguments" otherwise.
+  const toml::table& table_of(const toml::node& value, std::string_view what) const;
   // nn.Linear modules created so far (their parameters are declared as tensors).
   void declare_module(const std::string& name) { modules_.insert(name); }
   bool has_module(const std::string& name) const { return modules_.count(name) > 0; }

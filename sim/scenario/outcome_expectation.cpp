@@ -319,8 +319,9 @@ std::unique_ptr<OutcomeExpectation> parse_outcome(std::string_view key, const to
       std::vector<std::string_view> names;
       for (HangCause h :
            {HangCause::kMissingRank, HangCause::kSignatureMismatch, HangCause::kOrderInversion,
-            HangCause::kRankExitedEarly, HangCause::kRankFailed, HangCause::kTimeout,
-            HangCause::kUnmatchedPointToPoint, HangCause::kHeadToHeadSend, HangCause::kWrongPeer}) {
+            HangCause::kRankExitedEarly, HangCause::kExtraCollective, HangCause::kRankFailed,
+            HangCause::kTimeout, HangCause::kUnmatchedPointToPoint, HangCause::kHeadToHeadSend,
+            HangCause::kWrongPeer}) {
         names.push_back(hang_cause_name(h));
         known = known || hang_cause_name(h) == c;
       }

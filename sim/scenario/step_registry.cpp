@@ -44,6 +44,7 @@ const StepRegistry& StepRegistry::builtin() {
     register_random_steps(r);
     register_module_steps(r);
     register_checkpoint_steps(r);
+    register_dtensor_steps(r);
     return r;
   }();
   return registry;

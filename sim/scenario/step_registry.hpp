@@ -70,6 +70,9 @@ void register_module_steps(StepRegistry& registry);
 // corrupt_file.
 void register_checkpoint_steps(StepRegistry& registry);
 
+// Registers redistribute, full_tensor and to_local.
+void register_dtensor_steps(StepRegistry& registry);
+
 // Keys every entry may carry besides its kind.
 inline constexpr std::string_view kCommonKeys[] = {"when", "raises"};
 

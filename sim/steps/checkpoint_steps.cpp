@@ -30,22 +30,6 @@ using SavedFile = LoadContext::SavedFile;
 constexpr uint64_t kMaxCheckpointFileBytes = uint64_t{16} << 30;
 constexpr uint64_t kMaxSmallRecordBytes = uint64_t{256} << 20;
 
-const toml::table& args_of(const toml::node& value, const LoadContext& ctx, std::string_view what) {
-  const toml::table* t = value.as_table();
-  if (t == nullptr) ctx.fail(value, fmt::format("{} must be a table of arguments", what));
-  return *t;
-}
-
-// The name of a tensor set before this entry, from `key` of `args`.
-std::string tensor_name_of(const toml::table& args, std::string_view key, std::string_view what,
-                           const LoadContext& ctx) {
-  const toml::node& node = ctx.require(args, key, what);
-  std::string name = ctx.string_of(node, key);
-  if (!ctx.has_tensor(name))
-    ctx.fail(node, fmt::format("no tensor \"{}\" is set before this", name));
-  return name;
-}
-
 // `mesh` (required) and `placements` (optional, one per mesh dim) of `args`.
 struct MeshPlacements {
   std::string mesh;
@@ -480,7 +464,7 @@ std::unique_ptr<Step> parse_world_load(const toml::table& args, LoadContext& ctx
 }
 
 std::unique_ptr<Step> parse_save(const toml::node& value, const toml::table&, LoadContext& ctx) {
-  const toml::table& args = args_of(value, ctx, "save");
+  const toml::table& args = ctx.table_of(value, "save");
   if (args.get("checkpoint")) return parse_world_save(args, ctx);
   ctx.only_keys(args, {"tensor", "mesh", "rng", "path", "format", "group_names", "fail_at"},
                 "save");
@@ -546,7 +530,7 @@ SavedFile input_file_of(const toml::node& node, const LoadContext& ctx, const st
 }
 
 std::unique_ptr<Step> parse_load(const toml::node& value, const toml::table&, LoadContext& ctx) {
-  const toml::table& args = args_of(value, ctx, "load");
+  const toml::table& args = ctx.table_of(value, "load");
   if (args.get("checkpoint")) return parse_world_load(args, ctx);
   ctx.only_keys(args, {"tensor", "mesh", "rng", "path", "file", "strict"}, "load");
   auto step = std::make_unique<LoadStep>();
@@ -609,11 +593,11 @@ void register_checkpoint_steps(StepRegistry& r) {
       "from_local", "{ name, local = \"tensor\", mesh, placements, requires_grad }",
       "DTensor.from_local",
       [](const toml::node& value, const toml::table&, LoadContext& ctx) -> std::unique_ptr<Step> {
-        const toml::table& args = args_of(value, ctx, "from_local");
+        const toml::table& args = ctx.table_of(value, "from_local");
         ctx.only_keys(args, {"name", "local", "mesh", "placements", "requires_grad"}, "from_local");
         auto step = std::make_unique<FromLocalStep>();
         step->name_ = ctx.string_of(ctx.require(args, "name", "from_local"), "name");
-        step->local_ = tensor_name_of(args, "local", "from_local", ctx);
+        step->local_ = ctx.tensor_name(args, "local", "from_local");
         MeshPlacements layout = mesh_placements_of(args, "from_local", ctx);
         step->mesh_ = std::move(layout.mesh);
         step->placements_ = std::move(layout.placements);
@@ -632,10 +616,10 @@ void register_checkpoint_steps(StepRegistry& r) {
         "read a record, or one tensor of a checkpoint, resharded", parse_load);
   r.add("reassign_mesh", "{ tensor, mesh }", "dtensor._spec.mesh = mesh (the meshes must be equal)",
         [](const toml::node& value, const toml::table&, LoadContext& ctx) -> std::unique_ptr<Step> {
-          const toml::table& args = args_of(value, ctx, "reassign_mesh");
+          const toml::table& args = ctx.table_of(value, "reassign_mesh");
           ctx.only_keys(args, {"tensor", "mesh"}, "reassign_mesh");
           auto step = std::make_unique<ReassignMeshStep>();
-          step->tensor_ = tensor_name_of(args, "tensor", "reassign_mesh", ctx);
+          step->tensor_ = ctx.tensor_name(args, "tensor", "reassign_mesh");
           const toml::node& mesh = ctx.require(args, "mesh", "reassign_mesh");
           step->mesh_ = ctx.string_of(mesh, "mesh");
           ctx.require_mesh(mesh, step->mesh_);
@@ -651,7 +635,7 @@ void register_checkpoint_steps(StepRegistry& r) {
   r.add("corrupt_file", "{ path, flip_byte = N } or { path, truncate_to = N }",
         "damage a checkpoint file",
         [](const toml::node& value, const toml::table&, LoadContext& ctx) -> std::unique_ptr<Step> {
-          const toml::table& args = args_of(value, ctx, "corrupt_file");
+          const toml::table& args = ctx.table_of(value, "corrupt_file");
           ctx.only_keys(args, {"path", "flip_byte", "truncate_to"}, "corrupt_file");
           auto step = std::make_unique<CorruptFileStep>();
           step->path_ = path_pattern_of(ctx.require(args, "path", "corrupt_file"), ctx);

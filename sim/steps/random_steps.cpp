@@ -124,16 +124,10 @@ class DistributeRegionStep final : public Step {
   bool enabled_ = true;
 };
 
-const toml::table& args_of(const toml::node& value, const LoadContext& ctx, std::string_view what) {
-  const toml::table* t = value.as_table();
-  if (t == nullptr) ctx.fail(value, fmt::format("{} must be a table of arguments", what));
-  return *t;
-}
-
 StepParser factory_parser(RandomOp::Kind kind, std::string_view key) {
   return [kind, key](const toml::node& value, const toml::table&,
                      LoadContext& ctx) -> std::unique_ptr<Step> {
-    const toml::table& args = args_of(value, ctx, key);
+    const toml::table& args = ctx.table_of(value, key);
     ctx.only_keys(args, {"name", "shape", "mesh", "placements", "dtype"}, key);
     auto step = std::make_unique<FactoryStep>();
     step->name_ = ctx.string_of(ctx.require(args, "name", key), "name");
@@ -187,7 +181,7 @@ void register_random_steps(StepRegistry& r) {
         "{ name, mesh, shape, placements = [\"Shard(0)\", ...], dtype, meta, fill = \"index\" }",
         "a zero DTensor",
         [](const toml::node& value, const toml::table&, LoadContext& ctx) -> std::unique_ptr<Step> {
-          const toml::table& args = args_of(value, ctx, "dtensor");
+          const toml::table& args = ctx.table_of(value, "dtensor");
           ctx.only_keys(args, {"name", "mesh", "shape", "placements", "dtype", "meta", "fill"},
                         "dtensor");
           auto step = std::make_unique<DTensorStep>();

@@ -37,19 +37,22 @@ class PlacementReader {
 
   Placement read() {
     const std::string name = word();
-    std::vector<std::pair<std::string, std::string>> args;  // (keyword or "", value)
+    std::vector<Arg> args;
     skip_space();
     if (peek() == '(') {
       ++pos_;
       skip_space();
       while (peek() != ')') {
+        size_t at = pos_;
         std::string first = word();
         skip_space();
         if (peek() == '=') {
           ++pos_;
-          args.emplace_back(first, word());
+          skip_space();
+          at = pos_;
+          args.push_back({first, word(), at});
         } else {
-          args.emplace_back("", first);
+          args.push_back({"", first, at});
         }
         skip_space();
         if (peek() == ',') {
@@ -67,24 +70,30 @@ class PlacementReader {
   }
 
  private:
-  Placement build(const std::string& name,
-                  const std::vector<std::pair<std::string, std::string>>& args) {
-    auto arg = [&](size_t index, std::string_view keyword) -> std::optional<std::string> {
-      for (const auto& [k, v] : args) {
-        if (k == keyword) return v;
+  // One argument: its keyword ("" when positional), its text, and where its text starts.
+  struct Arg {
+    std::string keyword;
+    std::string value;
+    size_t at;
+  };
+
+  Placement build(const std::string& name, const std::vector<Arg>& args) {
+    auto arg = [&](size_t index, std::string_view keyword) -> const Arg* {
+      for (const Arg& a : args) {
+        if (a.keyword == keyword) return &a;
       }
-      if (index < args.size() && args[index].first.empty()) return args[index].second;
-      return std::nullopt;
+      if (index < args.size() && args[index].keyword.empty()) return &args[index];
+      return nullptr;
     };
-    auto integer = [&](const std::optional<std::string>& v, std::string_view what) -> int64_t {
-      if (!v) fail(fmt::format("the {} argument", what));
+    auto integer = [&](const Arg* a, std::string_view what) -> int64_t {
+      if (a == nullptr) fail(fmt::format("the {} argument", what));
       try {
         size_t used = 0;
-        const int64_t n = std::stoll(*v, &used);
-        if (used == v->size()) return n;
+        const int64_t n = std::stoll(a->value, &used);
+        if (used == a->value.size()) return n;
       } catch (const std::exception&) {
       }
-      fail(fmt::format("an integer {} (got \"{}\")", what, *v));
+      fail(fmt::format("an integer {} (got \"{}\")", what, a->value), a->at);
     };
     if (name == "Shard" || name == "S") return Shard{integer(arg(0, "dim"), "dim")};
     if (name == "Replicate" || name == "R") {
@@ -92,15 +101,15 @@ class PlacementReader {
       return Replicate{};
     }
     if (name == "Partial" || name == "P") {
-      const std::optional<std::string> op = arg(0, "reduce_op");
-      return Partial{op ? parse_reduce_op(*op) : ReduceOp::kSum};
+      const Arg* op = arg(0, "reduce_op");
+      return Partial{op ? parse_reduce_op(op->value) : ReduceOp::kSum};
     }
     if (name == "_StridedShard" || name == "StridedShard") {
       const int64_t dim = integer(arg(0, "dim"), "dim");
-      std::optional<std::string> sf = arg(1, "split_factor");
-      if (!sf) sf = arg(1, "sf");
+      const Arg* sf = arg(1, "split_factor");
+      if (sf == nullptr) sf = arg(1, "sf");
       const int64_t factor = integer(sf, "split_factor");
-      if (factor < 1) fail("a split_factor >= 1");
+      if (factor < 1) fail("a split_factor >= 1", sf->at);
       return StridedShard{dim, factor};
     }
     throw value_error(fmt::format(
@@ -126,9 +135,10 @@ class PlacementReader {
     while (pos_ < text_.size() && text_[pos_] == ' ') ++pos_;
   }
   char peek() const { return pos_ < text_.size() ? text_[pos_] : '\0'; }
-  [[noreturn]] void fail(const std::string& what) const {
+  [[noreturn]] void fail(const std::string& what) const { fail(what, pos_); }
+  [[noreturn]] void fail(const std::string& what, size_t at) const {
     throw value_error(
-        fmt::format("placement \"{}\": expected {} at column {}", text_, what, pos_ + 1));
+        fmt::format("placement \"{}\": expected {} at column {}", text_, what, at + 1));
   }
 
   std::string_view text_;

@@ -29,7 +29,12 @@ TEST_CASE("placement: equality by kind and fields", "[dtensor][placement]") {
 }
 
 TEST_CASE("placement: bad spellings are rejected with a reason", "[dtensor][placement][errors]") {
-  CHECK_THROWS_WITH(parse_placement("Shard(x)"), Catch::Contains("an integer dim"));
+  // The column is the offending argument's, not the end of the text.
+  CHECK_THROWS_WITH(parse_placement("Shard(x)"),
+                    "placement \"Shard(x)\": expected an integer dim (got \"x\") at column 7");
+  CHECK_THROWS_WITH(
+      parse_placement("_StridedShard(0, sf=0)"),
+      "placement \"_StridedShard(0, sf=0)\": expected a split_factor >= 1 at column 21");
   CHECK_THROWS_WITH(parse_placement("Shard(0"), Catch::Contains("column"));
   CHECK_THROWS_WITH(parse_placement("Sharded(0)"), Catch::Contains("unknown placement"));
   CHECK_THROWS_WITH(parse_placement("Partial(mean)"), Catch::Contains("unknown reduce op"));

@@ -1,0 +1,327 @@
+#include "src/dtensor/redistribute.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "src/checked_math.hpp"
+#include "src/dtensor/local_shard.hpp"
+#include "src/error.hpp"
+#include "src/tensor/tensor_ops.hpp"
+
+namespace meshsim {
+
+namespace {
+
+bool is_shard(const Placement& p) {
+  return sharded_dim(p) >= 0;
+}
+bool is_shard_of(const Placement& p, int64_t dim) {
+  return is_shard(p) && sharded_dim(p) == dim;
+}
+bool is_partial(const Placement& p) {
+  return std::holds_alternative<Partial>(p);
+}
+bool is_replicate(const Placement& p) {
+  return std::holds_alternative<Replicate>(p);
+}
+size_t dim_of(const Placement& p) {
+  return static_cast<size_t>(sharded_dim(p));
+}
+
+// PyTorch's placement equality, which redistribution plans with: a _StridedShard equals a Shard
+// of the same dim (whatever its split factor), so a plan never moves between the two.
+bool same_placement(const Placement& a, const Placement& b) {
+  const auto* sa = std::get_if<StridedShard>(&a);
+  const auto* sb = std::get_if<StridedShard>(&b);
+  if (sa != nullptr && sb != nullptr) return *sa == *sb;
+  if (is_shard(a) || is_shard(b)) return sharded_dim(a) == sharded_dim(b);
+  return a == b;
+}
+
+bool same_placements(std::span<const Placement> a, std::span<const Placement> b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(), same_placement);
+}
+
+// Shard(-1) of a 2-d tensor is Shard(1), as DTensor.redistribute normalises.
+Placement normalized(Placement p, int64_t ndim) {
+  if (auto* s = std::get_if<Shard>(&p); s != nullptr && s->dim < 0) s->dim += ndim;
+  if (auto* s = std::get_if<StridedShard>(&p); s != nullptr && s->dim < 0) s->dim += ndim;
+  return p;
+}
+
+// The positions of a dim of n that piece `index` of `pieces` holds under a sharding placement
+// (torch.chunk for a Shard; the strided split for a _StridedShard), as runs.
+IndexRuns piece_positions(const Placement& p, int64_t n, int64_t pieces, int64_t index) {
+  Placement one_dim = Shard{0};
+  if (const auto* s = std::get_if<StridedShard>(&p)) one_dim = StridedShard{0, s->split_factor};
+  const int64_t shape[] = {n};
+  const int64_t mesh[] = {pieces};
+  const int64_t coordinate[] = {index};
+  return owned_indices(shape, mesh, coordinate, {&one_dim, 1}).front();
+}
+
+int64_t checked_times(int64_t a, int64_t b) {
+  const std::optional<int64_t> product = checked_mul(a, b);
+  if (!product) throw overflow_error(fmt::format("{} * {} overflows int64", a, b));
+  return *product;
+}
+
+// What one mesh dim's collectives need: its group and size, and the rank's index along it.
+struct MeshDimContext {
+  Backend& backend;
+  Group group;
+  int64_t size;
+  int64_t index;
+  bool gloo;  // a "cpu" mesh: Gloo has no all_to_all, DTensor gathers instead
+};
+
+// funcol.all_gather_tensor: NCCL gathers along dim 0; other dims are stitched from its pieces.
+Tensor all_gather_along(const MeshDimContext& c, const Tensor& local, size_t dim) {
+  Tensor gathered = c.backend.all_gather_into_tensor(local, c.group);
+  if (dim == 0) return gathered;
+  const std::vector<Tensor> pieces = chunk_along(gathered, 0, c.size);
+  return concat_along(pieces, dim);
+}
+
+// Shard -> Replicate: pad to the full chunk, gather, drop the padding.
+Tensor shard_to_replicate(const MeshDimContext& c, const Tensor& local, const Shard& from,
+                          std::span<const int64_t> logical_shape) {
+  const size_t dim = dim_of(from);
+  const int64_t logical = logical_shape[dim];
+  const int64_t full = ceil_div(logical, c.size);
+  const bool padded = logical % c.size != 0;
+  const Tensor input = padded ? pad_end(local, dim, full - local.shape()[dim]) : local;
+  const Tensor gathered = all_gather_along(c, input, dim);
+  return padded ? narrow(gathered, dim, 0, logical) : gathered;
+}
+
+// _StridedShard -> Replicate: gather the pieces (padded to the largest), then put every position
+// back where the strided split took it from, as DTensor replays the split on indices.
+Tensor strided_to_replicate(const MeshDimContext& c, const Tensor& local, const StridedShard& from,
+                            std::span<const int64_t> logical_shape) {
+  const size_t dim = dim_of(from);
+  const int64_t logical = logical_shape[dim];
+  std::vector<IndexRuns> pieces;
+  int64_t largest = 0;
+  for (int64_t i = 0; i < c.size; ++i) {
+    pieces.push_back(piece_positions(from, logical, c.size, i));
+    largest = std::max(largest, pieces.back().size());
+  }
+  const Tensor gathered =
+      all_gather_along(c, pad_end(local, dim, largest - local.shape()[dim]), dim);
+  const Tensor permuted =
+      gathered.shape()[dim] > logical ? narrow(gathered, dim, 0, logical) : gathered;
+  // Run r of the concatenated pieces sits at `at` in `permuted` and came from positions
+  // [start, stop): sorted by start, the runs rebuild the dim in order.
+  std::vector<std::pair<IndexRuns::Run, int64_t>> runs;
+  int64_t at = 0;
+  for (const IndexRuns& piece : pieces) {
+    for (const IndexRuns::Run& r : piece.runs()) {
+      runs.push_back({r, at});
+      at += r.stop - r.start;
+    }
+  }
+  std::sort(runs.begin(), runs.end(),
+            [](const auto& a, const auto& b) { return a.first.start < b.first.start; });
+  std::vector<DimPiece> order;
+  for (const auto& [run, from_at] : runs) order.push_back({from_at, run.stop - run.start});
+  return assemble_along(permuted, dim, order);
+}
+
+// Replicate -> Shard: this rank's piece of a local split, no communication.
+Tensor replicate_to_shard(const MeshDimContext& c, const Tensor& local, const Placement& to) {
+  const size_t dim = dim_of(to);
+  const IndexRuns kept = piece_positions(to, local.shape()[dim], c.size, c.index);
+  std::vector<DimPiece> order;
+  for (const IndexRuns::Run& r : kept.runs()) order.push_back({r.start, r.stop - r.start});
+  return assemble_along(local, dim, order);
+}
+
+// Partial -> Shard: pad every piece to the full chunk, reduce_scatter (other dims than 0 are
+// moved to dim 0 first, as funcol does), drop this piece's padding.
+Tensor partial_to_shard(const MeshDimContext& c, const Tensor& local, ReduceOp op,
+                        const Placement& to) {
+  const size_t dim = dim_of(to);
+  Tensor input = local;
+  int64_t my_padding = 0;
+  if (local.shape()[dim] % c.size != 0) {
+    const int64_t full = ceil_div(local.shape()[dim], c.size);
+    std::vector<Tensor> pieces = chunk_along(local, dim, c.size);
+    my_padding = full - pieces[static_cast<size_t>(c.index)].shape()[dim];
+    for (Tensor& piece : pieces) piece = pad_end(piece, dim, full - piece.shape()[dim]);
+    input = concat_along(pieces, dim);
+  }
+  if (dim != 0) input = concat_along(chunk_along(input, dim, c.size), 0);
+  const Tensor mine = c.backend.reduce_scatter(input, op, c.group);
+  return my_padding > 0 ? narrow(mine, dim, 0, mine.shape()[dim] - my_padding) : mine;
+}
+
+// Shard(a) -> Shard(b): pad both dims, exchange pieces of b with all_to_all (Gloo: gather along a
+// and keep this rank's piece of b), drop the padding.
+Tensor shard_to_new_dim(const MeshDimContext& c, const Tensor& local, size_t old_dim,
+                        const Placement& to, std::span<const int64_t> logical_shape) {
+  const size_t new_dim = dim_of(to);
+  const int64_t old_logical = logical_shape[old_dim];
+  const int64_t new_logical = logical_shape[new_dim];
+  const int64_t old_full = ceil_div(old_logical, c.size);
+  const int64_t new_full = ceil_div(new_logical, c.size);
+  const bool old_padded = old_logical % c.size != 0;
+  const bool new_padded = new_logical % c.size != 0;
+  Tensor input = local;
+  if (old_padded) input = pad_end(input, old_dim, old_full - input.shape()[old_dim]);
+  if (new_padded)
+    input = pad_end(input, new_dim, checked_times(new_full, c.size) - input.shape()[new_dim]);
+  Tensor out;
+  if (c.gloo) {
+    out = chunk_along(all_gather_along(c, input, old_dim), new_dim,
+                      c.size)[static_cast<size_t>(c.index)];
+  } else {
+    const int64_t length = input.shape()[new_dim] / c.size;
+    std::vector<Tensor> pieces;
+    for (int64_t i = 0; i < c.size; ++i)
+      pieces.push_back(narrow(input, new_dim, i * length, length));
+    out = concat_along(c.backend.all_to_all(pieces, c.group), old_dim);
+  }
+  if (old_padded) out = narrow(out, old_dim, 0, old_logical);
+  if (new_padded) {
+    const int64_t mine = piece_positions(Shard{0}, new_logical, c.size, c.index).size();
+    out = narrow(out, new_dim, 0, out.shape()[new_dim] - (new_full - mine));
+  }
+  return out;
+}
+
+[[noreturn]] void not_supported(const Placement& from, const Placement& to) {
+  throw runtime_error(fmt::format("redistribute from {} to {} not supported yet",
+                                  placement_name(from), placement_name(to)));
+}
+
+Tensor run_transform(const MeshDimContext& c, const Tensor& local,
+                     const RedistributeTransform& step) {
+  const Placement& from = step.from;
+  const Placement& to = step.to;
+  if (is_replicate(to)) {
+    if (const auto* p = std::get_if<Partial>(&from)) {
+      Tensor reduced = local;
+      c.backend.all_reduce(reduced, p->op, c.group);
+      return reduced;
+    }
+    if (const auto* s = std::get_if<Shard>(&from))
+      return shard_to_replicate(c, local, *s, step.logical_shape);
+    if (const auto* s = std::get_if<StridedShard>(&from))
+      return strided_to_replicate(c, local, *s, step.logical_shape);
+    not_supported(from, to);
+  }
+  if (is_shard(to)) {
+    if (const auto* p = std::get_if<Partial>(&from)) return partial_to_shard(c, local, p->op, to);
+    if (is_replicate(from)) return replicate_to_shard(c, local, to);
+    return shard_to_new_dim(c, local, dim_of(from), to, step.logical_shape);
+  }
+  not_supported(from, to);  // to Partial: the public API refuses it before planning
+}
+
+// A _StridedShard may be gathered (to Replicate) or cut from a replica; PyTorch's greedy plan
+// takes it for a plain Shard anywhere else (equal to Shard of its dim, moved by the same
+// all_to_all), which leaves a layout its spec does not describe. meshsim refuses those.
+void check_strided_moves(std::span<const Placement> from, std::span<const Placement> to) {
+  for (size_t i = 0; i < from.size(); ++i) {
+    const bool strided = std::holds_alternative<StridedShard>(from[i]) ||
+                         std::holds_alternative<StridedShard>(to[i]);
+    if (!strided || from[i] == to[i] || is_replicate(from[i]) || is_replicate(to[i])) continue;
+    throw Error(PyErrorType::kNotImplementedError,
+                fmt::format("redistribute from {} to {} on mesh dim {}: PyTorch's plan treats a "
+                            "_StridedShard as a Shard here, leaving data its placements do not "
+                            "describe; meshsim does not model it (go through Replicate())",
+                            placement_name(from[i]), placement_name(to[i]), i));
+  }
+}
+
+}  // namespace
+
+std::vector<RedistributeTransform> plan_redistribute(const DTensorSpec& spec,
+                                                     std::span<const Placement> to) {
+  const DeviceMesh& mesh = spec.mesh;
+  const std::vector<int64_t>& coordinate = *spec.mesh.coordinate();
+  const size_t ndim = mesh.ndim();
+  if (ndim == 1) return {{0, spec.placements[0], to[0], spec.shape}};
+
+  // The shape each mesh dim sees: the earlier mesh dims' shards already taken.
+  std::vector<std::vector<int64_t>> logical{spec.shape};
+  for (size_t i = 0; i + 1 < ndim; ++i) {
+    std::vector<int64_t> next = logical[i];
+    const Placement& p = spec.placements[i];
+    if (is_shard(p)) {
+      next[dim_of(p)] = piece_positions(p, next[dim_of(p)], mesh.size(i), coordinate[i]).size();
+    }
+    logical.push_back(std::move(next));
+  }
+
+  std::vector<RedistributeTransform> plan;
+  std::vector<Placement> current = spec.placements;
+  int64_t shards = 1;
+  for (size_t i = 0; i < ndim; ++i)
+    if (is_shard(spec.placements[i])) shards = checked_times(shards, mesh.size(i));
+  if (shards > 1) {
+    // Inner mesh dims first: a target shard whose tensor dim the outer mesh dims shard
+    // differently (nested sharding) goes through Replicate.
+    for (size_t m = ndim; m-- > 0;) {
+      Placement target = to[m];
+      if (is_shard(target)) {
+        const int64_t dim = sharded_dim(target);
+        bool aligned = true;
+        for (size_t i = 0; i < m; ++i)
+          aligned = aligned && is_shard_of(current[i], dim) == is_shard_of(to[i], dim);
+        if (!aligned) target = Replicate{};
+      }
+      if (!same_placement(current[m], target)) {
+        plan.push_back({m, current[m], target, logical[m]});
+        current[m] = target;
+      }
+    }
+  }
+  for (size_t m = 0; m < ndim; ++m) {
+    if (!same_placement(current[m], to[m])) {
+      plan.push_back({m, current[m], to[m], logical[m]});
+      current[m] = to[m];
+    }
+  }
+  return plan;
+}
+
+DTensor redistribute(const DTensor& t, const DeviceMesh& mesh, std::vector<Placement> to,
+                     Backend& backend, const MeshDimGroup& group_of) {
+  const DTensorSpec& spec = t.spec();
+  const auto tensor_ndim = static_cast<int64_t>(spec.shape.size());
+  for (size_t i = 0; i < to.size() && i < spec.placements.size(); ++i) {
+    if (is_partial(to[i]) && !(to[i] == spec.placements[i])) {
+      throw runtime_error(fmt::format(
+          "Can not redistribute from {} to {}, redistributing to Partial is for internal use only!",
+          placement_name(spec.placements[i]), placement_name(to[i])));
+    }
+    to[i] = normalized(std::move(to[i]), tensor_ndim);
+  }
+  if (!(mesh == spec.mesh))
+    throw Error(PyErrorType::kNotImplementedError, "Cross device mesh comm not supported yet!");
+  DTensorSpec target{spec.mesh, std::move(to), spec.shape, spec.dtype};
+  DTensor::zeros(target, Tensor::Storage::kMeta);  // placements that do not fit throw here
+
+  // Placements PyTorch compares equal leave the DTensor as it is, spec included.
+  if (same_placements(spec.placements, target.placements)) return t;
+  check_strided_moves(spec.placements, target.placements);
+  Tensor local = t.local();
+  if (t.participates()) {
+    const std::vector<int64_t>& coordinate = *spec.mesh.coordinate();
+    for (const RedistributeTransform& step : plan_redistribute(spec, target.placements)) {
+      const int64_t size = spec.mesh.size(step.mesh_dim);
+      if (size == 1 || same_placement(step.from, step.to)) continue;  // nothing moves
+      const MeshDimContext context{backend, group_of(spec.mesh, step.mesh_dim), size,
+                                   coordinate[step.mesh_dim], spec.mesh.device_type() == "cpu"};
+      local = run_transform(context, local, step);
+    }
+  }
+  DTensor out = DTensor::from_local_shard(std::move(target), std::move(local));
+  out.set_requires_grad(t.requires_grad());
+  return out;
+}
+
+}  // namespace meshsim

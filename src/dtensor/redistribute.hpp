@@ -1,0 +1,45 @@
+// DTensor.redistribute as one rank runs it: PyTorch's greedy plan of per-mesh-dim transforms and,
+// for each, the collective DTensor issues (all_gather_into_tensor for Shard -> Replicate,
+// all_reduce for Partial -> Replicate, reduce_scatter for Partial -> Shard, all_to_all for
+// Shard(a) -> Shard(b), a local chunk for Replicate -> Shard), padding uneven shards around the
+// collective as DTensor does, so the signatures every rank meets with are PyTorch's.
+#pragma once
+
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "src/comm/collective.hpp"
+#include "src/dtensor/dtensor.hpp"
+
+namespace meshsim {
+
+// One step of a plan: mesh dim `mesh_dim` goes from `from` to `to`; `logical_shape` is the shape
+// the tensor has on that mesh dim (before its shard), which sizes the padding.
+struct RedistributeTransform {
+  size_t mesh_dim;
+  Placement from;
+  Placement to;
+  std::vector<int64_t> logical_shape;
+};
+
+// The calling rank's plan from `spec` to `to` (placements with non-negative dims, one per mesh
+// dim; the rank is in the mesh): nested shardings that differ are replicated first, inner mesh dims
+// before outer ones, then every mesh dim still different goes to its target, outer first.
+std::vector<RedistributeTransform> plan_redistribute(const DTensorSpec& spec,
+                                                     std::span<const Placement> to);
+
+// The process group of one dim of a mesh, as the calling rank holds it.
+using MeshDimGroup = std::function<Group(const DeviceMesh& mesh, size_t dim)>;
+
+// t.redistribute(mesh, placements): the DTensor laid out as `to`, through `backend`. Checks as
+// DTensor.redistribute does and throws meshsim::Error: NotImplementedError for another mesh
+// ("Cross device mesh comm not supported yet!"), RuntimeError for a new Partial ("redistributing
+// to Partial is for internal use only"), ValueError / IndexError for placements that do not fit,
+// NotImplementedError for moving a _StridedShard to another tensor dim (DTensor's all_to_all
+// ignores the stride; meshsim does not guess), and what the backend throws. A rank outside the
+// mesh takes part in nothing and keeps its empty shard.
+DTensor redistribute(const DTensor& t, const DeviceMesh& mesh, std::vector<Placement> to,
+                     Backend& backend, const MeshDimGroup& group_of);
+
+}  // namespace meshsim
