@@ -84,9 +84,11 @@ std::vector<Placement> placements_of(const toml::node& node, const LoadContext& 
 
 const std::vector<std::string_view>& Query::keys() {
   static const std::vector<std::string_view> k{
-      "value",      "coordinate",       "mesh",          "shape",           "groups", "group_name",
-      "local_rank", "local_shard",      "owned_indices", "has_group_names", "tensor", "rng_state",
-      "same",       "stale_group_names"};
+      "value",         "coordinate",        "mesh",       "shape",
+      "groups",        "group_name",        "local_rank", "local_shard",
+      "owned_indices", "has_group_names",   "tensor",     "rng_state",
+      "same",          "stale_group_names", "my_group",   "intra_node",
+      "process_groups"};
   return k;
 }
 
@@ -133,6 +135,17 @@ Query Query::parse(std::string_view key, const toml::node& node, LoadContext& ct
       ctx.fail(name, fmt::format("no tensor \"{}\" is set before this", q.tensor_));
     return q;
   }
+  if (key == "process_groups") {
+    // "created": c10d's group counter (every rank creates every group, WORLD included);
+    // "joined": the groups the rank is a member of (its communicators).
+    q.generator_ = ctx.string_of(node, "process_groups");
+    if (q.generator_ != "created" && q.generator_ != "joined") {
+      ctx.fail(node,
+               "process_groups is \"created\" (every group created, WORLD included) or "
+               "\"joined\" (the groups this rank is a member of)");
+    }
+    return q;
+  }
   if (key == "rng_state") {
     // [seed, offset] of the default generator, or of DTensor's 2.6 tracker.
     q.generator_ = ctx.string_of(node, "rng_state");
@@ -149,7 +162,9 @@ Query Query::parse(std::string_view key, const toml::node& node, LoadContext& ct
   }
   q.mesh_ = ctx.string_of(*mesh_node, fmt::format("the mesh of {}", key));
   const LoadContext::MeshInfo* info = &ctx.require_mesh(*mesh_node, q.mesh_);
-  const bool needs_dim = key == "groups";
+  if (key == "intra_node" && !ctx.gpus_per_node())
+    ctx.fail(node, "intra_node needs gpus_per_node in [scenario] (how many ranks share a host)");
+  const bool needs_dim = key == "groups" || key == "my_group" || key == "intra_node";
   const bool takes_dim = needs_dim || key == "group_name" || key == "local_rank";
   const bool takes_shard = key == "local_shard" || key == "owned_indices";
   if (table == nullptr) {
@@ -181,12 +196,13 @@ Json Query::canonical_expected(Json expected) const {
 
 bool Query::yields_integers() const {
   return key_ != "group_name" && key_ != "has_group_names" && key_ != "same" &&
-         key_ != "stale_group_names";
+         key_ != "stale_group_names" && key_ != "intra_node";
 }
 
 std::string Query::describe() const {
   if (expression_) return fmt::format("value({})", excerpt(expression_->text()));
   if (key_ == "rng_state") return fmt::format("rng_state({})", generator_);
+  if (key_ == "process_groups") return fmt::format("process_groups({})", generator_);
   if (key_ == "same") return fmt::format("same({}, {})", tensor_, other_tensor_);
   if (key_ == "has_group_names" && !tensor_.empty())
     return fmt::format("has_group_names(tensor {})", tensor_);
@@ -226,6 +242,16 @@ Json Query::observe(const RankState& rank) const {
     return first_values(t, first_ ? std::min(*first_, t.numel()) : t.numel());
   }
   if (key_ == "same") return same_values(rank.value(tensor_), rank.value(other_tensor_));
+  if (key_ == "process_groups") {
+    const GroupCreator& groups = rank.groups();
+    if (generator_ == "created") return groups.groups_created();
+    int64_t joined = 0;
+    for (size_t id = 0; id < groups.groups_created(); ++id) {
+      const RankList members = groups.group_ranks(std::to_string(id));
+      joined += members && std::binary_search(members->begin(), members->end(), rank.rank());
+    }
+    return joined;
+  }
   if (key_ == "has_group_names" && !tensor_.empty()) {
     const auto* t = std::get_if<DTensor>(&rank.value(tensor_));
     if (t == nullptr) throw runtime_error(fmt::format("\"{}\" is not a DTensor", tensor_));
@@ -244,6 +270,14 @@ Json Query::observe(const RankState& rank) const {
   if (key_ == "mesh") return ranks_json(m.mesh());
   if (key_ == "shape") return m.shape();
   if (key_ == "groups") return m.groups(dim ? m.dim_index(*dim) : 0);
+  if (key_ == "my_group" || key_ == "intra_node") {
+    if (!m.coordinate()) return nullptr;  // a rank outside the mesh has no group of it
+    const Group g = rank.group(mesh_, dim_);
+    if (key_ == "my_group") return *g.ranks;
+    // One host when the first and last members do (members are sorted).
+    const int64_t n = *rank.gpus_per_node();
+    return g.ranks->front() / n == g.ranks->back() / n;
+  }
   if (key_ == "group_name") return m.group_name(dim);
   if (key_ == "local_rank") return m.local_rank(rank.groups(), dim);
   if (key_ == "has_group_names") return m.has_group_names();

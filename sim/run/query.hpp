@@ -36,7 +36,7 @@ class Query {
   std::string tensor_;            // the `tensor` query's tensor
   std::string other_tensor_;      // the second tensor of `same`
   std::optional<int64_t> first_;  // ... and how many of its values
-  std::string generator_;         // the `rng_state` query's generator
+  std::string generator_;         // the `rng_state` query's generator, `process_groups`' count
   std::vector<int64_t> global_shape_;
   std::vector<Placement> placements_;
   std::optional<Expression> expression_;

@@ -29,6 +29,7 @@ class RankState final : public ExpressionEnv {
   int64_t rank() const override { return rank_; }
   int64_t world_size() const override { return scenario_.world_size; }
   const std::string& device_type() const { return scenario_.device_type; }
+  std::optional<int64_t> gpus_per_node() const { return scenario_.gpus_per_node; }
   // Dims are names, or indices spelled as decimal numbers; "" means "the only dim".
   int64_t coord(const std::string& mesh, const std::string& dim) const override;
   int64_t local_rank(const std::string& mesh, const std::string& dim) const override;

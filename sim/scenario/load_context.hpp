@@ -23,6 +23,9 @@ class LoadContext : public ExpressionSchema {
   const std::string& file() const { return file_; }
   int64_t world_size() const { return world_size_; }
   const std::string& device_type() const { return device_type_; }
+  // [scenario]'s gpus_per_node, when given.
+  void set_gpus_per_node(std::optional<int64_t> n) { gpus_per_node_ = n; }
+  std::optional<int64_t> gpus_per_node() const { return gpus_per_node_; }
 
   // --- Meshes declared so far (statically, in file order) ---
   struct MeshInfo {
@@ -125,6 +128,7 @@ class LoadContext : public ExpressionSchema {
   std::string file_;
   int64_t world_size_;
   std::string device_type_;
+  std::optional<int64_t> gpus_per_node_;
   std::map<std::string, MeshInfo> meshes_;
   std::map<std::string, std::vector<std::string>> flattened_;
   std::set<std::string> tensors_;

@@ -72,6 +72,9 @@ struct Scenario {
   std::string file;
   int64_t world_size = 0;
   std::string device_type = "cuda";
+  // GPUs per host (`gpus_per_node = 8`): ranks r and s share a node when r / n == s / n. Unset,
+  // meshsim knows no topology and refuses questions about it.
+  std::optional<int64_t> gpus_per_node;
   CostModel cost;
   // Whose DTensor seeding rules apply (`torch = "2.6"`), and the GPU whose kernel launches the
   // random numbers are predicted for (`gpu = "H200"` or { sms, max_threads_per_sm }).

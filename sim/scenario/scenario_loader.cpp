@@ -300,7 +300,7 @@ Scenario load_scenario_text(std::string_view text, const std::string& file) {
   const toml::table& head = *scenario_node->as_table();
   header.only_keys(head,
                    {"name", "description", "world_size", "device", "timeout_s", "latency_us",
-                    "bandwidth_gbps", "torch", "gpu"},
+                    "bandwidth_gbps", "torch", "gpu", "gpus_per_node"},
                    "[scenario]");
   Scenario s;
   s.file = file;
@@ -313,6 +313,12 @@ Scenario load_scenario_text(std::string_view text, const std::string& file) {
     header.fail(world, fmt::format("world_size must be between 1 and {}", kMaxWorldSize));
   }
   if (const toml::node* d = head.get("device")) s.device_type = header.string_of(*d, "device");
+  if (const toml::node* g = head.get("gpus_per_node")) {
+    s.gpus_per_node = header.integer_of(*g, "gpus_per_node");
+    if (*s.gpus_per_node < 1 || *s.gpus_per_node > s.world_size)
+      header.fail(*g,
+                  fmt::format("gpus_per_node must be between 1 and world_size ({})", s.world_size));
+  }
   auto positive = [&](std::string_view key, double scale, double& field) {
     const toml::node* node = head.get(key);
     if (node == nullptr) return;
@@ -352,6 +358,7 @@ Scenario load_scenario_text(std::string_view text, const std::string& file) {
            std::pair(b.position.line, b.position.column);
   });
   LoadContext ctx(file, s.world_size, s.device_type);
+  ctx.set_gpus_per_node(s.gpus_per_node);
   if (const toml::node* faults = doc.get("fault")) s.faults = parse_faults(*faults, ctx);
   for (const Entry& e : entries) {
     if (e.array == "step" && (e.table->contains("repeat") || e.table->contains("end_repeat"))) {

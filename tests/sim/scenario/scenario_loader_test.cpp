@@ -329,3 +329,33 @@ deadlock = { cause = "rank failed", culprits = [1, 2, 3] }
   CHECK(summary[0].get<std::string>().starts_with("rank 1 failed at t.toml:"));
   CHECK(summary[1].get<std::string>().starts_with("ranks 2, 3 failed at t.toml:"));
 }
+
+TEST_CASE("queries: my group, intra-node groups, process group counts", "[sim][query]") {
+  const std::string mesh = "[[mesh]]\nname = \"m\"\nshape = [2, 2]\ndims = [\"dp\", \"tp\"]\n";
+  CHECK(load_error(mesh + "[[expect]]\nintra_node = { mesh = \"m\", dim = \"tp\" }\nequals = "
+                          "true\n") ==
+        "t.toml:9:14: intra_node needs gpus_per_node in [scenario] (how many ranks share a host)");
+  CHECK(load_error(mesh + "[[expect]]\nmy_group = \"m\"\nequals = [0]\n") ==
+        "t.toml:9:12: my_group needs a dim");
+  CHECK(load_error(mesh + "[[expect]]\nprocess_groups = \"all\"\nequals = 1\n") ==
+        "t.toml:9:18: process_groups is \"created\" (every group created, WORLD included) or "
+        "\"joined\" (the groups this rank is a member of)");
+  CHECK(load_error("gpus_per_node = 5\n") ==
+        "t.toml:4:17: gpus_per_node must be between 1 and world_size (4)");
+  // Two hosts of two GPUs: tp groups [0, 1] and [2, 3] stay on one host, dp groups [0, 2] and
+  // [1, 3] cross. Groups: WORLD, two of dp, two of tp; each rank is in three.
+  const ScenarioResult r = run_scenario(load_scenario_text(
+      "[scenario]\nname = \"t\"\nworld_size = 4\ngpus_per_node = 2\n" + mesh +
+          "[[expect]]\nintra_node = { mesh = \"m\", dim = \"tp\" }\nequals = true\n"
+          "[[expect]]\nintra_node = { mesh = \"m\", dim = \"dp\" }\nequals = false\n"
+          "[[expect]]\nmy_group = { mesh = \"m\", dim = \"dp\" }\nequals = [\"rank % 2\", "
+          "\"rank % 2 + 2\"]\n"
+          "[[expect]]\nprocess_groups = \"created\"\nequals = 5\n"
+          "[[expect]]\nprocess_groups = \"joined\"\nequals = 3\n",
+      "t.toml"));
+  REQUIRE(r.expectations.size() == 20);
+  for (const ExpectationRecord& e : r.expectations) {
+    INFO(e.what << " on rank " << e.rank << ": " << e.observed.dump());
+    CHECK(e.passed);
+  }
+}
