@@ -45,11 +45,18 @@ Json observe_hang(const std::string& kind, const ScenarioResult& result) {
   Json aliases = Json::array();
   std::vector<Json> distinct_groups;
   Json waiting = Json::array();
+  Json waits_for = Json::object();           // rank -> the ranks it waits for
+  Json waiting_in = Json::object();          // rank -> its group's label
+  Json waiting_in_aliases = Json::object();  // rank -> every name of that group
   std::set<int64_t> missing;
   for (const Json& r : hang["ranks"]) {
     if (!r.contains("wait")) continue;
     const Json& w = hang["waits"][r["wait"].get<size_t>()];
     waiting.push_back(r["rank"]);
+    const std::string rank_key = std::to_string(r["rank"].get<int64_t>());
+    waits_for[rank_key] = w["missing"];
+    waiting_in[rank_key] = w.contains("channel") ? w["channel"] : w["group"];
+    waiting_in_aliases[rank_key] = group_aliases(w);
     ops.push_back(w["op"]);
     // One alias list per distinct group; send/recv waits on it add their directions.
     const auto seen = std::find(distinct_groups.begin(), distinct_groups.end(), w["group"]);
@@ -65,6 +72,9 @@ Json observe_hang(const std::string& kind, const ScenarioResult& result) {
     for (const Json& m : w["missing"]) missing.insert(m.get<int64_t>());
   }
   out["waiting"] = waiting;
+  out["waits_for"] = std::move(waits_for);
+  out["waiting_in"] = std::move(waiting_in);
+  out["waiting_in_aliases"] = std::move(waiting_in_aliases);
   out["in"] = common(ops);
   out["group"] = common(groups);
   out["group_aliases"] = aliases;
@@ -78,18 +88,25 @@ Json observe_hang(const std::string& kind, const ScenarioResult& result) {
                                             : r["state"]);
   }
   out["missing_in"] = common(missing_in);
-  if (hang.contains("desync")) {
-    out["group"] = hang["desync"]["group"];
-    out["group_aliases"] = Json::array({group_aliases(hang["desync"])});
-    out["seq"] = hang["desync"]["seq"];
-    Json arrived = Json::array();
-    Json signatures = Json::object();
-    for (const Json& a : hang["desync"]["arrivals"]) {
-      arrived.push_back(a["rank"]);
-      signatures[std::to_string(a["rank"].get<int64_t>())] = a["signature"];
+  if (hang.contains("desyncs")) {
+    // Every desync, each as the keys a `desync` table may name; the first is also at the top.
+    Json each = Json::array();
+    for (const Json& d : hang["desyncs"]) {
+      Json arrived = Json::array();
+      Json signatures = Json::object();
+      for (const Json& a : d["arrivals"]) {
+        arrived.push_back(a["rank"]);
+        signatures[std::to_string(a["rank"].get<int64_t>())] = a["signature"];
+      }
+      each.push_back({{"group", d["group"]},
+                      {"group_aliases", Json::array({group_aliases(d)})},
+                      {"seq", d["seq"]},
+                      {"ranks", std::move(arrived)},
+                      {"signatures", std::move(signatures)}});
     }
-    out["ranks"] = arrived;
-    out["signatures"] = signatures;
+    for (const auto& [key, value] : each.front().items()) out[key] = value;
+    out["count"] = each.size();
+    out["desyncs"] = std::move(each);
   }
   if (hang.contains("timeout")) {
     out["group"] = hang["timeout"]["group"];
@@ -133,30 +150,56 @@ bool group_matches(const Json& aliases, const Json& expected) {
 }
 
 class HangExpectation final : public OutcomeExpectation {
+ private:
+  bool matches_all(const Json& all) const {
+    for (const auto& [key, want] : expected_.items()) {
+      if (!all.contains(key)) return false;
+      if (key == "group") {
+        if (!group_matches(all["group_aliases"], want)) return false;
+      } else if (key == "cause") {
+        // Causes refined since a scenario was written still match their old name.
+        const Json& old = all["cause_aliases"];
+        if (all["cause"] != want && std::find(old.begin(), old.end(), want) == old.end())
+          return false;
+      } else if (key == "waiting_in") {
+        // { 0 = "world.tp#0" }: each rank named waits in that group (exactly, any of its names).
+        for (const auto& [rank, group] : want.items()) {
+          const Json& names = all["waiting_in_aliases"];
+          if (!names.contains(rank) || !group_matches(Json::array({names[rank]}), group))
+            return false;
+        }
+      } else if (!matches(all[key], want)) {
+        return false;
+      }
+    }
+    return true;
+  }
+
  public:
   HangExpectation(std::string kind, Json expected)
       : kind_(std::move(kind)), expected_(std::move(expected)) {}
 
   ExpectationRecord check(const ScenarioResult& result) const override {
-    const Json all = observe_hang(kind_, result);
-    Json observed = Json::object();
-    bool passed = !all.empty();
-    for (const auto& [key, want] : expected_.items()) {
-      observed[key] = all.contains(key) ? all[key] : Json(nullptr);
-      if (key == "group" && all.contains("group_aliases")) {
-        passed = passed && group_matches(all["group_aliases"], want);
-      } else if (key == "cause" && all.contains("cause")) {
-        // Causes refined since a scenario was written still match their old name.
-        const Json& old = all["cause_aliases"];
-        passed = passed &&
-                 (all["cause"] == want || std::find(old.begin(), old.end(), want) != old.end());
-      } else {
-        passed = passed && matches(observed[key], want);
+    Json all = observe_hang(kind_, result);
+    if (all.empty()) {
+      const Json observed = result.hang ? Json{{"kind", (*result.hang)["kind"]}} : Json("no hang");
+      return {where, -1, kind_, false, observed, expected_};
+    }
+    // Several desyncs: the table describes one of them, whichever it matches.
+    if (all.contains("desyncs")) {
+      for (const Json& one : all["desyncs"]) {
+        Json candidate = all;
+        for (const auto& [key, value] : one.items()) candidate[key] = value;
+        if (matches_all(candidate)) {
+          all = std::move(candidate);
+          break;
+        }
       }
     }
-    if (all.empty())
-      observed = result.hang ? Json{{"kind", (*result.hang)["kind"]}} : Json("no hang");
-    return {where, -1, kind_, passed, observed, expected_};
+    Json observed = Json::object();
+    for (const auto& [key, want] : expected_.items())
+      observed[key] = all.contains(key) ? all[key] : Json(nullptr);
+    return {where, -1, kind_, matches_all(all), observed, expected_};
   }
 
  private:
@@ -236,6 +279,20 @@ class WarningExpectation final : public OutcomeExpectation {
   std::string contains_;
 };
 
+// `no_hang = true`: the run ended without a deadlock, desync or timeout (next to rank_failed: the
+// failure stays on its rank and the others finish).
+class NoHangExpectation final : public OutcomeExpectation {
+ public:
+  ExpectationRecord check(const ScenarioResult& result) const override {
+    const Json observed =
+        result.hang ? Json{{"kind", (*result.hang)["kind"]}, {"cause", (*result.hang)["cause"]}}
+                    : Json("no hang");
+    return {where, -1, "no_hang", !result.hang, observed, true};
+  }
+  // Failed ranks still fail the scenario unless a rank_failed expects them.
+  bool declares_run_outcome() const override { return false; }
+};
+
 Json to_json(const toml::node& node, const LoadContext& ctx) {
   if (const auto* s = node.as_string()) return s->get();
   if (const auto* i = node.as_integer()) return i->get();
@@ -256,16 +313,25 @@ Json to_json(const toml::node& node, const LoadContext& ctx) {
 }  // namespace
 
 const std::vector<std::string_view>& outcome_keys() {
-  static const std::vector<std::string_view> k{"deadlock",    "desync",      "timeout",
-                                               "rank_failed", "rng_overlap", "warning"};
+  static const std::vector<std::string_view> k{"deadlock",    "desync",  "timeout", "rank_failed",
+                                               "rng_overlap", "warning", "no_hang"};
   return k;
 }
 
 std::unique_ptr<OutcomeExpectation> parse_outcome(std::string_view key, const toml::node& node,
                                                   const LoadContext& ctx) {
+  std::unique_ptr<OutcomeExpectation> out;
+  if (key == "no_hang") {
+    if (!ctx.boolean_of(node, "no_hang"))
+      ctx.fail(node,
+               "no_hang = true says the run ends without a hang; to expect one, write "
+               "deadlock, desync or timeout");
+    out = std::make_unique<NoHangExpectation>();
+    out->where = ctx.at(node);
+    return out;
+  }
   const toml::table* table = node.as_table();
   if (table == nullptr) ctx.fail(node, fmt::format("{} must be a table", key));
-  std::unique_ptr<OutcomeExpectation> out;
   if (key == "rng_overlap") {
     ctx.only_keys(*table, {"count", "contains"}, "rng_overlap");
     auto e = std::make_unique<RngOverlapExpectation>();
@@ -301,16 +367,16 @@ std::unique_ptr<OutcomeExpectation> parse_outcome(std::string_view key, const to
     out = std::move(e);
   } else {
     if (key == "desync") {
-      ctx.only_keys(
-          *table,
-          {"cause", "group", "seq", "ranks", "signatures", "waiting", "missing", "culprits"},
-          "desync");
+      ctx.only_keys(*table,
+                    {"cause", "group", "seq", "ranks", "signatures", "waiting", "missing",
+                     "culprits", "count"},
+                    "desync");
     } else if (key == "timeout") {
       ctx.only_keys(*table, {"group", "seq", "waiting", "late", "in", "culprits"}, "timeout");
     } else {
       ctx.only_keys(*table,
                     {"cause", "waiting", "in", "group", "group_ranks", "seq", "missing",
-                     "missing_in", "culprits"},
+                     "missing_in", "culprits", "waits_for", "waiting_in"},
                     "deadlock");
     }
     if (const toml::node* cause = table->get("cause")) {

@@ -1,4 +1,5 @@
 // [[expect]]: a query, and the value it must have on every rank (`equals`) or per rank (`by_rank`).
+#include <charconv>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -28,9 +29,10 @@ bool close(const Json& observed, const Json& expected, double tolerance) {
 class ExpectStep final : public Step {
  public:
   void run(RankState& rank) const override {
+    const ExpectedValue* e = equals_ ? &*equals_ : by_rank_[static_cast<size_t>(rank.rank())].get();
+    if (e == nullptr) return;  // by_rank names other ranks only
     const Json observed = query_->observe(rank);
-    const ExpectedValue& e = equals_ ? *equals_ : by_rank_[static_cast<size_t>(rank.rank())];
-    Json expected = query_->canonical_expected(e.resolve(rank));
+    Json expected = query_->canonical_expected(e->resolve(rank));
     const bool passed = tolerance_ ? close(observed, expected, *tolerance_) : observed == expected;
     rank.record_expectation(*this, query_->describe(), passed, observed, std::move(expected));
   }
@@ -38,7 +40,7 @@ class ExpectStep final : public Step {
   std::optional<Query> query_;
   std::optional<double> tolerance_;  // numbers may differ by this much
   std::optional<ExpectedValue> equals_;
-  std::vector<ExpectedValue> by_rank_;
+  std::vector<std::unique_ptr<ExpectedValue>> by_rank_;  // null: a rank by_rank leaves out
 };
 
 }  // namespace
@@ -91,13 +93,34 @@ std::unique_ptr<Step> parse_expectation(const toml::table& table, LoadContext& c
   if (equals != nullptr) {
     step->equals_ = ExpectedValue::parse(*equals, ctx, strings);
   } else {
+    step->by_rank_.resize(static_cast<size_t>(ctx.world_size()));
+    if (const toml::table* some = by_rank->as_table()) {
+      // { 0 = ..., 3 = ... }: only the ranks named.
+      for (const auto& [key, item] : *some) {
+        int64_t r = -1;
+        const std::string_view k = key.str();
+        const auto [end, ec] = std::from_chars(k.data(), k.data() + k.size(), r);
+        if (ec != std::errc() || end != k.data() + k.size() || r < 0 || r >= ctx.world_size()) {
+          throw InputError(ctx.at(key.source()),
+                           fmt::format("by_rank keys are ranks from 0 to {}, not \"{}\"",
+                                       ctx.world_size() - 1, k));
+        }
+        step->by_rank_[static_cast<size_t>(r)] =
+            std::make_unique<ExpectedValue>(ExpectedValue::parse(item, ctx, strings));
+      }
+      return step;
+    }
     const toml::array* per_rank = by_rank->as_array();
     if (per_rank == nullptr || static_cast<int64_t>(per_rank->size()) != ctx.world_size()) {
-      ctx.fail(*by_rank, fmt::format("by_rank must be an array with one value per rank ({})",
-                                     ctx.world_size()));
+      ctx.fail(*by_rank,
+               fmt::format("by_rank must be an array with one value per rank ({}), or a table "
+                           "of some ranks ({{ 0 = ..., 3 = ... }})",
+                           ctx.world_size()));
     }
-    for (const toml::node& item : *per_rank)
-      step->by_rank_.push_back(ExpectedValue::parse(item, ctx, strings));
+    for (size_t r = 0; r < per_rank->size(); ++r) {
+      step->by_rank_[r] =
+          std::make_unique<ExpectedValue>(ExpectedValue::parse(*per_rank->get(r), ctx, strings));
+    }
   }
   return step;
 }

@@ -77,7 +77,12 @@ TEST_CASE("scenario_loader: mistakes are refused with file:line:col", "[sim][loa
   CHECK(load_error("[[expect]]\nvalue = 1\n") ==
         "t.toml:4:1: an expectation needs exactly one of equals or by_rank");
   CHECK(load_error("[[expect]]\nvalue = 1\nby_rank = [1, 2]\n") ==
-        "t.toml:6:11: by_rank must be an array with one value per rank (4)");
+        "t.toml:6:11: by_rank must be an array with one value per rank (4), or a table of some "
+        "ranks ({ 0 = ..., 3 = ... })");
+  CHECK(load_error("[[expect]]\nvalue = 1\nby_rank = { 4 = 1 }\n") ==
+        "t.toml:6:13: by_rank keys are ranks from 0 to 3, not \"4\"");
+  CHECK(load_error("[[expect]]\nvalue = 1\nby_rank = { x = 1 }\n") ==
+        "t.toml:6:13: by_rank keys are ranks from 0 to 3, not \"x\"");
   CHECK(load_error("[[expect]]\nvalue = 1\ncoordinate = \"m\"\nequals = 1\n") ==
         "t.toml:6:1: an expectation checks one query; found both \"value\" and \"coordinate\"");
   CHECK(load_error("[[step]]\ndump = \"m\"\nwhen = \"rank ==\"\n") ==
@@ -351,11 +356,64 @@ TEST_CASE("queries: my group, intra-node groups, process group counts", "[sim][q
           "[[expect]]\nmy_group = { mesh = \"m\", dim = \"dp\" }\nequals = [\"rank % 2\", "
           "\"rank % 2 + 2\"]\n"
           "[[expect]]\nprocess_groups = \"created\"\nequals = 5\n"
-          "[[expect]]\nprocess_groups = \"joined\"\nequals = 3\n",
+          "[[expect]]\nprocess_groups = \"joined\"\nequals = 3\n"
+          // by_rank may name some ranks only: the others record nothing.
+          "[[expect]]\nmy_group = { mesh = \"m\", dim = \"tp\" }\nby_rank = { 1 = [0, 1], 2 = "
+          "[2, 3] }\n",
       "t.toml"));
-  REQUIRE(r.expectations.size() == 20);
+  REQUIRE(r.expectations.size() == 22);
   for (const ExpectationRecord& e : r.expectations) {
     INFO(e.what << " on rank " << e.rank << ": " << e.observed.dump());
     CHECK(e.passed);
   }
+}
+
+TEST_CASE("hang expectations: several desyncs, wait-for edges, no hang", "[sim][outcome]") {
+  // Two desyncs: group m.x#0 (rank 1 differs) and m.x#1 (rank 3 calls a barrier).
+  const std::string two_desyncs =
+      "[[mesh]]\nname = \"m\"\nshape = [2, 2]\ndims = [\"d\", \"x\"]\n"
+      "[[step]]\nall_reduce = { tensor = \"ones(4)\", group = { mesh = \"m\", dim = \"x\" }, out "
+      "= \"y\" }\nwhen = \"rank % 2 == 0\"\n"
+      "[[step]]\nall_reduce = { tensor = \"ones(2)\", group = { mesh = \"m\", dim = \"x\" }, out "
+      "= \"y\" }\nwhen = \"rank == 1\"\n"
+      "[[step]]\nbarrier = { group = { mesh = \"m\", dim = \"x\" } }\nwhen = \"rank == 3\"\n";
+  auto passes = [&](const std::string& body, const std::string& expect) {
+    const ScenarioResult r = run_text(body + "[[expect]]\n" + expect + "\n");
+    REQUIRE(r.expectations.size() == 1);
+    INFO(expect << " observed " << r.expectations[0].observed.dump());
+    return r.expectations[0].passed;
+  };
+  CHECK(passes(two_desyncs,
+               "desync = { group = \"m.x#0\", signatures = { 1 = \"all_reduce(float32[2]\" } }"));
+  CHECK(passes(two_desyncs, "desync = { group = \"m.x#1\", signatures = { 3 = \"barrier()\" } }"));
+  CHECK(passes(two_desyncs, "desync = { count = 2 }"));
+  CHECK_FALSE(passes(two_desyncs, "desync = { count = 1 }"));
+  // One table describes one desync: m.x#1's group with m.x#0's odd signature matches neither.
+  CHECK_FALSE(
+      passes(two_desyncs, "desync = { group = \"m.x#1\", signatures = { 1 = \"all_reduce\" } }"));
+  CHECK_FALSE(passes(two_desyncs, "desync = { group = \"m.x#2\" }"));
+
+  // Ranks 0 and 1 wait in WORLD's all_reduce for ranks 2 and 3, which finished.
+  const std::string skipped =
+      "[[step]]\nall_reduce = { tensor = \"ones(4)\", out = \"y\" }\nwhen = \"rank < 2\"\n";
+  CHECK(passes(skipped, "deadlock = { waits_for = { 0 = [2, 3], 1 = [2, 3] } }"));
+  CHECK(
+      passes(skipped, "deadlock = { waits_for = { 1 = [2, 3] }, waiting_in = { 0 = \"WORLD\" } }"));
+  CHECK(passes(skipped, "deadlock = { waiting_in = { 0 = \"0\" } }"));  // c10d's id still names it
+  CHECK_FALSE(passes(skipped, "deadlock = { waits_for = { 0 = [2] } }"));
+  CHECK_FALSE(passes(skipped, "deadlock = { waiting_in = { 2 = \"WORLD\" } }"));  // rank 2 finished
+  CHECK_FALSE(passes(skipped, "no_hang = true"));
+
+  // A rank that fails alone: the others finish, and the run has no hang.
+  const ScenarioResult r = run_text(
+      "[[step]]\ntensor = { name = \"t\", value = \"ones(2)\" }\n[[step]]\nrecv = { like = \"t\", "
+      "src = \"rank\", out = \"u\" }\nwhen = \"rank == 2\"\n"
+      "[[expect]]\nrank_failed = { rank = 2, type = \"ValueError\" }\n[[expect]]\nno_hang = "
+      "true\n");
+  REQUIRE(r.expectations.size() == 2);
+  CHECK(r.expectations[0].passed);
+  CHECK(r.expectations[1].passed);
+  CHECK(load_error("[[expect]]\nno_hang = false\n") ==
+        "t.toml:5:11: no_hang = true says the run ends without a hang; to expect one, write "
+        "deadlock, desync or timeout");
 }
