@@ -204,7 +204,19 @@ with tempfile.TemporaryDirectory() as tmp:
     graph = os.path.join(tmp, "g.dot")
     r = run("run", "--no-time", "--graph", graph, in_root("scenarios", "hang_order_inversion.toml"))
     dot = open(graph).read()
-    check("digraph wait_for" in dot and "r0 -> r1;" in dot and "r1 -> r0;" in dot, "DOT graph has the cycle")
+    check("digraph wait_for" in dot and "r0 -> r1 [color=red" in dot and "r1 -> r0 [color=red" in dot,
+          "DOT graph has the cycle, in red")
+    # Several hangs: a directory gets one file each; a file gets the first, and says so.
+    graphs = os.path.join(tmp, "graphs") + "/"
+    hangs = [in_root("scenarios", f) for f in ("hang_order_inversion.toml", "hang_two_desyncs.toml")]
+    r = run("run", "--no-time", "--graph", graphs, *hangs)
+    check(sorted(os.listdir(graphs)) == ["hang-order-inversion.dot", "hang-two-desyncs.dot"],
+          "--graph DIR/ writes one file per hung scenario: " + str(os.listdir(graphs)))
+    check("called barrier()" in open(os.path.join(graphs, "hang-two-desyncs.dot")).read(),
+          "a desync's graph says what each side called")
+    r = run("run", "--no-time", "--graph", graph, *hangs)
+    check("2 scenarios hung; " + graph + " holds the first (hang-order-inversion)" in r.stdout
+          and open(graph).read().count("digraph") == 1, "--graph FILE holds one graph and says which")
 
     # A Chrome trace: a track per rank, slices in virtual time, flows joining collectives.
     trace = os.path.join(tmp, "t.json")

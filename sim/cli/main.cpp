@@ -2,7 +2,9 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
+#include <set>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
@@ -91,6 +93,56 @@ bool write_output(const std::string& path, const std::string& content) {
   return false;
 }
 
+// One hung scenario's wait-for graph, as DOT.
+struct HungGraph {
+  std::string scenario;
+  std::string dot;
+};
+
+// --graph: into a directory (one exists, or the path ends with '/'), one file per hung scenario
+// named after it; into a file, the one graph (a file holds one digraph), saying so when there
+// were more.
+bool write_graphs(const std::string& path, const std::vector<HungGraph>& graphs) {
+  std::error_code ec;
+  const bool into_directory = path.ends_with('/') || std::filesystem::is_directory(path, ec);
+  if (!into_directory) {
+    if (graphs.size() > 1) {
+      std::cout << fmt::format(
+          "--graph: {} scenarios hung; {} holds the first ({}). Give a directory for one file "
+          "each.\n",
+          graphs.size(), path, graphs.front().scenario);
+    }
+    return write_output(path, graphs.empty()
+                                  ? "// no hang: no wait-for graph\ndigraph wait_for {}\n"
+                                  : graphs.front().dot);
+  }
+  std::filesystem::create_directories(path, ec);
+  if (ec) {
+    std::cerr << "meshsim: cannot write " << path << ": " << ec.message() << "\n";
+    return false;
+  }
+  bool written = true;
+  std::set<std::string> used;
+  std::vector<std::string> names;
+  for (const HungGraph& g : graphs) {
+    // The scenario's name, made a safe file name, unique within the run.
+    std::string stem = g.scenario;
+    for (char& c : stem) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') c = '_';
+    }
+    if (stem.empty() || stem.size() > 100) stem = stem.substr(0, 100) + "scenario";
+    std::string name = stem + ".dot";
+    for (int n = 2; used.contains(name); ++n) name = fmt::format("{}-{}.dot", stem, n);
+    used.insert(name);
+    names.push_back(name);
+    written &= write_output((std::filesystem::path(path) / name).string(), g.dot);
+  }
+  std::cout << (graphs.empty()
+                    ? fmt::format("--graph: no hang, nothing written to {}\n", path)
+                    : fmt::format("--graph: wrote {} to {}\n", fmt::join(names, ", "), path));
+  return written;
+}
+
 int run_command(const std::vector<std::string>& paths, const RunFlags& flags) {
   const bool verbose = flags.verbose;
   RunOptions options;
@@ -109,7 +161,7 @@ int run_command(const std::vector<std::string>& paths, const RunFlags& flags) {
   std::string payload_hashes;
   if (!flags.keep_checkpoints.empty()) options.keep_checkpoints = flags.keep_checkpoints;
   nlohmann::json trace_events = nlohmann::json::array();
-  std::string dot;
+  std::vector<HungGraph> graphs;
   RunReport report;
   const ExpandedPaths expanded = expand_scenario_paths(paths);
   add_problems(expanded, report);
@@ -142,7 +194,8 @@ int run_command(const std::vector<std::string>& paths, const RunFlags& flags) {
       for (const std::string& line : result.payload_hashes) payload_hashes += line + "\n";
     }
     if (!result.hang_dot.empty()) {
-      dot += fmt::format("// {} ({})\n{}", result.name, files[i], result.hang_dot);
+      graphs.push_back(
+          {result.name, fmt::format("// {} ({})\n{}", result.name, files[i], result.hang_dot)});
     }
     if (verbose) {
       for (const DumpRecord& d : result.dumps) {
@@ -165,11 +218,7 @@ int run_command(const std::vector<std::string>& paths, const RunFlags& flags) {
         json_text(Json{{"traceEvents", trace_events}, {"displayTimeUnit", "ms"}}, -1) + "\n");
   }
   if (options.payload_hashes) written &= write_output(flags.payload_hashes_path, payload_hashes);
-  if (!flags.graph_path.empty()) {
-    written &=
-        write_output(flags.graph_path,
-                     dot.empty() ? "// no hang: no wait-for graph\ndigraph wait_for {}\n" : dot);
-  }
+  if (!flags.graph_path.empty()) written &= write_graphs(flags.graph_path, graphs);
   if (!written) return kExitUnusable;
   return exit_code(report);
 }
@@ -241,7 +290,8 @@ int main(int argc, char** argv) {
   run->add_flag("--trace-setup", flags.trace_setup,
                 "with --trace: also trace new_group's store barriers (group creation)");
   run->add_option("--graph", flags.graph_path,
-                  "write the wait-for graph of every hang as Graphviz DOT");
+                  "write the wait-for graph of a hang as Graphviz DOT; a directory (or a path "
+                  "ending in /) gets one file per hung scenario");
   run->add_option("--payload-hashes", flags.payload_hashes_path,
                   "write one line per member of every collective: what it received, hashed "
                   "(compare two backends' files with diff)");

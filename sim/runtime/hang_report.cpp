@@ -721,11 +721,59 @@ nlohmann::json HangReport::json() const {
   return out;
 }
 
+namespace {
+
+// The edges of `edges` (node -> nodes) that lie on a cycle: u -> v where v reaches u.
+std::set<std::pair<size_t, size_t>> cycle_edges(const std::vector<std::set<size_t>>& edges) {
+  std::set<std::pair<size_t, size_t>> out;
+  if (edges.size() > kMaxEdges) return out;  // a picture that large is read per collective
+  for (size_t u = 0; u < edges.size(); ++u) {
+    for (size_t v : edges[u]) {
+      std::vector<bool> seen(edges.size(), false);
+      std::vector<size_t> todo{v};
+      seen[v] = true;
+      while (!todo.empty() && !seen[u]) {
+        const size_t x = todo.back();
+        todo.pop_back();
+        for (size_t y : edges[x]) {
+          if (!seen[y]) {
+            seen[y] = true;
+            todo.push_back(y);
+          }
+        }
+      }
+      if (seen[u]) out.insert({u, v});
+    }
+  }
+  return out;
+}
+
+std::string edge_lines(const std::vector<std::string>& names,
+                       const std::vector<std::set<size_t>>& edges) {
+  const std::set<std::pair<size_t, size_t>> on_cycle = cycle_edges(edges);
+  std::string out;
+  for (size_t u = 0; u < edges.size(); ++u) {
+    for (size_t v : edges[u]) {
+      out += fmt::format("  {} -> {}{};\n", names[u], names[v],
+                         on_cycle.contains({u, v}) ? " [color=red, penwidth=2]" : "");
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string HangReport::dot() const {
-  // Titled with the kind and cause; culprits drawn bold in red.
-  std::string out =
-      fmt::format("digraph wait_for {{\n  rankdir=LR;\n  labelloc=t;\n  label=\"{}: {}\";\n",
-                  hang_kind_name(kind), hang_cause_name(cause));
+  // Titled with the kind and cause (and the collective a watchdog gave up on); culprits drawn
+  // bold in red, the edges of a cycle in red.
+  std::string title = fmt::format("{}: {}", hang_kind_name(kind), hang_cause_name(cause));
+  if (timeout) {
+    title += fmt::format("\\n{} on {} #{} after {} s", timeout->signature.describe(),
+                         dot_escape(timeout->channel), timeout->seq, timeout->waited_s);
+  }
+  std::string out = fmt::format(
+      "digraph wait_for {{\n  rankdir=LR;\n  labelloc=t;\n  label=\"{}\";\n  node [shape=box];\n",
+      title);
   auto color_of = [](RankActivity::State s) {
     return s == RankActivity::State::kBlocked    ? "orange"
            : s == RankActivity::State::kFailed   ? "red"
@@ -735,54 +783,129 @@ std::string HangReport::dot() const {
   auto culprit = [&](int64_t rank) {
     return std::binary_search(culprits.begin(), culprits.end(), rank);
   };
+  auto style_of = [&](bool blamed, RankActivity::State state) {
+    return blamed ? std::string("color=red, penwidth=3, style=bold, fontcolor=red")
+                  : fmt::format("color={}", color_of(state));
+  };
   if (ranks.size() <= kListMembersUpTo) {
+    // Ranks that look the same (state, wait, line, blame, whom they wait for, what they called
+    // in a desync) share one node: a barrier's fan-in is one box, not one per rank.
+    std::map<int64_t, std::string> called;  // a desync's arrivals: rank -> its own signature
+    for (const DesyncRecord& d : desyncs) {
+      for (const auto& [rank, sig] : d.arrivals) called.emplace(rank, sig.describe());
+    }
+    auto role_in_timeout = [&](int64_t rank) -> std::string {
+      if (!timeout) return "";
+      if (std::find(timeout->timed_out.begin(), timeout->timed_out.end(), rank) !=
+          timeout->timed_out.end())
+        return "watchdog fired";
+      if (std::find(timeout->late.begin(), timeout->late.end(), rank) != timeout->late.end())
+        return "late";
+      return "";
+    };
+    using Key =
+        std::tuple<int64_t, int, int64_t, bool, std::vector<int64_t>, std::string, std::string>;
+    std::map<Key, std::vector<int64_t>> by_look;
     for (const Rank& r : ranks) {
-      std::string label = fmt::format("rank {}\\n{}", r.rank, state_name(r.activity.state));
+      const auto it = called.find(r.rank);
+      by_look[{r.wait, static_cast<int>(r.activity.state), r.activity.where.line, culprit(r.rank),
+               waits_for(r.rank), it == called.end() ? "" : it->second, role_in_timeout(r.rank)}]
+          .push_back(r.rank);
+    }
+    std::vector<std::vector<int64_t>> nodes;
+    for (auto& [look, who] : by_look) nodes.push_back(std::move(who));
+    std::sort(nodes.begin(), nodes.end());  // by lowest rank: names stay stable
+    std::vector<size_t> node_of(ranks.size());
+    std::vector<std::string> names;
+    for (size_t n = 0; n < nodes.size(); ++n) {
+      for (int64_t rank : nodes[n]) node_of[static_cast<size_t>(rank)] = n;
+      names.push_back(fmt::format("r{}", nodes[n].front()));
+    }
+    std::vector<std::set<size_t>> edges(nodes.size());
+    for (size_t n = 0; n < nodes.size(); ++n) {
+      const Rank& r = ranks[static_cast<size_t>(nodes[n].front())];
+      std::string label = fmt::format("{} {}\\n{}", nodes[n].size() == 1 ? "rank" : "ranks",
+                                      rank_ranges(nodes[n]), state_name(r.activity.state));
+      const auto own = called.find(r.rank);
       if (r.wait >= 0) {
+        // In a desync the wait's op is another member's: each node says what it called.
         const auto& w = waits[static_cast<size_t>(r.wait)];
-        label += fmt::format("\\n{} {} #{}", collective_op_name(w.signature.op),
-                             dot_escape(w.channel), w.seq);
+        label += own == called.end()
+                     ? fmt::format("\\n{} {} #{}", collective_op_name(w.signature.op),
+                                   dot_escape(w.channel), w.seq)
+                     : fmt::format("\\n{} #{}\\ncalled {}", dot_escape(w.channel), w.seq,
+                                   dot_escape(own->second));
       }
+      if (const std::string role = role_in_timeout(r.rank); !role.empty()) label += "\\n" + role;
       if (r.activity.where.line > 0) label += fmt::format("\\nline {}", r.activity.where.line);
-      out += fmt::format("  r{} [label=\"{}\", color={}{}];\n", r.rank, label,
-                         culprit(r.rank) ? "red" : color_of(r.activity.state),
-                         culprit(r.rank) ? ", penwidth=3, style=bold, fontcolor=red" : "");
+      out += fmt::format("  {} [label=\"{}\", {}];\n", names[n], label,
+                         style_of(culprit(r.rank), r.activity.state));
+      for (int64_t to : waits_for(r.rank)) edges[n].insert(node_of[static_cast<size_t>(to)]);
     }
-    for (const Rank& r : ranks) {
-      for (int64_t to : waits_for(r.rank)) out += fmt::format("  r{} -> r{};\n", r.rank, to);
-    }
-    return out + "}\n";
+    return out + edge_lines(names, edges) + "}\n";
   }
-  // Large worlds: one node per collective waited in, one per group of missing ranks elsewhere.
+  // Large worlds: one node per collective waited in (its culprits, if any, in a node of their
+  // own), one per state of missing ranks elsewhere.
   std::map<std::string, std::vector<int64_t>> elsewhere;  // state -> ranks not parked anywhere
-  for (size_t i = 0; i < waits.size(); ++i) {
-    const auto& w = waits[i];
-    out += fmt::format("  w{} [label=\"{} {} #{}\\n{} waiting\", color=orange];\n", i,
-                       collective_op_name(w.signature.op), dot_escape(w.channel), w.seq,
-                       w.arrived.size());
-    std::set<int64_t> targets;
-    std::set<std::string> states;
+  for (const OpenWait& w : waits) {
     for (int64_t m : w.missing) {
       const Rank& target = ranks[static_cast<size_t>(m)];
-      if (target.wait >= 0) {
-        targets.insert(target.wait);
-      } else {
-        const std::string state(state_name(target.activity.state));
-        elsewhere[state].push_back(m);
-        states.insert(state);
-      }
+      if (target.wait < 0) elsewhere[std::string(state_name(target.activity.state))].push_back(m);
     }
-    for (int64_t t : targets) out += fmt::format("  w{} -> w{};\n", i, t);
-    for (const std::string& s : states) out += fmt::format("  w{} -> {};\n", i, s);
   }
+  std::vector<std::string> names;
+  std::vector<size_t> base(waits.size());
+  std::vector<std::optional<size_t>> blamed_node(waits.size());
+  std::vector<std::vector<int64_t>> blamed(waits.size());
+  for (size_t i = 0; i < waits.size(); ++i) {
+    const OpenWait& w = waits[i];
+    std::copy_if(w.arrived.begin(), w.arrived.end(), std::back_inserter(blamed[i]), culprit);
+    const std::string what =
+        fmt::format("{} {} #{}", collective_op_name(w.signature.op), dot_escape(w.channel), w.seq);
+    base[i] = names.size();
+    names.push_back(fmt::format("w{}", i));
+    if (blamed[i].size() == w.arrived.size()) {
+      out += fmt::format("  w{} [label=\"{}\\n{} waiting\", {}];\n", i, what, w.arrived.size(),
+                         style_of(true, RankActivity::State::kBlocked));
+      continue;
+    }
+    out += fmt::format("  w{} [label=\"{}\\n{} waiting\", color=orange];\n", i, what,
+                       w.arrived.size() - blamed[i].size());
+    if (blamed[i].empty()) continue;
+    blamed_node[i] = names.size();
+    names.push_back(fmt::format("w{}c", i));
+    out += fmt::format("  w{}c [label=\"{} {}\\n{}\", {}];\n", i,
+                       blamed[i].size() == 1 ? "rank" : "ranks", rank_ranges(blamed[i]), what,
+                       style_of(true, RankActivity::State::kBlocked));
+  }
+  std::map<std::string, size_t> state_node;
   for (auto& [state, who] : elsewhere) {
     std::sort(who.begin(), who.end());
     who.erase(std::unique(who.begin(), who.end()), who.end());
     const std::string list = rank_ranges(who);
-    out += fmt::format("  {} [label=\"{}\\nranks {}\", color=gray];\n", state, state,
-                       list.size() > 60 ? list.substr(0, 57) + "..." : list);
+    const bool any_blamed = std::any_of(who.begin(), who.end(), culprit);
+    state_node[state] = names.size();
+    names.push_back(state);
+    out += fmt::format("  {} [label=\"{}\\nranks {}\", {}];\n", state, state,
+                       list.size() > 60 ? list.substr(0, 57) + "..." : list,
+                       any_blamed ? style_of(true, RankActivity::State::kFinished) : "color=gray");
   }
-  return out + "}\n";
+  // A missing rank parked elsewhere points at its collective's node (its culprits' node when it
+  // is one of them); one not parked, at its state's node.
+  auto node_of = [&](int64_t m) {
+    const Rank& target = ranks[static_cast<size_t>(m)];
+    if (target.wait < 0) return state_node.at(std::string(state_name(target.activity.state)));
+    const auto t = static_cast<size_t>(target.wait);
+    return culprit(m) && blamed_node[t] ? *blamed_node[t] : base[t];
+  };
+  std::vector<std::set<size_t>> edges(names.size());
+  for (size_t i = 0; i < waits.size(); ++i) {
+    for (int64_t m : waits[i].missing) {
+      edges[base[i]].insert(node_of(m));
+      if (blamed_node[i]) edges[*blamed_node[i]].insert(node_of(m));
+    }
+  }
+  return out + edge_lines(names, edges) + "}\n";
 }
 
 }  // namespace meshsim::sim
