@@ -50,13 +50,18 @@ DTensor parallelize_parameter(const Parameter& param, bool is_bias, const Device
 
 DTensor fully_shard_parameter(const Parameter& param, const DeviceMesh& dp) {
   require_meta(param, "fully_shard");
-  if (dp.ndim() != 1) {
+  if (dp.ndim() > 2) {
     throw runtime_error(fmt::format(
-        "fully_shard over a {}-D mesh (HSDP) is not modelled; pass the 1-D data-parallel mesh",
+        "fully_shard over a {}-D mesh: FSDP2 takes a 1-D mesh, or a 2-D (replicate, shard) mesh "
+        "for HSDP",
         dp.ndim()));
   }
+  // HSDP: replicated over the first dim, sharded over the second.
+  const bool hsdp = dp.ndim() == 2;
   if (const Tensor* t = std::get_if<Tensor>(&param)) {
-    return DTensor::zeros(DTensorSpec{dp, {Shard{0}}, t->shape(), t->dtype()},
+    std::vector<Placement> placements{Shard{0}};
+    if (hsdp) placements.insert(placements.begin(), Replicate{});
+    return DTensor::zeros(DTensorSpec{dp, std::move(placements), t->shape(), t->dtype()},
                           Tensor::Storage::kMeta);
   }
   const DTensor& d = std::get<DTensor>(param);
@@ -64,14 +69,18 @@ DTensor fully_shard_parameter(const Parameter& param, const DeviceMesh& dp) {
   if (tp.ndim() != 1 || !dp.dim_names() || !tp.dim_names() || !(dp.root() == tp.root())) {
     throw runtime_error(
         "fully_shard over a tensor-parallel parameter needs its data-parallel and tensor-parallel "
-        "meshes to be named 1-D slices of one root mesh (DeviceMesh._concatenate)");
+        "meshes to be named slices of one root mesh (DeviceMesh._concatenate)");
   }
-  const DeviceMesh spmd = dp.root().slice({dp.dim_names()->at(0), tp.dim_names()->at(0)});
+  std::vector<std::string> dims = *dp.dim_names();
+  dims.push_back(tp.dim_names()->at(0));
+  const DeviceMesh spmd = dp.root().slice(dims);
   const Placement tp_placement = d.spec().placements.at(0);
   const int64_t split_factor = sharded_dim(tp_placement) == 0 ? tp.size() : 1;
-  const Placement dp_placement =
-      split_factor > 1 ? Placement{StridedShard{0, split_factor}} : Placement{Shard{0}};
-  return d.relaid(spmd, {dp_placement, tp_placement});
+  std::vector<Placement> placements{
+      split_factor > 1 ? Placement{StridedShard{0, split_factor}} : Placement{Shard{0}},
+      tp_placement};
+  if (hsdp) placements.insert(placements.begin(), Replicate{});
+  return d.relaid(spmd, std::move(placements));
 }
 
 double kaiming_uniform_bound(int64_t fan_in) {

@@ -28,10 +28,11 @@ DTensor parallelize_parameter(const Parameter& param, bool is_bias, const Device
                               TpStyle style);
 
 // fully_shard(module, mesh=dp) on one parameter, as FSDP2 lays it out: a plain tensor becomes
-// Shard(0) over dp; a DTensor on a TP mesh moves to the 2-D (dp, tp) mesh of their common root,
-// with dim 0 sharded over dp first — _StridedShard(0, split_factor = the TP shards of dim 0) when
-// TP also shards dim 0, Shard(0) otherwise. Meta parameters only, as above. RuntimeError when the
-// meshes share no named root or dp is not 1-D (HSDP is not modelled).
+// Shard(0) over dp; a DTensor on a TP mesh moves to the (dp, tp) mesh of their common root, with
+// dim 0 sharded over dp first — _StridedShard(0, split_factor = the TP shards of dim 0) when TP
+// also shards dim 0, Shard(0) otherwise. A 2-D dp mesh is HSDP: Replicate() over its first dim
+// before the shard. Meta parameters only, as above. RuntimeError when the meshes share no named
+// root or dp has more than 2 dims.
 DTensor fully_shard_parameter(const Parameter& param, const DeviceMesh& dp);
 
 // nn.Linear.reset_parameters: kaiming_uniform_(weight, a=sqrt(5)) draws from

@@ -75,8 +75,27 @@ TEST_CASE("nn: ColwiseParallel, RowwiseParallel and fully_shard lay parameters o
   } catch (const meshsim::Error& e) {
     CHECK(e.type() == meshsim::PyErrorType::kNotImplementedError);
   }
-  REQUIRE_THROWS_WITH(meshsim::fully_shard_parameter(kMetaWeight, world),
-                      Catch::Contains("(HSDP) is not modelled"));
+  REQUIRE_THROWS_WITH(meshsim::fully_shard_parameter(col_w, world),
+                      Catch::Contains("Slicing overlapping dim_names"));
   REQUIRE_THROWS_WITH(meshsim::parallelize_parameter(col_w, false, tp, TpStyle::kColwise),
                       "parallelize_module: the parameter is already a DTensor");
+}
+
+TEST_CASE("nn: fully_shard over a 2-D mesh is HSDP (replicate, then shard)", "[nn]") {
+  LocalGroupCreator groups(5, 8);
+  const DeviceMesh world = DeviceMesh::init(groups, "cuda", std::vector<int64_t>{2, 2, 2},
+                                            std::vector<std::string>{"rep", "shard", "tp"});
+  const DeviceMesh hsdp = world.slice({"rep", "shard"});
+  const DeviceMesh tp = world.slice({"tp"});
+  const DTensor plain = meshsim::fully_shard_parameter(kMetaWeight, hsdp);
+  CHECK(names(plain) == std::vector<std::string>{"Replicate()", "Shard(0)"});
+  CHECK(plain.local().shape() == std::vector<int64_t>{8, 8});
+  const DTensor col_w = meshsim::parallelize_parameter(kMetaWeight, false, tp, TpStyle::kColwise);
+  const DTensor both = meshsim::fully_shard_parameter(col_w, hsdp);
+  CHECK(names(both) ==
+        std::vector<std::string>{"Replicate()", "_StridedShard(0, sf=2)", "Shard(0)"});
+  CHECK(both.spec().mesh.dim_names() == std::vector<std::string>{"rep", "shard", "tp"});
+  CHECK(both.local().shape() == std::vector<int64_t>{4, 8});
+  REQUIRE_THROWS_WITH(meshsim::fully_shard_parameter(kMetaWeight, world),
+                      Catch::Contains("FSDP2 takes a 1-D mesh, or a 2-D (replicate, shard) mesh"));
 }
