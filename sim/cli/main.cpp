@@ -131,9 +131,14 @@ bool write_graphs(const std::string& path, const std::vector<HungGraph>& graphs)
       if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') c = '_';
     }
     if (stem.empty() || stem.size() > 100) stem = stem.substr(0, 100) + "scenario";
+    // Unique even where the file system ignores case.
+    auto lower = [](std::string text) {
+      for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      return text;
+    };
     std::string name = stem + ".dot";
-    for (int n = 2; used.contains(name); ++n) name = fmt::format("{}-{}.dot", stem, n);
-    used.insert(name);
+    for (int n = 2; used.contains(lower(name)); ++n) name = fmt::format("{}-{}.dot", stem, n);
+    used.insert(lower(name));
     names.push_back(name);
     written &= write_output((std::filesystem::path(path) / name).string(), g.dot);
   }

@@ -273,6 +273,14 @@ Json Query::observe(const RankState& rank) const {
   if (key_ == "my_group" || key_ == "intra_node") {
     if (!m.coordinate()) return nullptr;  // a rank outside the mesh has no group of it
     const Group g = rank.group(mesh_, dim_);
+    // A report stays proportional to what a person reads (as the tensor query).
+    constexpr size_t kMaxListed = size_t{1} << 20;
+    if (key_ == "my_group" && g.ranks->size() > kMaxListed) {
+      throw value_error(
+          fmt::format("my_group lists at most {} ranks; this group has {} (ask "
+                      "local_rank or the mesh's shape instead)",
+                      kMaxListed, g.ranks->size()));
+    }
     if (key_ == "my_group") return *g.ranks;
     // One host when the first and last members do (members are sorted).
     const int64_t n = *rank.gpus_per_node();

@@ -241,8 +241,8 @@ class RootCause {
     }
     const std::vector<int64_t>& culprits = failed.empty() ? other : failed;
     const std::string entered = location_text(activity(w.arrived.front()));
-    if (failed.empty() && !is_p2p(w) && w.arrived.size() < other.size() &&
-        std::all_of(other.begin(), other.end(), [&](int64_t m) {
+    if (r_.cause == HangCause::kRankExitedEarly && failed.empty() && !is_p2p(w) &&
+        w.arrived.size() < other.size() && std::all_of(other.begin(), other.end(), [&](int64_t m) {
           return activity(m).state == RankActivity::State::kFinished;
         })) {
       return explain_extra_collective(w, other, entered);
@@ -723,39 +723,68 @@ nlohmann::json HangReport::json() const {
 
 namespace {
 
-// The edges of `edges` (node -> nodes) that lie on a cycle: u -> v where v reaches u.
-std::set<std::pair<size_t, size_t>> cycle_edges(const std::vector<std::set<size_t>>& edges) {
-  std::set<std::pair<size_t, size_t>> out;
-  if (edges.size() > kMaxEdges) return out;  // a picture that large is read per collective
-  for (size_t u = 0; u < edges.size(); ++u) {
-    for (size_t v : edges[u]) {
-      std::vector<bool> seen(edges.size(), false);
-      std::vector<size_t> todo{v};
-      seen[v] = true;
-      while (!todo.empty() && !seen[u]) {
-        const size_t x = todo.back();
-        todo.pop_back();
-        for (size_t y : edges[x]) {
-          if (!seen[y]) {
-            seen[y] = true;
-            todo.push_back(y);
-          }
-        }
+// Strongly connected components (Kosaraju, iterative: no recursion however long a chain), as a
+// component number per node. u -> v lies on a cycle exactly when both share a component.
+std::vector<size_t> components(const std::vector<std::set<size_t>>& edges) {
+  const size_t n = edges.size();
+  std::vector<std::vector<size_t>> reverse(n);
+  for (size_t u = 0; u < n; ++u) {
+    for (size_t v : edges[u]) reverse[v].push_back(u);
+  }
+  // 1. Nodes in order of finishing a depth-first walk.
+  std::vector<size_t> finished;
+  std::vector<bool> seen(n, false);
+  for (size_t start = 0; start < n; ++start) {
+    if (seen[start]) continue;
+    seen[start] = true;
+    std::vector<std::pair<size_t, std::set<size_t>::const_iterator>> stack{
+        {start, edges[start].begin()}};
+    while (!stack.empty()) {
+      auto& [node, next] = stack.back();
+      if (next == edges[node].end()) {
+        finished.push_back(node);
+        stack.pop_back();
+        continue;
       }
-      if (seen[u]) out.insert({u, v});
+      const size_t to = *next++;
+      if (!seen[to]) {
+        seen[to] = true;
+        stack.emplace_back(to, edges[to].begin());
+      }
     }
   }
-  return out;
+  // 2. Walks of the reversed graph, latest finished first, each one component.
+  constexpr size_t kNone = SIZE_MAX;
+  std::vector<size_t> component(n, kNone);
+  size_t count = 0;
+  for (auto it = finished.rbegin(); it != finished.rend(); ++it) {
+    if (component[*it] != kNone) continue;
+    std::vector<size_t> todo{*it};
+    component[*it] = count;
+    while (!todo.empty()) {
+      const size_t x = todo.back();
+      todo.pop_back();
+      for (size_t y : reverse[x]) {
+        if (component[y] == kNone) {
+          component[y] = count;
+          todo.push_back(y);
+        }
+      }
+    }
+    ++count;
+  }
+  return component;
 }
 
 std::string edge_lines(const std::vector<std::string>& names,
                        const std::vector<std::set<size_t>>& edges) {
-  const std::set<std::pair<size_t, size_t>> on_cycle = cycle_edges(edges);
+  const std::vector<size_t> component = components(edges);
   std::string out;
   for (size_t u = 0; u < edges.size(); ++u) {
     for (size_t v : edges[u]) {
+      const bool on_cycle = u == v || component[u] == component[v];
       out += fmt::format("  {} -> {}{};\n", names[u], names[v],
-                         on_cycle.contains({u, v}) ? " [color=red, penwidth=2]" : "");
+                         on_cycle ? " [color=red, penwidth=2]" : "");
     }
   }
   return out;
@@ -768,7 +797,7 @@ std::string HangReport::dot() const {
   // bold in red, the edges of a cycle in red.
   std::string title = fmt::format("{}: {}", hang_kind_name(kind), hang_cause_name(cause));
   if (timeout) {
-    title += fmt::format("\\n{} on {} #{} after {} s", timeout->signature.describe(),
+    title += fmt::format("\\n{} on {} #{} after {} s", dot_escape(timeout->signature.describe()),
                          dot_escape(timeout->channel), timeout->seq, timeout->waited_s);
   }
   std::string out = fmt::format(

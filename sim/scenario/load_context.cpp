@@ -103,6 +103,18 @@ std::string LoadContext::tensor_name(const toml::table& args, std::string_view k
   return name;
 }
 
+int64_t LoadContext::rank_of_key(const toml::key& key, std::string_view what) const {
+  const std::string_view k = key.str();
+  int64_t r = -1;
+  const auto [end, ec] = std::from_chars(k.data(), k.data() + k.size(), r);
+  if (ec != std::errc() || end != k.data() + k.size() || r < 0 || r >= world_size_ ||
+      std::to_string(r) != k) {
+    throw InputError(at(key.source()), fmt::format("{} keys are ranks from 0 to {}, not \"{}\"",
+                                                   what, world_size_ - 1, k));
+  }
+  return r;
+}
+
 const toml::table& LoadContext::table_of(const toml::node& value, std::string_view what) const {
   const toml::table* t = value.as_table();
   if (t == nullptr) fail(value, fmt::format("{} must be a table of arguments", what));

@@ -56,6 +56,9 @@ class LoadContext : public ExpressionSchema {
   // The name of a tensor set before this entry, at `key` of `args`; InputError otherwise.
   std::string tensor_name(const toml::table& args, std::string_view key,
                           std::string_view what) const;
+  // A table key that names a rank ("0" to world_size - 1, written plainly: "00" is refused, since
+  // it would name rank 0 a second time); InputError at the key otherwise.
+  int64_t rank_of_key(const toml::key& key, std::string_view what) const;
   // A step's table of arguments; InputError "`what` must be a table of arguments" otherwise.
   const toml::table& table_of(const toml::node& value, std::string_view what) const;
   // nn.Linear modules created so far (their parameters are declared as tensors).

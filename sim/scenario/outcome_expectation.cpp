@@ -293,6 +293,26 @@ class NoHangExpectation final : public OutcomeExpectation {
   bool declares_run_outcome() const override { return false; }
 };
 
+// waits_for = { 0 = [1, 2] } (ranks) and waiting_in = { 0 = "world.tp#0" } (a group name, or a
+// list of them): a non-empty table keyed by ranks.
+void check_rank_table(const toml::table& table, std::string_view key, const LoadContext& ctx) {
+  const toml::node* node = table.get(key);
+  if (node == nullptr) return;
+  const toml::table* ranks = node->as_table();
+  if (ranks == nullptr || ranks->empty()) {
+    ctx.fail(*node, fmt::format("{} is a table keyed by rank: {{ 0 = {} }}", key,
+                                key == "waits_for" ? "[1, 2]" : "\"world.tp#0\""));
+  }
+  for (const auto& [rank, value] : *ranks) {
+    ctx.rank_of_key(rank, key);
+    if (key == "waits_for") {
+      ctx.integers_of(value, "the ranks it waits for");
+    } else if (!value.is_string()) {
+      ctx.fail(value, "waiting_in names a group: \"world.tp#0\", \"WORLD\" or c10d's id");
+    }
+  }
+}
+
 Json to_json(const toml::node& node, const LoadContext& ctx) {
   if (const auto* s = node.as_string()) return s->get();
   if (const auto* i = node.as_integer()) return i->get();
@@ -378,6 +398,8 @@ std::unique_ptr<OutcomeExpectation> parse_outcome(std::string_view key, const to
                     {"cause", "waiting", "in", "group", "group_ranks", "seq", "missing",
                      "missing_in", "culprits", "waits_for", "waiting_in"},
                     "deadlock");
+      check_rank_table(*table, "waits_for", ctx);
+      check_rank_table(*table, "waiting_in", ctx);
     }
     if (const toml::node* cause = table->get("cause")) {
       const std::string c = ctx.string_of(*cause, "cause");

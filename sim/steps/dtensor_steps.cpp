@@ -15,13 +15,18 @@ MeshDimGroup groups_of(const RankState& rank) {
   return [&rank](const DeviceMesh& mesh, size_t dim) { return rank.mesh_dim_group(mesh, dim); };
 }
 
+RedistributeWarning warnings_of(RankState& rank) {
+  return [&rank](std::string text) { rank.warn(std::move(text)); };
+}
+
 // `redistribute = { tensor, placements, mesh, out }`: out = tensor.redistribute(mesh, placements).
 class RedistributeStep final : public Step {
  public:
   void run(RankState& rank) const override {
     const DTensor& t = rank.dtensor(tensor_);
     const DeviceMesh& mesh = mesh_.empty() ? t.spec().mesh : rank.mesh(mesh_);
-    DTensor out = redistribute(t, mesh, placements_, rank.backend(), groups_of(rank));
+    DTensor out =
+        redistribute(t, mesh, placements_, rank.backend(), groups_of(rank), warnings_of(rank));
     rank.set_dtensor(out_, std::move(out));
   }
   std::string tensor_, mesh_, out_;
@@ -40,8 +45,9 @@ class ToTensorStep final : public Step {
     }
     const DeviceMesh& mesh = t.spec().mesh;
     const std::vector<Placement> replicated(mesh.ndim(), Replicate{});
-    rank.set_tensor(out_,
-                    redistribute(t, mesh, replicated, rank.backend(), groups_of(rank)).local());
+    rank.set_tensor(
+        out_, redistribute(t, mesh, replicated, rank.backend(), groups_of(rank), warnings_of(rank))
+                  .local());
   }
   bool full_ = false;
   std::string tensor_, out_;

@@ -1,5 +1,4 @@
 // [[expect]]: a query, and the value it must have on every rank (`equals`) or per rank (`by_rank`).
-#include <charconv>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -96,15 +95,9 @@ std::unique_ptr<Step> parse_expectation(const toml::table& table, LoadContext& c
     step->by_rank_.resize(static_cast<size_t>(ctx.world_size()));
     if (const toml::table* some = by_rank->as_table()) {
       // { 0 = ..., 3 = ... }: only the ranks named.
+      if (some->empty()) ctx.fail(*by_rank, "by_rank names no rank");
       for (const auto& [key, item] : *some) {
-        int64_t r = -1;
-        const std::string_view k = key.str();
-        const auto [end, ec] = std::from_chars(k.data(), k.data() + k.size(), r);
-        if (ec != std::errc() || end != k.data() + k.size() || r < 0 || r >= ctx.world_size()) {
-          throw InputError(ctx.at(key.source()),
-                           fmt::format("by_rank keys are ranks from 0 to {}, not \"{}\"",
-                                       ctx.world_size() - 1, k));
-        }
+        const int64_t r = ctx.rank_of_key(key, "by_rank");
         step->by_rank_[static_cast<size_t>(r)] =
             std::make_unique<ExpectedValue>(ExpectedValue::parse(item, ctx, strings));
       }

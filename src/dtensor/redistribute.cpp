@@ -50,15 +50,30 @@ Placement normalized(Placement p, int64_t ndim) {
   return p;
 }
 
+// A sharding placement as it cuts one dim of its own (dim 0 of a 1-D tensor).
+Placement on_one_dim(const Placement& p) {
+  if (const auto* s = std::get_if<StridedShard>(&p)) return StridedShard{0, s->split_factor};
+  return Shard{0};
+}
+
 // The positions of a dim of n that piece `index` of `pieces` holds under a sharding placement
 // (torch.chunk for a Shard; the strided split for a _StridedShard), as runs.
 IndexRuns piece_positions(const Placement& p, int64_t n, int64_t pieces, int64_t index) {
-  Placement one_dim = Shard{0};
-  if (const auto* s = std::get_if<StridedShard>(&p)) one_dim = StridedShard{0, s->split_factor};
+  const Placement one_dim = on_one_dim(p);
   const int64_t shape[] = {n};
   const int64_t mesh[] = {pieces};
   const int64_t coordinate[] = {index};
   return owned_indices(shape, mesh, coordinate, {&one_dim, 1}).front();
+}
+
+// How many positions that piece holds, in closed form (no runs listed).
+int64_t piece_size(const Placement& p, int64_t n, int64_t pieces, int64_t index) {
+  const Placement one_dim = on_one_dim(p);
+  const int64_t shape[] = {n};
+  const int64_t mesh[] = {pieces};
+  return compute_local_shape_and_global_offset(shape, mesh, std::vector<int64_t>{index},
+                                               {&one_dim, 1})
+      .shape.front();
 }
 
 int64_t checked_times(int64_t a, int64_t b) {
@@ -74,6 +89,7 @@ struct MeshDimContext {
   int64_t size;
   int64_t index;
   bool gloo;  // a "cpu" mesh: Gloo has no all_to_all, DTensor gathers instead
+  const RedistributeWarning& warn;
 };
 
 // funcol.all_gather_tensor: NCCL gathers along dim 0; other dims are stitched from its pieces.
@@ -102,18 +118,31 @@ Tensor strided_to_replicate(const MeshDimContext& c, const Tensor& local, const 
                             std::span<const int64_t> logical_shape) {
   const size_t dim = dim_of(from);
   const int64_t logical = logical_shape[dim];
-  std::vector<IndexRuns> pieces;
-  int64_t largest = 0;
-  for (int64_t i = 0; i < c.size; ++i) {
-    pieces.push_back(piece_positions(from, logical, c.size, i));
-    largest = std::max(largest, pieces.back().size());
+  // Pieces shrink from the first on; padding inside the gathered tensor (a short piece before a
+  // non-empty one) is not cut by PyTorch, which then puts zeros where positions belong.
+  const int64_t largest = piece_size(from, logical, c.size, 0);
+  for (int64_t i = 1; i + 1 < c.size; ++i) {
+    if (piece_size(from, logical, c.size, i) < largest &&
+        piece_size(from, logical, c.size, i + 1) > 0) {
+      c.warn(
+          fmt::format("redistribute of {} (a dim of {} over {} ranks): its pieces are uneven, "
+                      "and PyTorch's gather leaves the padding of a middle piece inside the "
+                      "tensor, so the result holds zeros in place of some positions "
+                      "(meshsim gives the same result)",
+                      placement_name(from), logical, c.size));
+      break;
+    }
   }
   const Tensor gathered =
       all_gather_along(c, pad_end(local, dim, largest - local.shape()[dim]), dim);
   const Tensor permuted =
       gathered.shape()[dim] > logical ? narrow(gathered, dim, 0, logical) : gathered;
-  // Run r of the concatenated pieces sits at `at` in `permuted` and came from positions
-  // [start, stop): sorted by start, the runs rebuild the dim in order.
+  if (permuted.is_meta()) return permuted;  // the shape is all there is to move
+  std::vector<IndexRuns> pieces;
+  for (int64_t i = 0; i < c.size; ++i) pieces.push_back(piece_positions(from, logical, c.size, i));
+  // Run r of the concatenated pieces sits at `at` in `permuted` and was cut from positions
+  // [start, stop): sorted by start, the runs put each position back (PyTorch's argsort), which
+  // rebuilds the dim when the padding was all at the end.
   std::vector<std::pair<IndexRuns::Run, int64_t>> runs;
   int64_t at = 0;
   for (const IndexRuns& piece : pieces) {
@@ -174,6 +203,10 @@ Tensor shard_to_new_dim(const MeshDimContext& c, const Tensor& local, size_t old
     input = pad_end(input, new_dim, checked_times(new_full, c.size) - input.shape()[new_dim]);
   Tensor out;
   if (c.gloo) {
+    c.warn(
+        fmt::format("Gloo has no all_to_all: DTensor gathers over the group of {} and keeps "
+                    "its piece instead (PyTorch warns once)",
+                    c.group.name == "0" ? "WORLD" : "a mesh dim"));
     out = chunk_along(all_gather_along(c, input, old_dim), new_dim,
                       c.size)[static_cast<size_t>(c.index)];
   } else {
@@ -185,7 +218,7 @@ Tensor shard_to_new_dim(const MeshDimContext& c, const Tensor& local, size_t old
   }
   if (old_padded) out = narrow(out, old_dim, 0, old_logical);
   if (new_padded) {
-    const int64_t mine = piece_positions(Shard{0}, new_logical, c.size, c.index).size();
+    const int64_t mine = piece_size(Shard{0}, new_logical, c.size, c.index);
     out = narrow(out, new_dim, 0, out.shape()[new_dim] - (new_full - mine));
   }
   return out;
@@ -251,7 +284,7 @@ std::vector<RedistributeTransform> plan_redistribute(const DTensorSpec& spec,
     std::vector<int64_t> next = logical[i];
     const Placement& p = spec.placements[i];
     if (is_shard(p)) {
-      next[dim_of(p)] = piece_positions(p, next[dim_of(p)], mesh.size(i), coordinate[i]).size();
+      next[dim_of(p)] = piece_size(p, next[dim_of(p)], mesh.size(i), coordinate[i]);
     }
     logical.push_back(std::move(next));
   }
@@ -289,7 +322,8 @@ std::vector<RedistributeTransform> plan_redistribute(const DTensorSpec& spec,
 }
 
 DTensor redistribute(const DTensor& t, const DeviceMesh& mesh, std::vector<Placement> to,
-                     Backend& backend, const MeshDimGroup& group_of) {
+                     Backend& backend, const MeshDimGroup& group_of,
+                     const RedistributeWarning& warn) {
   const DTensorSpec& spec = t.spec();
   const auto tensor_ndim = static_cast<int64_t>(spec.shape.size());
   for (size_t i = 0; i < to.size() && i < spec.placements.size(); ++i) {
@@ -300,13 +334,13 @@ DTensor redistribute(const DTensor& t, const DeviceMesh& mesh, std::vector<Place
     }
     to[i] = normalized(std::move(to[i]), tensor_ndim);
   }
-  if (!(mesh == spec.mesh))
-    throw Error(PyErrorType::kNotImplementedError, "Cross device mesh comm not supported yet!");
   DTensorSpec target{spec.mesh, std::move(to), spec.shape, spec.dtype};
   DTensor::zeros(target, Tensor::Storage::kMeta);  // placements that do not fit throw here
-
-  // Placements PyTorch compares equal leave the DTensor as it is, spec included.
+  // Placements PyTorch compares equal leave the DTensor as it is, spec (and mesh) included.
   if (same_placements(spec.placements, target.placements)) return t;
+  if (!(mesh == spec.mesh))
+    throw Error(PyErrorType::kNotImplementedError, "Cross device mesh comm not supported yet!");
+
   check_strided_moves(spec.placements, target.placements);
   Tensor local = t.local();
   if (t.participates()) {
@@ -314,8 +348,12 @@ DTensor redistribute(const DTensor& t, const DeviceMesh& mesh, std::vector<Place
     for (const RedistributeTransform& step : plan_redistribute(spec, target.placements)) {
       const int64_t size = spec.mesh.size(step.mesh_dim);
       if (size == 1 || same_placement(step.from, step.to)) continue;  // nothing moves
-      const MeshDimContext context{backend, group_of(spec.mesh, step.mesh_dim), size,
-                                   coordinate[step.mesh_dim], spec.mesh.device_type() == "cpu"};
+      const MeshDimContext context{backend,
+                                   group_of(spec.mesh, step.mesh_dim),
+                                   size,
+                                   coordinate[step.mesh_dim],
+                                   spec.mesh.device_type() == "cpu",
+                                   warn};
       local = run_transform(context, local, step);
     }
   }

@@ -31,6 +31,8 @@ std::vector<RedistributeTransform> plan_redistribute(const DTensorSpec& spec,
 
 // The process group of one dim of a mesh, as the calling rank holds it.
 using MeshDimGroup = std::function<Group(const DeviceMesh& mesh, size_t dim)>;
+// Where a redistribution says what PyTorch would warn about (or gets wrong without a word).
+using RedistributeWarning = std::function<void(std::string)>;
 
 // t.redistribute(mesh, placements): the DTensor laid out as `to`, through `backend`. Checks as
 // DTensor.redistribute does and throws meshsim::Error: NotImplementedError for another mesh
@@ -38,8 +40,11 @@ using MeshDimGroup = std::function<Group(const DeviceMesh& mesh, size_t dim)>;
 // to Partial is for internal use only"), ValueError / IndexError for placements that do not fit,
 // NotImplementedError for moving a _StridedShard to another tensor dim (DTensor's all_to_all
 // ignores the stride; meshsim does not guess), and what the backend throws. A rank outside the
-// mesh takes part in nothing and keeps its empty shard.
+// mesh takes part in nothing and keeps its empty shard. `warn` hears of Gloo's all_to_all
+// fallback and of uneven _StridedShard gathers, whose padding PyTorch leaves inside the tensor
+// (meshsim reproduces the result).
 DTensor redistribute(const DTensor& t, const DeviceMesh& mesh, std::vector<Placement> to,
-                     Backend& backend, const MeshDimGroup& group_of);
+                     Backend& backend, const MeshDimGroup& group_of,
+                     const RedistributeWarning& warn);
 
 }  // namespace meshsim

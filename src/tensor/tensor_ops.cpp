@@ -72,6 +72,10 @@ Tensor assemble_along(const Tensor& t, size_t dim, std::span<const DimPiece> pie
 }
 
 Tensor narrow(const Tensor& t, size_t dim, int64_t start, int64_t length) {
+  if (start < 0) {  // DimPiece's kZeroPositions is no position to start from
+    throw Error(PyErrorType::kIndexError,
+                fmt::format("narrow from position {} of dim {} of {}", start, dim, t.describe()));
+  }
   const DimPiece piece{start, length};
   return assemble_along(t, dim, {&piece, 1});
 }

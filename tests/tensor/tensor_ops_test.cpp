@@ -46,6 +46,7 @@ TEST_CASE("tensor ops: meta tensors get shapes only; bad arguments throw", "[ten
   CHECK(padded.shape() == std::vector<int64_t>{8, 1000000000});
   CHECK_THROWS_AS(narrow(two_by_three(), 2, 0, 1), Error);
   CHECK_THROWS_AS(narrow(two_by_three(), 1, 2, 2), Error);
+  CHECK_THROWS_AS(narrow(two_by_three(), 1, -1, 1), Error);  // not a row of zeros
   CHECK_THROWS_AS(chunk_along(two_by_three(), 0, 0), Error);
   const Tensor mixed[] = {two_by_three(), Tensor({2, 3}, DType::kFloat32)};
   CHECK_THROWS_AS(concat_along(mixed, 0), Error);

@@ -413,6 +413,17 @@ TEST_CASE("hang expectations: several desyncs, wait-for edges, no hang", "[sim][
   REQUIRE(r.expectations.size() == 2);
   CHECK(r.expectations[0].passed);
   CHECK(r.expectations[1].passed);
+  // Rank tables are checked when the file loads, never silently empty or mistyped.
+  CHECK(load_error("[[expect]]\ndeadlock = { waits_for = {} }\n") ==
+        "t.toml:5:26: waits_for is a table keyed by rank: { 0 = [1, 2] }");
+  CHECK(load_error("[[expect]]\ndeadlock = { waiting_in = \"WORLD\" }\n") ==
+        "t.toml:5:27: waiting_in is a table keyed by rank: { 0 = \"world.tp#0\" }");
+  CHECK(load_error("[[expect]]\ndeadlock = { waiting_in = { 00 = \"WORLD\" } }\n") ==
+        "t.toml:5:29: waiting_in keys are ranks from 0 to 3, not \"00\"");
+  CHECK(load_error("[[expect]]\ndeadlock = { waits_for = { 0 = \"1\" } }\n") ==
+        "t.toml:5:32: the ranks it waits for must be an array of integers, not a string");
+  CHECK(load_error("[[expect]]\nvalue = 1\nby_rank = {}\n") ==
+        "t.toml:6:11: by_rank names no rank");
   CHECK(load_error("[[expect]]\nno_hang = false\n") ==
         "t.toml:5:11: no_hang = true says the run ends without a hang; to expect one, write "
         "deadlock, desync or timeout");

@@ -144,3 +144,37 @@ TEST_CASE("redistribute: any layout to any other equals the target laid out dire
     CHECK(r.expectations.size() == static_cast<size_t>(2 * world));
   }
 }
+
+TEST_CASE("redistribute: what PyTorch gets wrong or warns about is said", "[sim][dtensor]") {
+  // 9 positions, split factor 2, over 4 ranks: pieces {0, 1, 5}, {2, 3, 6}, {4, 7}, {8}. The
+  // gather pads the third piece inside the tensor; PyTorch cuts only the end, so position 8
+  // comes back as the padding's zero. meshsim gives the same values, and warns.
+  const ScenarioResult strided = run_scenario(load_scenario_text(
+      "[scenario]\nname = \"t\"\nworld_size = 4\n[[mesh]]\nname = \"m\"\nshape = [4]\n"
+      "[[step]]\ndtensor = { name = \"w\", mesh = \"m\", shape = [9], placements = "
+      "[\"_StridedShard(0, sf=2)\"], fill = \"index\" }\n"
+      "[[step]]\nfull_tensor = { tensor = \"w\", out = \"full\" }\n"
+      "[[expect]]\ntensor = \"full\"\nequals = [0, 1, 2, 3, 4, 5, 6, 7, 0]\n"
+      "[[expect]]\nwarning = { contains = \"leaves the padding of a middle piece\", count = 1 }\n",
+      "t.toml"));
+  CHECK(failures_of(strided) == "");
+  CHECK(strided.expectations.size() == 5);
+  // Gloo has no all_to_all: the Shard(0) -> Shard(1) move gathers, and says so once.
+  const ScenarioResult gloo = run_scenario(load_scenario_text(
+      "[scenario]\nname = \"t\"\nworld_size = 2\ndevice = \"cpu\"\n[[mesh]]\nname = \"m\"\n"
+      "shape = [2]\n[[step]]\ndtensor = { name = \"w\", mesh = \"m\", shape = [4, 4], placements "
+      "= [\"Shard(0)\"], fill = \"index\" }\n"
+      "[[step]]\nredistribute = { tensor = \"w\", placements = [\"Shard(1)\"] }\n"
+      "[[expect]]\nwarning = { contains = \"Gloo has no all_to_all\", count = 1 }\n",
+      "t.toml"));
+  CHECK(failures_of(gloo) == "");
+  REQUIRE(gloo.expectations.size() == 1);
+  // Equal placements are no move at all, even onto another mesh (PyTorch returns early).
+  const ScenarioResult same = run_scenario(load_scenario_text(
+      kWorld4 + "[[mesh]]\nname = \"n\"\nshape = [2, 2]\ndims = [\"a\", "
+                "\"b\"]\n[[step]]\nredistribute = { tensor = \"w\", "
+                "mesh = \"n\", placements = [\"Shard(0)\", \"R\"], out = \"v\" }\n"
+                "[[expect]]\nsame = [\"v\", \"w\"]\nequals = true\n",
+      "t.toml"));
+  CHECK(failures_of(same) == "");
+}
