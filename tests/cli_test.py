@@ -63,8 +63,8 @@ r = run("run", "--no-time", "-v", in_root("scenarios", "hang_pp_1f1b_forgotten_s
 lines = r.stdout.splitlines()
 check(r.returncode == 0 and lines[1].strip() == "deadlock: unmatched send/recv",
       f"1F1B hang: cause on the report's first line: {lines[:3]}")
-check("rank 2 waits in its 8th recv from rank 4" in lines[2] and "posted 7 sends" in lines[2],
-      f"1F1B hang: the culprit on the second line: {lines[2][:200]}")
+check("ranks 2-3 wait in their 8th recv from ranks 4-5" in lines[2] and "posted 7 sends" in lines[2],
+      f"1F1B hang: the culprits on the second line, one story for both: {lines[2][:200]}")
 check("step failed: aborted" not in r.stdout and "aborted: aborted" not in r.stdout,
       "aborted ranks are not reported as 'step failed: aborted: aborted ...'")
 with tempfile.TemporaryDirectory() as tmp:

@@ -83,8 +83,21 @@ std::vector<std::optional<std::string>> abort_reasons(const HangReport& hang,
     if (activity[r].state != RankActivity::State::kBlocked) continue;
     const std::vector<int64_t>& missing = hang.waits_for(static_cast<int64_t>(r));
     const WaitInfo& w = *hang.ranks[r].waiting;
-    const std::string where =
+    std::string where =
         fmt::format("{} on group {} seq {}", collective_op_name(w.signature.op), w.group, w.seq);
+    // A send or recv names its peer relative to the rank, so that a pipeline stage aborted the
+    // same way is one line of the report, not one per rank.
+    const bool p2p =
+        (w.signature.op == CollectiveOp::kSend || w.signature.op == CollectiveOp::kRecv) &&
+        w.signature.root.has_value();
+    if (p2p) {
+      std::string group = w.group;  // "WORLD p2p 4→2": the group, without the direction
+      if (const size_t at = group.find(" p2p "); at != std::string::npos) group.resize(at);
+      where =
+          fmt::format("{} ({}=rank{:+}) on group {} p2p seq {}", collective_op_name(w.signature.op),
+                      w.signature.op == CollectiveOp::kSend ? "dst" : "src",
+                      *w.signature.root - static_cast<int64_t>(r), group, w.seq);
+    }
     const auto failed = std::find_if(missing.begin(), missing.end(), [&](int64_t m) {
       return activity[static_cast<size_t>(m)].state == RankActivity::State::kFailed;
     });
@@ -95,7 +108,7 @@ std::vector<std::optional<std::string>> abort_reasons(const HangReport& hang,
     } else {
       out[r] = fmt::format("aborted in {} after a {} ({}){}", where, hang_kind_name(hang.kind),
                            hang_cause_name(hang.cause),
-                           missing.empty()
+                           missing.empty() || p2p
                                ? std::string()
                                : fmt::format(", waiting for rank(s) {}", rank_ranges(missing)));
     }

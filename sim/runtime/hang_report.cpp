@@ -209,11 +209,35 @@ class RootCause {
       if (!gone(w).empty()) abandoned.push_back(&w);
     }
     if (!abandoned.empty()) {
-      for (size_t i = 0; i < abandoned.size() && i < kOtherWaitsListed; ++i)
-        explain_abandoned(*abandoned[i]);
-      if (abandoned.size() > kOtherWaitsListed) {
+      // Point-to-point waits with the same story (a whole pipeline stage short of one send) are
+      // told once, with rank ranges.
+      std::map<P2pStory, std::vector<const OpenWait*>> stories;
+      for (const OpenWait* w : abandoned) {
+        if (is_p2p(*w)) stories[story_of(*w)].push_back(w);
+      }
+      size_t told = 0, covered = 0;
+      std::set<P2pStory> done;
+      for (const OpenWait* w : abandoned) {
+        if (told == kOtherWaitsListed) break;
+        if (is_p2p(*w)) {
+          const P2pStory story = story_of(*w);
+          const std::vector<const OpenWait*>& same = stories.at(story);
+          if (same.size() > 1) {
+            if (done.insert(story).second) {
+              say_unmatched_together(same);
+              ++told;
+              covered += same.size();
+            }
+            continue;
+          }
+        }
+        explain_abandoned(*w);
+        ++told;
+        ++covered;
+      }
+      if (abandoned.size() > covered) {
         say(fmt::format("... and {} more collectives that lost a member",
-                        abandoned.size() - kOtherWaitsListed));
+                        abandoned.size() - covered));
       }
       return;
     }
@@ -351,6 +375,40 @@ class RootCause {
 
   // "rank 4 waits in its 2nd recv from rank 6 (...), but rank 6 posted 1 send to rank 4 and
   // <then>": the n-th send meets the n-th recv, so the peer posted seq - 1 of them.
+  // What makes two abandoned send/recv waits the same story: op, group, seq, the line the
+  // waiting rank is at, and where and how its peer stopped.
+  using P2pStory = std::tuple<int, std::string, int64_t, int64_t, int, int64_t>;
+  P2pStory story_of(const OpenWait& w) const {
+    const RankActivity& peer = activity(*w.signature.root);
+    return {static_cast<int>(w.signature.op),
+            w.group,
+            w.seq,
+            activity(w.arrived.front()).where.line,
+            static_cast<int>(peer.state),
+            peer.where.line};
+  }
+
+  void say_unmatched_together(const std::vector<const OpenWait*>& same) {
+    r_.cause = HangCause::kUnmatchedPointToPoint;
+    std::vector<int64_t> waiting, peers;
+    for (const OpenWait* w : same) {
+      waiting.push_back(w->arrived.front());
+      peers.push_back(*w->signature.root);
+    }
+    std::sort(waiting.begin(), waiting.end());
+    std::sort(peers.begin(), peers.end());
+    blame(peers);
+    mentioned_.insert(waiting.begin(), waiting.end());
+    const OpenWait& w = *same.front();
+    const bool recv = w.signature.op == CollectiveOp::kRecv;
+    say(fmt::format(
+        "ranks {} wait in their {} {} ranks {} (one channel each on {} seq {}, such "
+        "as {}; at {}), but each of ranks {} posted {} {}{} to its partner and then {}",
+        rank_ranges(waiting), ordinal(w.seq), recv ? "recv from" : "send to", rank_ranges(peers),
+        w.group, w.seq, w.channel, location_text(activity(w.arrived.front())), rank_ranges(peers),
+        w.seq - 1, recv ? "send" : "recv", w.seq - 1 == 1 ? "" : "s", now(peers.front())));
+  }
+
   void say_unmatched(const OpenWait& w, const std::string& then) {
     r_.cause = HangCause::kUnmatchedPointToPoint;
     const int64_t me = w.arrived.front(), peer = *w.signature.root;
@@ -568,16 +626,30 @@ const std::vector<int64_t>& HangReport::waits_for(int64_t rank) const {
 std::string HangReport::text() const {
   std::string out = fmt::format("{}: {}\n", hang_kind_name(kind), hang_cause_name(cause));
   for (const std::string& line : summary) out += "  " + line + "\n";
-  // Ranks with the same story share one line, in order of their lowest rank.
-  std::vector<std::pair<std::string, std::vector<int64_t>>> lines;
-  std::map<std::string, size_t> line_of;
+  // Ranks with the same story share one line, in order of their lowest rank. A send or recv is
+  // told relative to the rank ("src=rank-256") when other ranks tell the same story that way: a
+  // pipeline stage waiting on the one before is one line, not one per rank.
+  std::vector<std::string> absolute(ranks.size()), relative(ranks.size());
+  std::map<std::string, size_t> relative_count;
   for (const Rank& r : ranks) {
     const RankActivity& a = r.activity;
-    std::string what;
+    std::string& what = absolute[static_cast<size_t>(r.rank)];
     if (r.wait >= 0) {
       const auto& w = waits[static_cast<size_t>(r.wait)];
       what = "blocked in " + call_text(w, r.waiting->signature);
       if (!w.missing.empty()) what += fmt::format(", waiting for {}", ranks_text(w.missing));
+      const Signature& sig = r.waiting->signature;
+      if ((sig.op == CollectiveOp::kSend || sig.op == CollectiveOp::kRecv) && sig.root) {
+        const std::string key = sig.op == CollectiveOp::kSend ? "dst" : "src";
+        std::string call = sig.describe();
+        const std::string peer = fmt::format("{}={}", key, *sig.root);
+        if (const size_t at = call.find(peer); at != std::string::npos)
+          call.replace(at, peer.size(), fmt::format("{}=rank{:+}", key, *sig.root - r.rank));
+        relative[static_cast<size_t>(r.rank)] =
+            fmt::format("blocked in {} on {} p2p seq {}, waiting for rank{:+} at {}", call, w.group,
+                        w.seq, *sig.root - r.rank, location_text(a));
+        ++relative_count[relative[static_cast<size_t>(r.rank)]];
+      }
     } else if (a.state == RankActivity::State::kFailed ||
                a.state == RankActivity::State::kAborted) {
       what = fmt::format("{}: {}", state_name(a.state), a.error);
@@ -585,6 +657,13 @@ std::string HangReport::text() const {
       what = std::string(state_name(a.state));
     }
     what += " at " + location_text(a);
+  }
+  std::vector<std::pair<std::string, std::vector<int64_t>>> lines;
+  std::map<std::string, size_t> line_of;
+  for (const Rank& r : ranks) {
+    const std::string& rel = relative[static_cast<size_t>(r.rank)];
+    const std::string& what =
+        !rel.empty() && relative_count[rel] > 1 ? rel : absolute[static_cast<size_t>(r.rank)];
     auto [it, fresh] = line_of.emplace(what, lines.size());
     if (fresh) lines.emplace_back(what, std::vector<int64_t>{});
     lines[it->second].second.push_back(r.rank);
@@ -873,65 +952,109 @@ std::string HangReport::dot() const {
     }
     return out + edge_lines(names, edges) + "}\n";
   }
-  // Large worlds: one node per collective waited in (its culprits, if any, in a node of their
-  // own), one per state of missing ranks elsewhere.
-  std::map<std::string, std::vector<int64_t>> elsewhere;  // state -> ranks not parked anywhere
+  // Large worlds: one node per kind of collective waited in (op, group, seq and line: the 256
+  // recvs of a pipeline stage are one box), its culprits in a node of their own; one node per
+  // state of the missing ranks not parked anywhere, its culprits apart too.
+  using ClassKey = std::tuple<int, std::string, int64_t, int64_t, int, int64_t>;
+  std::map<ClassKey, size_t> class_of_key;
+  std::vector<size_t> class_of(waits.size());
+  std::vector<std::vector<size_t>> classes;  // wait indices, in order of first appearance
+  for (size_t i = 0; i < waits.size(); ++i) {
+    const OpenWait& w = waits[i];
+    // ... and what the first rank it misses does (parked or not, and where): a stage that waits
+    // for a finished stage is not the one waiting for it.
+    const Rank& target =
+        ranks[static_cast<size_t>(w.missing.empty() ? w.arrived.front() : w.missing.front())];
+    const ClassKey key{static_cast<int>(w.signature.op),
+                       w.group,
+                       w.seq,
+                       ranks[static_cast<size_t>(w.arrived.front())].activity.where.line,
+                       target.wait >= 0 ? -1 : static_cast<int>(target.activity.state),
+                       target.activity.where.line};
+    const auto [it, added] = class_of_key.emplace(key, classes.size());
+    if (added) classes.emplace_back();
+    classes[it->second].push_back(i);
+    class_of[i] = it->second;
+  }
+  std::vector<std::string> names;
+  std::vector<size_t> base(classes.size());
+  std::vector<std::optional<size_t>> blamed_node(classes.size());
+  for (size_t c = 0; c < classes.size(); ++c) {
+    const OpenWait& first = waits[classes[c].front()];
+    std::vector<int64_t> arrived, blamed;
+    for (size_t i : classes[c])
+      arrived.insert(arrived.end(), waits[i].arrived.begin(), waits[i].arrived.end());
+    std::sort(arrived.begin(), arrived.end());
+    std::copy_if(arrived.begin(), arrived.end(), std::back_inserter(blamed), culprit);
+    std::string what =
+        classes[c].size() == 1
+            ? fmt::format("{} {} #{}", collective_op_name(first.signature.op),
+                          dot_escape(first.channel), first.seq)
+            : fmt::format("{} {} #{}\\n{} of them ({}, ...)",
+                          collective_op_name(first.signature.op), dot_escape(first.group),
+                          first.seq, classes[c].size(), dot_escape(first.channel));
+    if (const int64_t line = ranks[static_cast<size_t>(first.arrived.front())].activity.where.line;
+        line > 0)
+      what += fmt::format("\\nline {}", line);
+    auto ranks_line = [](const std::vector<int64_t>& who) {
+      const std::string list = rank_ranges(who);
+      return list.size() > 60 ? list.substr(0, 57) + "..." : list;
+    };
+    base[c] = names.size();
+    names.push_back(fmt::format("w{}", c));
+    if (blamed.size() == arrived.size()) {
+      out += fmt::format("  w{} [label=\"{}\\nranks {} waiting\", {}];\n", c, what,
+                         ranks_line(arrived), style_of(true, RankActivity::State::kBlocked));
+      continue;
+    }
+    std::vector<int64_t> others;
+    std::set_difference(arrived.begin(), arrived.end(), blamed.begin(), blamed.end(),
+                        std::back_inserter(others));
+    out += fmt::format("  w{} [label=\"{}\\n{} waiting: {}\", color=orange];\n", c, what,
+                       others.size(), ranks_line(others));
+    if (blamed.empty()) continue;
+    blamed_node[c] = names.size();
+    names.push_back(fmt::format("w{}c", c));
+    out += fmt::format("  w{}c [label=\"{} {}\\n{}\", {}];\n", c,
+                       blamed.size() == 1 ? "rank" : "ranks", ranks_line(blamed), what,
+                       style_of(true, RankActivity::State::kBlocked));
+  }
+  // Missing ranks not parked anywhere, by state and blame.
+  std::map<std::pair<std::string, bool>, std::vector<int64_t>> elsewhere;
   for (const OpenWait& w : waits) {
     for (int64_t m : w.missing) {
       const Rank& target = ranks[static_cast<size_t>(m)];
-      if (target.wait < 0) elsewhere[std::string(state_name(target.activity.state))].push_back(m);
+      if (target.wait < 0)
+        elsewhere[{std::string(state_name(target.activity.state)), culprit(m)}].push_back(m);
     }
   }
-  std::vector<std::string> names;
-  std::vector<size_t> base(waits.size());
-  std::vector<std::optional<size_t>> blamed_node(waits.size());
-  std::vector<std::vector<int64_t>> blamed(waits.size());
-  for (size_t i = 0; i < waits.size(); ++i) {
-    const OpenWait& w = waits[i];
-    std::copy_if(w.arrived.begin(), w.arrived.end(), std::back_inserter(blamed[i]), culprit);
-    const std::string what =
-        fmt::format("{} {} #{}", collective_op_name(w.signature.op), dot_escape(w.channel), w.seq);
-    base[i] = names.size();
-    names.push_back(fmt::format("w{}", i));
-    if (blamed[i].size() == w.arrived.size()) {
-      out += fmt::format("  w{} [label=\"{}\\n{} waiting\", {}];\n", i, what, w.arrived.size(),
-                         style_of(true, RankActivity::State::kBlocked));
-      continue;
-    }
-    out += fmt::format("  w{} [label=\"{}\\n{} waiting\", color=orange];\n", i, what,
-                       w.arrived.size() - blamed[i].size());
-    if (blamed[i].empty()) continue;
-    blamed_node[i] = names.size();
-    names.push_back(fmt::format("w{}c", i));
-    out += fmt::format("  w{}c [label=\"{} {}\\n{}\", {}];\n", i,
-                       blamed[i].size() == 1 ? "rank" : "ranks", rank_ranges(blamed[i]), what,
-                       style_of(true, RankActivity::State::kBlocked));
-  }
-  std::map<std::string, size_t> state_node;
-  for (auto& [state, who] : elsewhere) {
+  std::map<std::pair<std::string, bool>, size_t> state_node;
+  for (auto& [look, who] : elsewhere) {
     std::sort(who.begin(), who.end());
     who.erase(std::unique(who.begin(), who.end()), who.end());
     const std::string list = rank_ranges(who);
-    const bool any_blamed = std::any_of(who.begin(), who.end(), culprit);
-    state_node[state] = names.size();
-    names.push_back(state);
-    out += fmt::format("  {} [label=\"{}\\nranks {}\", {}];\n", state, state,
+    const std::string name = look.first + (look.second ? "_blamed" : "");
+    state_node[look] = names.size();
+    names.push_back(name);
+    out += fmt::format("  {} [label=\"{}\\nranks {}\", {}];\n", name, look.first,
                        list.size() > 60 ? list.substr(0, 57) + "..." : list,
-                       any_blamed ? style_of(true, RankActivity::State::kFinished) : "color=gray");
+                       look.second ? style_of(true, RankActivity::State::kFinished) : "color=gray");
   }
   // A missing rank parked elsewhere points at its collective's node (its culprits' node when it
   // is one of them); one not parked, at its state's node.
   auto node_of = [&](int64_t m) {
     const Rank& target = ranks[static_cast<size_t>(m)];
-    if (target.wait < 0) return state_node.at(std::string(state_name(target.activity.state)));
-    const auto t = static_cast<size_t>(target.wait);
-    return culprit(m) && blamed_node[t] ? *blamed_node[t] : base[t];
+    if (target.wait < 0)
+      return state_node.at({std::string(state_name(target.activity.state)), culprit(m)});
+    const size_t c = class_of[static_cast<size_t>(target.wait)];
+    return culprit(m) && blamed_node[c] ? *blamed_node[c] : base[c];
   };
   std::vector<std::set<size_t>> edges(names.size());
   for (size_t i = 0; i < waits.size(); ++i) {
+    const size_t c = class_of[i];
     for (int64_t m : waits[i].missing) {
-      edges[base[i]].insert(node_of(m));
-      if (blamed_node[i]) edges[*blamed_node[i]].insert(node_of(m));
+      edges[base[c]].insert(node_of(m));
+      if (blamed_node[c]) edges[*blamed_node[c]].insert(node_of(m));
     }
   }
   return out + edge_lines(names, edges) + "}\n";
