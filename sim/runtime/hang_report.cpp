@@ -373,8 +373,6 @@ class RootCause {
     return true;
   }
 
-  // "rank 4 waits in its 2nd recv from rank 6 (...), but rank 6 posted 1 send to rank 4 and
-  // <then>": the n-th send meets the n-th recv, so the peer posted seq - 1 of them.
   // What makes two abandoned send/recv waits the same story: op, group, seq, the line the
   // waiting rank is at, and where and how its peer stopped.
   using P2pStory = std::tuple<int, std::string, int64_t, int64_t, int, int64_t>;
@@ -409,6 +407,8 @@ class RootCause {
         w.seq - 1, recv ? "send" : "recv", w.seq - 1 == 1 ? "" : "s", now(peers.front())));
   }
 
+  // "rank 4 waits in its 2nd recv from rank 6 (...), but rank 6 posted 1 send to rank 4 and
+  // <then>": the n-th send meets the n-th recv, so the peer posted seq - 1 of them.
   void say_unmatched(const OpenWait& w, const std::string& then) {
     r_.cause = HangCause::kUnmatchedPointToPoint;
     const int64_t me = w.arrived.front(), peer = *w.signature.root;
