@@ -48,10 +48,7 @@ DTensor DTensor::zeros(DTensorSpec spec, Tensor::Storage storage) {
   std::vector<int64_t> local = spec.local_shape();
   // Shard(-1) is kept as Shard(ndim - 1), as distribute_tensor and from_local normalise it.
   const auto ndim = static_cast<int64_t>(spec.shape.size());
-  for (Placement& p : spec.placements) {
-    if (auto* s = std::get_if<Shard>(&p); s != nullptr && s->dim < 0) s->dim += ndim;
-    if (auto* s = std::get_if<StridedShard>(&p); s != nullptr && s->dim < 0) s->dim += ndim;
-  }
+  for (Placement& p : spec.placements) p = with_dim_normalized(std::move(p), ndim);
   Tensor t(std::move(local), spec.dtype, storage);
   return DTensor(std::move(spec), std::move(t));
 }

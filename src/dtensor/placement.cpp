@@ -29,6 +29,12 @@ int64_t sharded_dim(const Placement& p) {
   return -1;
 }
 
+Placement with_dim_normalized(Placement p, int64_t tensor_ndim) {
+  if (auto* s = std::get_if<Shard>(&p); s != nullptr && s->dim < 0) s->dim += tensor_ndim;
+  if (auto* s = std::get_if<StridedShard>(&p); s != nullptr && s->dim < 0) s->dim += tensor_ndim;
+  return p;
+}
+
 namespace {
 
 class PlacementReader {

@@ -40,5 +40,8 @@ Placement parse_placement(std::string_view text);
 
 // The tensor dim a Shard or StridedShard splits, or -1.
 int64_t sharded_dim(const Placement& p);
+// Shard(-1) of a `tensor_ndim`-d tensor as Shard(tensor_ndim - 1) (likewise _StridedShard), as
+// distribute_tensor, from_local and redistribute normalise it; other placements unchanged.
+Placement with_dim_normalized(Placement p, int64_t tensor_ndim);
 
 }  // namespace meshsim

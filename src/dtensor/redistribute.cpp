@@ -43,13 +43,6 @@ bool same_placements(std::span<const Placement> a, std::span<const Placement> b)
   return std::equal(a.begin(), a.end(), b.begin(), b.end(), same_placement);
 }
 
-// Shard(-1) of a 2-d tensor is Shard(1), as DTensor.redistribute normalises.
-Placement normalized(Placement p, int64_t ndim) {
-  if (auto* s = std::get_if<Shard>(&p); s != nullptr && s->dim < 0) s->dim += ndim;
-  if (auto* s = std::get_if<StridedShard>(&p); s != nullptr && s->dim < 0) s->dim += ndim;
-  return p;
-}
-
 // A sharding placement as it cuts one dim of its own (dim 0 of a 1-D tensor).
 Placement on_one_dim(const Placement& p) {
   if (const auto* s = std::get_if<StridedShard>(&p)) return StridedShard{0, s->split_factor};
@@ -332,7 +325,7 @@ DTensor redistribute(const DTensor& t, const DeviceMesh& mesh, std::vector<Place
           "Can not redistribute from {} to {}, redistributing to Partial is for internal use only!",
           placement_name(spec.placements[i]), placement_name(to[i])));
     }
-    to[i] = normalized(std::move(to[i]), tensor_ndim);
+    to[i] = with_dim_normalized(std::move(to[i]), tensor_ndim);
   }
   DTensorSpec target{spec.mesh, std::move(to), spec.shape, spec.dtype};
   DTensor::zeros(target, Tensor::Storage::kMeta);  // placements that do not fit throw here
