@@ -200,6 +200,14 @@ with tempfile.TemporaryDirectory() as tmp:
         digests[" ".join(schedule)] = [s["schedule"]["digest"] for s in report["scenarios"]]
     check(len({tuple(d) for d in digests.values()}) > 1, "random seeds change the schedule")
 
+    # Several desyncs are listed by where they are, not in the order a schedule found them.
+    stories = set()
+    for seed in ("1", "5"):
+        r = run("run", "--no-time", "-v", "--schedule", "random", "--seed", seed,
+                in_root("scenarios", "hang_two_desyncs.toml"))
+        stories.add(r.stdout[r.stdout.index("desync:"):r.stdout.index("per rank:")])
+    check(len(stories) == 1, f"two desyncs read the same under any schedule: {stories}")
+
     # The wait-for graph of a hang as Graphviz DOT.
     graph = os.path.join(tmp, "g.dot")
     r = run("run", "--no-time", "--graph", graph, in_root("scenarios", "hang_order_inversion.toml"))
@@ -308,6 +316,18 @@ with tempfile.TemporaryDirectory() as tmp:
     r = run("run", "--no-time", "--json", tmp, one)
     check(r.returncode == 2 and f"cannot write {tmp}: Is a directory" in r.stderr,
           "--json into a directory exits 2")
+    # An output over a scenario of the run, or an empty output path, is refused before running.
+    victim = os.path.join(tmp, "victim.toml")
+    with open(victim, "w") as f:
+        f.write(open(one).read())
+    for flag in ("--json", "--trace", "--graph", "--payload-hashes"):
+        r = run("run", "--no-time", flag, victim, victim)
+        check(r.returncode == 2 and "is a scenario file of this run" in r.stderr
+              and open(victim).read() == open(one).read(),
+              f"{flag} onto the scenario exits 2 and leaves it: {r.returncode} {r.stderr}")
+        r = run("run", "--no-time", flag, "", one)
+        check(r.returncode == 2 and f"{flag}: needs a path" in r.stderr,
+              f"{flag} '' exits 2: {r.returncode} {r.stderr}")
 
     # A link to the root of the file system is not walked, a dangling link that is not a
     # scenario is not an error, and a FIFO with no reader is refused as an output.

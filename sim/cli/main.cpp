@@ -148,6 +148,27 @@ bool write_graphs(const std::string& path, const std::vector<HungGraph>& graphs)
   return written;
 }
 
+// An output flag that would overwrite one of the scenario files being run (a slip such as
+// `--graph a.toml a.toml`), or "" when none does.
+std::string output_over_input(const RunFlags& flags, const std::vector<std::string>& files) {
+  const std::array<std::pair<const char*, const std::string*>, 4> outputs{
+      {{"--json", &flags.json_path},
+       {"--trace", &flags.trace_path},
+       {"--graph", &flags.graph_path},
+       {"--payload-hashes", &flags.payload_hashes_path}}};
+  for (const auto& [flag, path] : outputs) {
+    std::error_code ec;
+    if (path->empty() || !fs::is_regular_file(*path, ec)) continue;
+    for (const std::string& file : files) {
+      if (fs::equivalent(*path, file, ec)) {
+        return fmt::format("{} {}: that is a scenario file of this run; it would be overwritten",
+                           flag, *path);
+      }
+    }
+  }
+  return "";
+}
+
 int run_command(const std::vector<std::string>& paths, const RunFlags& flags) {
   const bool verbose = flags.verbose;
   RunOptions options;
@@ -171,6 +192,10 @@ int run_command(const std::vector<std::string>& paths, const RunFlags& flags) {
   const ExpandedPaths expanded = expand_scenario_paths(paths);
   add_problems(expanded, report);
   const std::vector<std::string>& files = expanded.files;
+  if (const std::string clash = output_over_input(flags, files); !clash.empty()) {
+    std::cerr << "meshsim: " << clash << "\n";
+    return kExitUnusable;
+  }
   for (const UnusableInput& u : report.unusable) print_unusable(u);
   for (size_t i = 0; i < files.size(); ++i) {
     std::cout << fmt::format("[{}/{}] {} ... ", i + 1, files.size(), files[i]) << std::flush;
@@ -381,6 +406,10 @@ int main(int argc, char** argv) {
   meshsim::MemoryBudget::set_limit(flags.max_memory);
   if (rng.predict->parsed()) return run_rng_predict(rng_flags);
   if (rng.offsets->parsed()) return run_rng_offsets(offsets_flags);
+  for (const char* flag : {"--json", "--trace", "--graph", "--payload-hashes"}) {
+    if (run->count(flag) > 0 && run->get_option(flag)->as<std::string>().empty())
+      return bad_flag(flag, "needs a path (it was empty)");
+  }
   if (run->parsed()) return run_command(run_paths, flags);
   if (check->parsed()) return check_command(check_paths);
   if (steps->parsed()) std::cout << steps_table();

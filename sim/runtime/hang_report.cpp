@@ -179,14 +179,16 @@ class RootCause {
       return a.second.size() != b.second.size() ? a.second.size() < b.second.size()
                                                 : a.second.front() < b.second.front();
     });
-    const bool odd_one_out = calls.size() >= 2 && calls[0].second.size() < calls[1].second.size();
+    // One call made by more ranks than any other is what was meant; everyone else is odd.
+    const size_t n = calls.size();
+    const bool majority = n >= 2 && calls[n - 1].second.size() > calls[n - 2].second.size();
     std::vector<std::string> parts;
     for (const auto& [call, who] : calls)
       parts.push_back(fmt::format("{} called {}", ranks_text(who), call));
-    if (odd_one_out) {
-      blame(calls[0].second);
-      say(fmt::format("{} seq {}: {}, unlike the others: {}", d.channel, d.seq, parts[0],
-                      fmt::join(parts.begin() + 1, parts.end(), "; ")));
+    if (majority) {
+      for (size_t i = 0; i + 1 < n; ++i) blame(calls[i].second);
+      say(fmt::format("{} seq {}: {}, unlike the others: {}", d.channel, d.seq,
+                      fmt::join(parts.begin(), parts.end() - 1, "; "), parts.back()));
     } else {
       for (const auto& [call, who] : calls) blame(who);
       say(fmt::format("{} seq {}: {}", d.channel, d.seq, fmt::join(parts, "; ")));
@@ -555,6 +557,12 @@ HangReport analyze_hang(const std::vector<RankActivity>& activity, const Rendezv
                         const std::optional<TimeoutRecord>& timeout) {
   HangReport report;
   report.desyncs = rendezvous.desyncs();
+  // Found in schedule order; listed by where they are, so every schedule tells the same story.
+  std::sort(report.desyncs.begin(), report.desyncs.end(),
+            [](const DesyncRecord& a, const DesyncRecord& b) {
+              return std::tie(a.members, a.seq, a.group_id) <
+                     std::tie(b.members, b.seq, b.group_id);
+            });
   report.timeout = timeout;
   std::vector<int64_t> wait_of;
   report.waits = rendezvous.open_waits(wait_of);

@@ -226,6 +226,33 @@ TEST_CASE("runtime: a signature mismatch is a desync naming both sides", "[sim][
   for (const RankActivity& a : h.activity) CHECK(a.state == RankActivity::State::kAborted);
 }
 
+TEST_CASE("runtime: with three signatures, every rank outside the majority is odd",
+          "[sim][runtime][hang]") {
+  Harness h(8);
+  const auto hang = h.run([&](int64_t r, Backend& b) {
+    Tensor t({r == 0 ? 1 : r == 5 ? 3 : 2}, DType::kFloat32);
+    b.all_reduce(t, ReduceOp::kSum, h.world_group(r));
+  });
+  REQUIRE(hang);
+  CHECK(hang->culprits == std::vector<int64_t>{0, 5});
+  CHECK(hang->text().find(
+            "WORLD seq 1: rank 0 called all_reduce(float32[1], op=sum) at (no "
+            "step); rank 5 called all_reduce(float32[3], op=sum) at (no step), "
+            "unlike the others: ranks 1-4, 6-7 (6 ranks) called all_reduce(float32[2]") !=
+        std::string::npos);
+}
+
+TEST_CASE("runtime: two sides of equal size are both blamed", "[sim][runtime][hang]") {
+  Harness h(4);
+  const auto hang = h.run([&](int64_t r, Backend& b) {
+    Tensor t({r < 2 ? 1 : 2}, DType::kFloat32);
+    b.all_reduce(t, ReduceOp::kSum, h.world_group(r));
+  });
+  REQUIRE(hang);
+  CHECK(hang->culprits == std::vector<int64_t>{0, 1, 2, 3});
+  CHECK(hang->text().find("unlike the others") == std::string::npos);
+}
+
 TEST_CASE("runtime: deadlock classification", "[sim][runtime][hang]") {
   SECTION("a rank that exits early") {
     Harness h(3);

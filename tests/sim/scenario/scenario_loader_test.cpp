@@ -345,8 +345,14 @@ TEST_CASE("queries: my group, intra-node groups, process group counts", "[sim][q
   CHECK(load_error(mesh + "[[expect]]\nprocess_groups = \"all\"\nequals = 1\n") ==
         "t.toml:9:18: process_groups is \"created\" (every group created, WORLD included) or "
         "\"joined\" (the groups this rank is a member of)");
-  CHECK(load_error("gpus_per_node = 5\n") ==
-        "t.toml:4:17: gpus_per_node must be between 1 and world_size (4)");
+  CHECK(load_error("gpus_per_node = 0\n") ==
+        "t.toml:4:17: gpus_per_node must be between 1 and 1048576");
+  // Four ranks on one eight-GPU host: every group is intra-node.
+  const ScenarioResult one_host = run_scenario(load_scenario_text(
+      "[scenario]\nname = \"t\"\nworld_size = 4\ngpus_per_node = 8\n" + mesh +
+          "[[expect]]\nintra_node = { mesh = \"m\", dim = \"dp\" }\nequals = true\n",
+      "t.toml"));
+  CHECK(one_host.passed());
   // Two hosts of two GPUs: tp groups [0, 1] and [2, 3] stay on one host, dp groups [0, 2] and
   // [1, 3] cross. Groups: WORLD, two of dp, two of tp; each rank is in three.
   const ScenarioResult r = run_scenario(load_scenario_text(
@@ -413,6 +419,19 @@ TEST_CASE("hang expectations: several desyncs, wait-for edges, no hang", "[sim][
   REQUIRE(r.expectations.size() == 2);
   CHECK(r.expectations[0].passed);
   CHECK(r.expectations[1].passed);
+  // A send/recv abort names its peer relative to the rank; meshsim 1's wording (the peer by
+  // number, "waiting for rank(s) N") still matches, as an alias.
+  const ScenarioResult p2p = run_text(
+      "[[step]]\nsend = { tensor = \"ones(2)\", dst = 3 }\nwhen = \"rank == 1\"\n"
+      "[[expect]]\nrank_failed = { rank = 1, contains = \"send (dst=rank+2)\" }\n"
+      "[[expect]]\nrank_failed = { rank = 1, contains = \"waiting for rank(s) 3\" }\n"
+      "[[expect]]\nrank_failed = { rank = 1, contains = \"(dst=3)\" }\n"
+      "[[expect]]\nrank_failed = { rank = 1, contains = \"waiting for rank(s) 2\" }\n");
+  REQUIRE(p2p.expectations.size() == 4);
+  CHECK(p2p.expectations[0].passed);
+  CHECK(p2p.expectations[1].passed);
+  CHECK(p2p.expectations[2].passed);
+  CHECK_FALSE(p2p.expectations[3].passed);
   // Rank tables are checked when the file loads, never silently empty or mistyped.
   CHECK(load_error("[[expect]]\ndeadlock = { waits_for = {} }\n") ==
         "t.toml:5:26: waits_for is a table keyed by rank: { 0 = [1, 2] }");
