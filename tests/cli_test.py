@@ -91,6 +91,20 @@ check("failing_coordinate.toml:15:1: ranks 0-3: mesh step failed: KeyError:" in 
 check(r.stdout.index("rank 1: expected coordinate") < r.stdout.index("rank 2: expected coordinate"),
       "failed expectations in rank order")
 check("rerun: meshsim run " in r.stdout, "a failing run prints the command that reproduces it")
+with tempfile.TemporaryDirectory() as tmp:
+    # The same expectation failing the same way on many ranks is one line.
+    same = os.path.join(tmp, "same.toml")
+    with open(same, "w") as f:
+        f.write('[scenario]\nname = "same"\nworld_size = 64\n[[expect]]\nvalue = "1"\nequals = 7\n'
+                '[[expect]]\nvalue = "rank % 3"\nequals = 0\n')
+    r = run("run", "--no-time", same)
+    check("same.toml:4:1: ranks 0-63: expected value(1) == 7, got 1\n" in r.stdout
+          and r.stdout.count("expected value(1)") == 1,
+          f"one line for 64 identical failures: {r.stdout[:600]}")
+    check("same.toml:7:1: ranks 1, 4, 7, 10, 13, 16, 19, 22, 25, 28, 31, 34, 37, 40, 43, 46, 49, "
+          "52, 55, 58, 61: expected value(rank % 3) == 0, got 1\n" in r.stdout
+          and "ranks 2, 5, 8," in r.stdout and r.stdout.count("expected value(rank % 3)") == 2,
+          f"failures that differ keep a line each: {r.stdout[:600]}")
 
 # Unusable input: exit 2 with file:line:col and what was expected.
 bad = {

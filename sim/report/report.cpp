@@ -93,12 +93,24 @@ std::string format_failures(const ScenarioResult& result, size_t limit) {
     return std::tuple(a->where.line, a->where.column, a->rank) <
            std::tuple(b->where.line, b->where.column, b->rank);
   });
+  // The same expectation failing the same way on several ranks is one line ("ranks 0-1023").
+  std::vector<std::pair<std::string, std::vector<int64_t>>> expected;
+  std::map<std::string, size_t> expected_index;
   for (const ExpectationRecord* f : failed) {
     const ExpectationRecord& e = *f;
+    std::string what = fmt::format("{}\texpected {} == {}, got {}", e.where.to_string(), e.what,
+                                   json_text(e.expected), json_text(e.observed));
+    const auto [it, fresh] = expected_index.emplace(std::move(what), expected.size());
+    if (fresh) expected.push_back({it->first, {}});
+    if (e.rank >= 0) expected[it->second].second.push_back(e.rank);
+  }
+  for (const auto& [what, ranks] : expected) {
+    const size_t tab = what.find('\t');
     // Checks of the whole run (rank -1) name no rank.
-    const std::string rank = e.rank >= 0 ? fmt::format("rank {}: ", e.rank) : std::string();
-    lines.push_back(fmt::format("{}: {}expected {} == {}, got {}", e.where.to_string(), rank,
-                                e.what, json_text(e.expected), json_text(e.observed)));
+    const std::string who =
+        ranks.empty() ? std::string()
+                      : fmt::format("rank{} {}: ", ranks.size() > 1 ? "s" : "", rank_ranges(ranks));
+    lines.push_back(fmt::format("{}: {}{}", what.substr(0, tab), who, what.substr(tab + 1)));
   }
   add_failures(true);
   for (const std::string& w : result.warnings) lines.push_back("warning: " + w);

@@ -38,8 +38,9 @@ std::optional<RankError> capture_rank_error(F&& f) {
 }
 
 // Runs one step on one rank; returns the failure that stops the rank, if any. `label` names
-// the step in reports ("send (mb=3)" inside a loop).
-std::optional<RankFailure> run_step(const Step& step, const std::string& label, RankState& rank) {
+// the step in reports ("send (mb=3)" inside a loop); `skipped` says its `when` was false.
+std::optional<RankFailure> run_step(const Step& step, const std::string& label, RankState& rank,
+                                    bool& skipped) {
   auto failure = [&](const RankError& e, std::string suffix = {}) {
     return RankFailure{step.where, label, std::string(py_error_type_name(e.type)),
                        e.message + suffix};
@@ -53,6 +54,7 @@ std::optional<RankFailure> run_step(const Step& step, const std::string& label, 
       })) {
     return failure(*e);
   }
+  skipped = skip;
   if (skip) return std::nullopt;
   if (std::optional<RankError> e = capture_rank_error([&] { step.run(rank); })) {
     // ASan: the frames capture_rank_error used while catching may still be poisoned here (seen
@@ -241,6 +243,9 @@ ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options)
                        rank_warnings[static_cast<size_t>(r)]);
         int64_t index = 0;
         ProgramCounter program(scenario.steps, rank);
+        // The last step this rank ran (not one its `when` skipped): where a finished rank is.
+        SourceLocation last_where;
+        std::string last_step;
         try {
           while (true) {
             const Step* step = nullptr;
@@ -268,9 +273,14 @@ ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options)
               }
             }
             const double started = me.clock;
+            bool skipped = false;
             std::optional<RankFailure> f = run_step(
                 *step, position.empty() ? step->kind : fmt::format("{} ({})", step->kind, position),
-                rank);
+                rank, skipped);
+            if (!skipped) {
+              last_where = me.where;
+              last_step = me.step;
+            }
             if (options.trace) {
               trace.slice(r, step->kind, "step", started, me.clock,
                           {{"location", step->where.to_string()}});
@@ -283,6 +293,8 @@ ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options)
             }
           }
           me.state = RankActivity::State::kFinished;
+          me.where = last_where;
+          me.step = last_step;
         } catch (const InjectedCrash& c) {
           forget_unwound_frames();
           me.state = RankActivity::State::kFailed;

@@ -45,6 +45,11 @@ std::string location_text(const RankActivity& a) {
   return a.where.line > 0 ? fmt::format("{} ({})", a.where.to_string(), a.step) : "(no step)";
 }
 
+// A finished rank's `where` is the last step it ran (steps its `when` skipped do not count).
+std::string finished_text(const RankActivity& a) {
+  return a.where.line > 0 ? fmt::format("finished after {}", location_text(a)) : "finished";
+}
+
 std::string group_text(const OpenWait& w) {
   return label_with_members(w.channel, *w.members);
 }
@@ -131,7 +136,7 @@ class RootCause {
     mentioned_.insert(ranks.begin(), ranks.end());
   }
   std::string in_wait(const OpenWait& w) const { return call_text(w, w.signature); }
-  // Where a rank is now, as a phrase: "finished at f.toml:9:1 (barrier)".
+  // Where a rank is now, as a phrase: "finished after f.toml:9:1 (barrier)", its last step.
   std::string now(int64_t rank) const {
     const RankActivity& a = activity(rank);
     if (const OpenWait* w = wait_of(rank)) {
@@ -140,6 +145,7 @@ class RootCause {
     if (a.state == RankActivity::State::kFailed) {
       return fmt::format("failed at {}: {}", location_text(a), a.error);
     }
+    if (a.state == RankActivity::State::kFinished) return finished_text(a);
     return fmt::format("{} at {}", state_name(a.state), location_text(a));
   }
 
@@ -661,6 +667,9 @@ std::string HangReport::text() const {
     } else if (a.state == RankActivity::State::kFailed ||
                a.state == RankActivity::State::kAborted) {
       what = fmt::format("{}: {}", state_name(a.state), a.error);
+    } else if (a.state == RankActivity::State::kFinished) {
+      what = finished_text(a);
+      continue;
     } else {
       what = std::string(state_name(a.state));
     }

@@ -432,6 +432,16 @@ TEST_CASE("hang expectations: several desyncs, wait-for edges, no hang", "[sim][
   CHECK(p2p.expectations[1].passed);
   CHECK(p2p.expectations[2].passed);
   CHECK_FALSE(p2p.expectations[3].passed);
+  // A rank that finished is where its last step ran, not at a step its `when` skipped.
+  const ScenarioResult short_send = run_text(
+      "[[step]]\nrepeat = { var = \"i\", count = 2 }\n"
+      "[[step]]\nsend = { tensor = \"ones(2)\", dst = 0 }\nwhen = \"rank == 1 and i == 0\"\n"
+      "[[step]]\nrecv = { like = \"zeros(2)\", src = 1, out = \"x\" }\nwhen = \"rank == 0\"\n"
+      "[[step]]\nend_repeat = \"i\"\n");
+  REQUIRE(short_send.hang_text);
+  CHECK(short_send.hang_text->find("rank 1 posted 1 send to rank 0 and then finished after "
+                                   "t.toml:6:1 (send, i=0)") != std::string::npos);
+  CHECK(short_send.hang_text->find("ranks 2-3: finished\n") != std::string::npos);
   // Rank tables are checked when the file loads, never silently empty or mistyped.
   CHECK(load_error("[[expect]]\ndeadlock = { waits_for = {} }\n") ==
         "t.toml:5:26: waits_for is a table keyed by rank: { 0 = [1, 2] }");
