@@ -148,15 +148,18 @@ bool write_graphs(const std::string& path, const std::vector<HungGraph>& graphs)
   return written;
 }
 
+// The files `run` writes, by flag.
+std::array<std::pair<const char*, const std::string*>, 4> output_flags(const RunFlags& flags) {
+  return {{{"--json", &flags.json_path},
+           {"--trace", &flags.trace_path},
+           {"--graph", &flags.graph_path},
+           {"--payload-hashes", &flags.payload_hashes_path}}};
+}
+
 // An output flag that would overwrite one of the scenario files being run (a slip such as
 // `--graph a.toml a.toml`), or "" when none does.
 std::string output_over_input(const RunFlags& flags, const std::vector<std::string>& files) {
-  const std::array<std::pair<const char*, const std::string*>, 4> outputs{
-      {{"--json", &flags.json_path},
-       {"--trace", &flags.trace_path},
-       {"--graph", &flags.graph_path},
-       {"--payload-hashes", &flags.payload_hashes_path}}};
-  for (const auto& [flag, path] : outputs) {
+  for (const auto& [flag, path] : output_flags(flags)) {
     std::error_code ec;
     if (path->empty() || !fs::is_regular_file(*path, ec)) continue;
     for (const std::string& file : files) {
@@ -406,9 +409,8 @@ int main(int argc, char** argv) {
   meshsim::MemoryBudget::set_limit(flags.max_memory);
   if (rng.predict->parsed()) return run_rng_predict(rng_flags);
   if (rng.offsets->parsed()) return run_rng_offsets(offsets_flags);
-  for (const char* flag : {"--json", "--trace", "--graph", "--payload-hashes"}) {
-    if (run->count(flag) > 0 && run->get_option(flag)->as<std::string>().empty())
-      return bad_flag(flag, "needs a path (it was empty)");
+  for (const auto& [flag, path] : output_flags(flags)) {
+    if (run->count(flag) > 0 && path->empty()) return bad_flag(flag, "needs a path (it was empty)");
   }
   if (run->parsed()) return run_command(run_paths, flags);
   if (check->parsed()) return check_command(check_paths);

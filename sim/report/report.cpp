@@ -18,6 +18,32 @@ Json location_json(const SourceLocation& where) {
   return Json{{"file", where.file}, {"line", where.line}, {"column", where.column}};
 }
 
+// Report lines told by several ranks, one line per distinct text, in the order first told. A
+// "\t" in the text marks where the ranks go ("file:line:col\t: ..." becomes
+// "file:line:col: ranks 0-3: ..."); a story of the whole run (rank -1) names no rank.
+class SharedStories {
+ public:
+  void add(std::string text, int64_t rank) {
+    const auto [it, fresh] = index_.emplace(std::move(text), stories_.size());
+    if (fresh) stories_.push_back({it->first, {}});
+    if (rank >= 0) stories_[it->second].second.push_back(rank);
+  }
+  void append_to(std::vector<std::string>& lines) const {
+    for (const auto& [text, ranks] : stories_) {
+      const size_t tab = text.find('\t');
+      const std::string who =
+          ranks.empty()
+              ? std::string()
+              : fmt::format(": rank{} {}", ranks.size() > 1 ? "s" : "", rank_ranges(ranks));
+      lines.push_back(text.substr(0, tab) + who + text.substr(tab + 1));
+    }
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::vector<int64_t>>> stories_;
+  std::map<std::string, size_t> index_;
+};
+
 // Every line of `text` prefixed with `prefix`.
 std::string indent(const std::string& text, const std::string& prefix) {
   std::string out;
@@ -62,26 +88,16 @@ std::string format_failures(const ScenarioResult& result, size_t limit) {
   // Ranks that failed on their own, then expectations, then the ranks aborted because of a hang,
   // then warnings. Ranks with the same failure share one line, in the order of their lowest rank.
   const auto add_failures = [&](bool aborted) {
-    std::vector<std::pair<std::string, std::vector<int64_t>>> stories;
-    std::map<std::string, size_t> index;
+    SharedStories stories;
     for (size_t r = 0; r < result.failures.size(); ++r) {
       const auto& f = result.failures[r];
       if (!f || (f->error_type == "aborted") != aborted) continue;
-      // "\t" marks where the ranks go: "file:line:col: ranks 0-3 ...".
-      std::string what =
-          aborted ? fmt::format("{}\t ({}): {}", f->where.to_string(), f->step, f->message)
-                  : fmt::format("{}\t: {} step failed: {}: {}", f->where.to_string(), f->step,
-                                f->error_type, f->message);
-      const auto [it, fresh] = index.emplace(std::move(what), stories.size());
-      if (fresh) stories.push_back({it->first, {}});
-      stories[it->second].second.push_back(static_cast<int64_t>(r));
+      stories.add(aborted ? fmt::format("{}\t ({}): {}", f->where.to_string(), f->step, f->message)
+                          : fmt::format("{}\t: {} step failed: {}: {}", f->where.to_string(),
+                                        f->step, f->error_type, f->message),
+                  static_cast<int64_t>(r));
     }
-    for (const auto& [what, ranks] : stories) {
-      const size_t tab = what.find('\t');
-      lines.push_back(fmt::format("{}: rank{} {}{}", what.substr(0, tab),
-                                  ranks.size() > 1 ? "s" : "", rank_ranges(ranks),
-                                  what.substr(tab + 1)));
-    }
+    stories.append_to(lines);
   };
   add_failures(false);
   // Failed expectations by place in the file, then rank (not in the order ranks got there).
@@ -94,24 +110,13 @@ std::string format_failures(const ScenarioResult& result, size_t limit) {
            std::tuple(b->where.line, b->where.column, b->rank);
   });
   // The same expectation failing the same way on several ranks is one line ("ranks 0-1023").
-  std::vector<std::pair<std::string, std::vector<int64_t>>> expected;
-  std::map<std::string, size_t> expected_index;
-  for (const ExpectationRecord* f : failed) {
-    const ExpectationRecord& e = *f;
-    std::string what = fmt::format("{}\texpected {} == {}, got {}", e.where.to_string(), e.what,
-                                   json_text(e.expected), json_text(e.observed));
-    const auto [it, fresh] = expected_index.emplace(std::move(what), expected.size());
-    if (fresh) expected.push_back({it->first, {}});
-    if (e.rank >= 0) expected[it->second].second.push_back(e.rank);
+  SharedStories expected;
+  for (const ExpectationRecord* e : failed) {
+    expected.add(fmt::format("{}\t: expected {} == {}, got {}", e->where.to_string(), e->what,
+                             json_text(e->expected), json_text(e->observed)),
+                 e->rank);
   }
-  for (const auto& [what, ranks] : expected) {
-    const size_t tab = what.find('\t');
-    // Checks of the whole run (rank -1) name no rank.
-    const std::string who =
-        ranks.empty() ? std::string()
-                      : fmt::format("rank{} {}: ", ranks.size() > 1 ? "s" : "", rank_ranges(ranks));
-    lines.push_back(fmt::format("{}: {}{}", what.substr(0, tab), who, what.substr(tab + 1)));
-  }
+  expected.append_to(lines);
   add_failures(true);
   for (const std::string& w : result.warnings) lines.push_back("warning: " + w);
   for (size_t i = 0; i < lines.size() && i < limit; ++i) out += "  " + lines[i] + "\n";

@@ -28,7 +28,8 @@ std::string legacy_abort_text(int64_t rank, const std::string& message) {
       return message;
     }
     const int64_t peer = rank + delta;
-    std::string out = message.substr(0, at + 5) + std::to_string(peer) + message.substr(close);
+    const size_t number = message.find('=', at) + 1;  // "(dst=" is kept
+    std::string out = message.substr(0, number) + std::to_string(peer) + message.substr(close);
     if (out.find(" after a ") != std::string::npos)
       out += fmt::format(", waiting for rank(s) {}", peer);
     return out;
