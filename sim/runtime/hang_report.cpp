@@ -112,6 +112,8 @@ class RootCause {
         say(fmt::format("... and {} more desyncs (see --json)",
                         r_.desyncs.size() - kDesyncsListed));
       }
+      // A rank that skipped a collective elsewhere is a bug of its own, not a consequence.
+      explain_abandoned_waits();
     } else {
       explain_deadlock();
     }
@@ -131,6 +133,10 @@ class RootCause {
     return w < 0 ? nullptr : &r_.waits[static_cast<size_t>(w)];
   }
   void say(std::string line) { r_.summary.push_back(std::move(line)); }
+  // A deadlock's cause is refined by what the sentences find; a desync stays a desync.
+  void refine(HangCause cause) {
+    if (r_.kind == HangKind::kDeadlock) r_.cause = cause;
+  }
   void blame(const std::vector<int64_t>& ranks) {
     r_.culprits.insert(r_.culprits.end(), ranks.begin(), ranks.end());
     mentioned_.insert(ranks.begin(), ranks.end());
@@ -212,43 +218,7 @@ class RootCause {
 
   void explain_deadlock() {
     // 1. Members that will never come: they failed, finished, or were aborted.
-    std::vector<const OpenWait*> abandoned;
-    for (const OpenWait& w : r_.waits) {
-      if (!gone(w).empty()) abandoned.push_back(&w);
-    }
-    if (!abandoned.empty()) {
-      // Point-to-point waits with the same story (a whole pipeline stage short of one send) are
-      // told once, with rank ranges.
-      std::map<P2pStory, std::vector<const OpenWait*>> stories;
-      for (const OpenWait* w : abandoned) {
-        if (is_p2p(*w)) stories[story_of(*w)].push_back(w);
-      }
-      size_t told = 0, covered = 0;
-      std::set<P2pStory> done;
-      for (const OpenWait* w : abandoned) {
-        if (told == kOtherWaitsListed) break;
-        if (is_p2p(*w)) {
-          const P2pStory story = story_of(*w);
-          const std::vector<const OpenWait*>& same = stories.at(story);
-          if (same.size() > 1) {
-            if (done.insert(story).second) {
-              say_unmatched_together(same);
-              ++told;
-              covered += same.size();
-            }
-            continue;
-          }
-        }
-        explain_abandoned(*w);
-        ++told;
-        ++covered;
-      }
-      if (abandoned.size() > covered) {
-        say(fmt::format("... and {} more collectives that lost a member",
-                        abandoned.size() - covered));
-      }
-      return;
-    }
+    if (explain_abandoned_waits()) return;
     // 2. Everyone missing is parked elsewhere: group creation, point to point, or a cycle.
     for (const OpenWait& w : r_.waits) {
       if (w.signature.op == CollectiveOp::kNewGroup) return explain_skipped_creation(w);
@@ -265,6 +235,45 @@ class RootCause {
     if (p2p_lines == 0) explain_cycle();
   }
 
+  // Waits (not yet told) that lost a member for good; false when there are none.
+  bool explain_abandoned_waits() {
+    std::vector<const OpenWait*> abandoned;
+    for (const OpenWait& w : r_.waits) {
+      if (!gone(w).empty() && !mentioned_.contains(w.arrived.front())) abandoned.push_back(&w);
+    }
+    // Point-to-point waits with the same story (a whole pipeline stage short of one send) are
+    // told once, with rank ranges.
+    std::map<P2pStory, std::vector<const OpenWait*>> stories;
+    for (const OpenWait* w : abandoned) {
+      if (is_p2p(*w)) stories[story_of(*w)].push_back(w);
+    }
+    size_t told = 0, covered = 0;
+    std::set<P2pStory> done;
+    for (const OpenWait* w : abandoned) {
+      if (told == kOtherWaitsListed) break;
+      if (is_p2p(*w)) {
+        const P2pStory story = story_of(*w);
+        const std::vector<const OpenWait*>& same = stories.at(story);
+        if (same.size() > 1) {
+          if (done.insert(story).second) {
+            say_unmatched_together(same);
+            ++told;
+            covered += same.size();
+          }
+          continue;
+        }
+      }
+      explain_abandoned(*w);
+      ++told;
+      ++covered;
+    }
+    if (abandoned.size() > covered) {
+      say(fmt::format("... and {} more collectives that lost a member",
+                      abandoned.size() - covered));
+    }
+    return !abandoned.empty();
+  }
+
   void explain_abandoned(const OpenWait& w) {
     const std::vector<int64_t> who = gone(w);
     std::vector<int64_t> failed, other;
@@ -273,8 +282,10 @@ class RootCause {
     }
     const std::vector<int64_t>& culprits = failed.empty() ? other : failed;
     const std::string entered = location_text(activity(w.arrived.front()));
-    if (r_.cause == HangCause::kRankExitedEarly && failed.empty() && !is_p2p(w) &&
-        w.arrived.size() < other.size() && std::all_of(other.begin(), other.end(), [&](int64_t m) {
+    const bool may_be_extra =
+        r_.cause == HangCause::kRankExitedEarly || r_.kind == HangKind::kDesync;
+    if (may_be_extra && failed.empty() && !is_p2p(w) && w.arrived.size() < other.size() &&
+        std::all_of(other.begin(), other.end(), [&](int64_t m) {
           return activity(m).state == RankActivity::State::kFinished;
         })) {
       return explain_extra_collective(w, other, entered);
@@ -308,7 +319,7 @@ class RootCause {
   // collective under a `when`, such as a full_tensor() on rank 0 alone).
   void explain_extra_collective(const OpenWait& w, const std::vector<int64_t>& finished,
                                 const std::string& entered) {
-    r_.cause = HangCause::kExtraCollective;
+    refine(HangCause::kExtraCollective);
     blame(w.arrived);
     mentioned_.insert(w.arrived.begin(), w.arrived.end());
     say(fmt::format("{} alone called {} at {}; {} finished without it", ranks_text(w.arrived),
@@ -335,19 +346,19 @@ class RootCause {
     }
   }
 
-  // The parked point-to-point partner of `rank` on the same pair, sending to `to`.
-  const OpenWait* sending(int64_t rank, int64_t to) const {
+  // Where `rank` is parked in `op` (send or recv) with peer `peer`, or null.
+  const OpenWait* parked_in(int64_t rank, CollectiveOp op, int64_t peer) const {
     const OpenWait* w = wait_of(rank);
-    if (w == nullptr || w->signature.op != CollectiveOp::kSend) return nullptr;
-    return w->signature.root == to ? w : nullptr;
+    if (w == nullptr || w->signature.op != op) return nullptr;
+    return w->signature.root == peer ? w : nullptr;
   }
 
   bool explain_p2p(const OpenWait& w) {
     const int64_t me = w.arrived.front();
     const int64_t peer = *w.signature.root;
     if (w.signature.op == CollectiveOp::kSend) {
-      if (const OpenWait* back = sending(peer, me)) {
-        r_.cause = HangCause::kHeadToHeadSend;
+      if (const OpenWait* back = parked_in(peer, CollectiveOp::kSend, me)) {
+        refine(HangCause::kHeadToHeadSend);
         blame({std::min(me, peer), std::max(me, peer)});
         mentioned_.insert(peer);
         say(
@@ -363,7 +374,7 @@ class RootCause {
         if (other.signature.op != CollectiveOp::kSend || other.signature.root != me) continue;
         const int64_t sender = other.arrived.front();
         if (sender == peer) continue;
-        r_.cause = HangCause::kWrongPeer;
+        refine(HangCause::kWrongPeer);
         blame({me});
         mentioned_.insert(sender);
         say(fmt::format(
@@ -371,6 +382,17 @@ class RootCause {
             "it ({} seq {} at {}); rank {} {}",
             me, peer, w.channel, w.seq, location_text(activity(me)), sender, other.channel,
             other.seq, location_text(activity(sender)), peer, now(peer)));
+        return true;
+      }
+      if (const OpenWait* back = parked_in(peer, CollectiveOp::kRecv, me)) {
+        refine(HangCause::kHeadToHeadRecv);
+        blame({std::min(me, peer), std::max(me, peer)});
+        mentioned_.insert(peer);
+        say(fmt::format(
+            "ranks {} and {} both receive from each other first ({} seq {} at {}; {} seq {} at "
+            "{}): each recv waits for a send the other posts only after its own recv",
+            me, peer, w.channel, w.seq, location_text(activity(me)), back->channel, back->seq,
+            location_text(activity(peer))));
         return true;
       }
     }
@@ -395,7 +417,7 @@ class RootCause {
   }
 
   void say_unmatched_together(const std::vector<const OpenWait*>& same) {
-    r_.cause = HangCause::kUnmatchedPointToPoint;
+    refine(HangCause::kUnmatchedPointToPoint);
     std::vector<int64_t> waiting, peers;
     for (const OpenWait* w : same) {
       waiting.push_back(w->arrived.front());
@@ -418,7 +440,7 @@ class RootCause {
   // "rank 4 waits in its 2nd recv from rank 6 (...), but rank 6 posted 1 send to rank 4 and
   // <then>": the n-th send meets the n-th recv, so the peer posted seq - 1 of them.
   void say_unmatched(const OpenWait& w, const std::string& then) {
-    r_.cause = HangCause::kUnmatchedPointToPoint;
+    refine(HangCause::kUnmatchedPointToPoint);
     const int64_t me = w.arrived.front(), peer = *w.signature.root;
     blame({peer});
     mentioned_.insert(me);
@@ -447,6 +469,8 @@ class RootCause {
       return;
     }
     std::vector<int64_t> cycle(path.begin() + static_cast<ptrdiff_t>(seen[rank]), path.end());
+    if (std::all_of(cycle.begin(), cycle.end(), [&](int64_t r) { return is_p2p(*wait_of(r)); }))
+      return explain_p2p_cycle(cycle);
     // Steps run in file order, so a rank parked on a later line than a collective it is missing
     // from went past it: it skipped the call, or makes it later (an order inversion).
     std::vector<int64_t> ahead;
@@ -484,6 +508,25 @@ class RootCause {
                     ranks_text(sorted)));
     for (size_t i = 0; i < steps.size() && i < 4; ++i) say("  " + steps[i]);
     if (steps.size() > 4) say(fmt::format("  ... and {} more in the cycle", steps.size() - 4));
+  }
+
+  // A ring of blocking sends/recvs, each to the next rank of the ring: every rank posts its
+  // half of one pair before its half of the pair the previous rank waits in.
+  void explain_p2p_cycle(const std::vector<int64_t>& cycle) {
+    refine(HangCause::kPointToPointCycle);
+    std::vector<int64_t> sorted = cycle;
+    std::sort(sorted.begin(), sorted.end());
+    blame(sorted);
+    say(
+        fmt::format("{} wait for each other in a ring of blocking send/recv, each posted before "
+                    "the call its neighbour waits for (order them so every send meets a posted "
+                    "recv: for example even ranks send first, odd ranks receive first):",
+                    ranks_text(sorted)));
+    for (size_t i = 0; i < cycle.size() && i < 4; ++i) {
+      say(fmt::format("  rank {} waits in {} at {}", cycle[i], in_wait(*wait_of(cycle[i])),
+                      location_text(activity(cycle[i]))));
+    }
+    if (cycle.size() > 4) say(fmt::format("  ... and {} more in the ring", cycle.size() - 4));
   }
 
   // Blocked ranks the sentences above did not name: what they wait in, biggest groups first.
@@ -543,6 +586,10 @@ std::string_view hang_cause_name(HangCause cause) {
       return "head-to-head send";
     case HangCause::kWrongPeer:
       return "recv from the wrong peer";
+    case HangCause::kHeadToHeadRecv:
+      return "head-to-head recv";
+    case HangCause::kPointToPointCycle:
+      return "point-to-point cycle";
   }
   return "?";
 }

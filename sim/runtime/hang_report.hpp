@@ -30,10 +30,19 @@ enum class HangCause {
   kRankFailed,  // a member failed (threw) before the collective
   kTimeout,     // the watchdog fired before the last rank arrived
   // Point to point: a recv (send) whose peer posted fewer sends (recvs) and went on elsewhere;
-  // two ranks that each send to the other first; a recv from one peer while another sends.
+  // two ranks that each send to (receive from) the other first; a recv from one peer while
+  // another sends; a longer ring of ranks each blocked in a send or recv to the next.
   kUnmatchedPointToPoint,
   kHeadToHeadSend,
   kWrongPeer,
+  kHeadToHeadRecv,
+  kPointToPointCycle,
+};
+inline constexpr HangCause kAllHangCauses[] = {
+    HangCause::kMissingRank,     HangCause::kSignatureMismatch,     HangCause::kOrderInversion,
+    HangCause::kRankExitedEarly, HangCause::kExtraCollective,       HangCause::kRankFailed,
+    HangCause::kTimeout,         HangCause::kUnmatchedPointToPoint, HangCause::kHeadToHeadSend,
+    HangCause::kWrongPeer,       HangCause::kHeadToHeadRecv,        HangCause::kPointToPointCycle,
 };
 std::string_view hang_cause_name(HangCause cause);
 

@@ -121,6 +121,18 @@ const toml::table& LoadContext::table_of(const toml::node& value, std::string_vi
   return *t;
 }
 
+void LoadContext::declare_tensor(const std::string& name, TensorFacts facts) {
+  const auto [it, inserted] = tensors_.try_emplace(name, facts);
+  if (inserted) return;
+  if (it->second.ndim != facts.ndim) it->second.ndim.reset();
+  if (it->second.mesh != facts.mesh) it->second.mesh.clear();
+}
+
+LoadContext::TensorFacts LoadContext::tensor_facts(const std::string& name) const {
+  const auto it = tensors_.find(name);
+  return it == tensors_.end() ? TensorFacts{} : it->second;
+}
+
 bool LoadContext::has_tensor(const std::string& name) const {
   if (tensors_.count(name) != 0) return true;
   const size_t dot = name.rfind('.');

@@ -48,8 +48,16 @@ class LoadContext : public ExpressionSchema {
   // How many ranks run the entry being read: the world without `when`; with one that asks only
   // about the rank, the ranks where it holds; with one that asks a mesh, at least one.
   int64_t ranks_running_entry() const;
+  // What the loader can tell of a named tensor before anything runs: its number of dims and, for
+  // a DTensor, its mesh. A fact is unknown when no step states it or when steps setting the name
+  // disagree (under different `when`s, say), so a check built on it never refuses a valid file.
+  struct TensorFacts {
+    std::optional<size_t> ndim;
+    std::string mesh;  // empty: a plain tensor, or not known
+  };
   // Named tensors set so far.
-  void declare_tensor(const std::string& name) { tensors_.insert(name); }
+  void declare_tensor(const std::string& name, TensorFacts facts = {});
+  TensorFacts tensor_facts(const std::string& name) const;
   // `name.0`, `name.1`, ... up to the world size (all_gather's results), without listing them.
   void declare_tensor_per_rank(const std::string& name) { per_rank_tensors_.insert(name); }
   bool has_tensor(const std::string& name) const;
@@ -134,7 +142,7 @@ class LoadContext : public ExpressionSchema {
   std::optional<int64_t> gpus_per_node_;
   std::map<std::string, MeshInfo> meshes_;
   std::map<std::string, std::vector<std::string>> flattened_;
-  std::set<std::string> tensors_;
+  std::map<std::string, TensorFacts> tensors_;
   std::set<std::string> per_rank_tensors_;
   std::set<std::string> modules_;
   std::map<std::string, SavedFile> saved_files_;

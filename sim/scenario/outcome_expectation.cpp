@@ -432,11 +432,7 @@ std::unique_ptr<OutcomeExpectation> parse_outcome(std::string_view key, const to
       const std::string c = ctx.string_of(*cause, "cause");
       bool known = false;
       std::vector<std::string_view> names;
-      for (HangCause h :
-           {HangCause::kMissingRank, HangCause::kSignatureMismatch, HangCause::kOrderInversion,
-            HangCause::kRankExitedEarly, HangCause::kExtraCollective, HangCause::kRankFailed,
-            HangCause::kTimeout, HangCause::kUnmatchedPointToPoint, HangCause::kHeadToHeadSend,
-            HangCause::kWrongPeer}) {
+      for (HangCause h : kAllHangCauses) {
         names.push_back(hang_cause_name(h));
         known = known || hang_cause_name(h) == c;
       }

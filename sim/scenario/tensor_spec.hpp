@@ -24,6 +24,7 @@ class TensorSpec {
   // Throws meshsim::Error (ValueError) on a negative size.
   Tensor make(const ExpressionEnv& env) const;
   const std::string& text() const { return text_; }
+  size_t ndim() const { return sizes_.size(); }
 
  private:
   std::string text_;

@@ -35,14 +35,16 @@ struct MeshPlacements {
   std::string mesh;
   std::vector<Placement> placements;
 };
+// Placements that shard a dim are checked against `tensor_ndim` when it is known.
 MeshPlacements mesh_placements_of(const toml::table& args, std::string_view what,
-                                  const LoadContext& ctx) {
+                                  const LoadContext& ctx,
+                                  std::optional<size_t> tensor_ndim = std::nullopt) {
   MeshPlacements out;
   const toml::node& mesh = ctx.require(args, "mesh", what);
   out.mesh = ctx.string_of(mesh, "mesh");
   ctx.require_mesh(mesh, out.mesh);
   if (const toml::node* p = args.get("placements")) {
-    out.placements = placements_of(*p, ctx, out.mesh);
+    out.placements = placements_of(*p, ctx, out.mesh, tensor_ndim);
   }
   return out;
 }
@@ -459,7 +461,7 @@ std::unique_ptr<Step> parse_world_load(const toml::table& args, LoadContext& ctx
   MeshPlacements target = mesh_placements_of(args, "load of a checkpoint", ctx);
   step->mesh_ = std::move(target.mesh);
   step->placements_ = std::move(target.placements);
-  ctx.declare_tensor(step->name_);
+  ctx.declare_tensor(step->name_, {std::nullopt, step->mesh_});
   return step;
 }
 
@@ -598,12 +600,14 @@ void register_checkpoint_steps(StepRegistry& r) {
         auto step = std::make_unique<FromLocalStep>();
         step->name_ = ctx.string_of(ctx.require(args, "name", "from_local"), "name");
         step->local_ = ctx.tensor_name(args, "local", "from_local");
-        MeshPlacements layout = mesh_placements_of(args, "from_local", ctx);
+        // The DTensor has as many dims as its local shard.
+        const std::optional<size_t> ndim = ctx.tensor_facts(step->local_).ndim;
+        MeshPlacements layout = mesh_placements_of(args, "from_local", ctx, ndim);
         step->mesh_ = std::move(layout.mesh);
         step->placements_ = std::move(layout.placements);
         if (const toml::node* g = args.get("requires_grad"))
           step->requires_grad_ = ctx.boolean_of(*g, "requires_grad");
-        ctx.declare_tensor(step->name_);
+        ctx.declare_tensor(step->name_, {ndim, step->mesh_});
         return step;
       });
   r.add("save",

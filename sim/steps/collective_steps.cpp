@@ -15,6 +15,10 @@ struct TensorOperand {
   std::string name;
   std::optional<TensorSpec> spec;
   Tensor get(const RankState& rank) const { return spec ? spec->make(rank) : rank.tensor(name); }
+  // A plain tensor's: its dims where the constructor or the named tensor tells them.
+  LoadContext::TensorFacts facts(const LoadContext& ctx) const {
+    return {spec ? std::optional<size_t>(spec->ndim()) : ctx.tensor_facts(name).ndim, ""};
+  }
 };
 
 TensorOperand tensor_operand(const toml::node& node, const LoadContext& ctx,
@@ -238,9 +242,13 @@ StepParser collective_parser(CollectiveOp op) {
     } else if (op != CollectiveOp::kBarrier && op != CollectiveOp::kSend) {
       ctx.fail(*args, fmt::format("{} needs out = \"name\" for its result", name));
     }
-    if (!step->out_.empty()) {
-      ctx.declare_tensor(step->out_);
-      if (op == CollectiveOp::kAllGather) ctx.declare_tensor_per_rank(step->out_);
+    if (op == CollectiveOp::kAllGather) {
+      ctx.declare_tensor_per_rank(step->out_);  // out.0, out.1, ...: one per group member
+    } else if (!step->out_.empty()) {
+      const bool keeps_shape = op == CollectiveOp::kAllReduce || op == CollectiveOp::kBroadcast ||
+                               op == CollectiveOp::kRecv;
+      ctx.declare_tensor(step->out_,
+                         keeps_shape ? step->tensor_.facts(ctx) : LoadContext::TensorFacts{});
     }
     return step;
   };
@@ -270,7 +278,7 @@ void register_collective_steps(StepRegistry& r) {
           auto step = std::make_unique<TensorStep>();
           step->value_ = tensor_operand(ctx.require(*t, "value", "tensor"), ctx, "value");
           step->name_ = ctx.string_of(ctx.require(*t, "name", "tensor"), "name");
-          ctx.declare_tensor(step->name_);
+          ctx.declare_tensor(step->name_, step->value_.facts(ctx));
           return step;
         });
   for (CollectiveOp op :

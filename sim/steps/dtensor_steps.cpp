@@ -53,9 +53,10 @@ class ToTensorStep final : public Step {
   std::string tensor_, out_;
 };
 
-std::string out_name(const toml::table& args, std::string_view what, LoadContext& ctx) {
+std::string out_name(const toml::table& args, std::string_view what, LoadContext& ctx,
+                     LoadContext::TensorFacts facts) {
   std::string out = ctx.string_of(ctx.require(args, "out", what), "out");
-  ctx.declare_tensor(out);
+  ctx.declare_tensor(out, std::move(facts));
   return out;
 }
 
@@ -69,14 +70,17 @@ void register_dtensor_steps(StepRegistry& r) {
           ctx.only_keys(args, {"tensor", "placements", "mesh", "out"}, "redistribute");
           auto step = std::make_unique<RedistributeStep>();
           step->tensor_ = ctx.tensor_name(args, "tensor", "redistribute");
+          LoadContext::TensorFacts facts = ctx.tensor_facts(step->tensor_);
           if (const toml::node* m = args.get("mesh")) {
             step->mesh_ = ctx.string_of(*m, "mesh");
             ctx.require_mesh(*m, step->mesh_);
+            facts.mesh = step->mesh_;
           }
+          // Checked against the tensor's dims and mesh where the file tells them.
           step->placements_ = placements_of(ctx.require(args, "placements", "redistribute"), ctx,
-                                            step->mesh_, std::nullopt);
+                                            facts.mesh, facts.ndim);
           step->out_ = step->tensor_;
-          if (args.contains("out")) step->out_ = out_name(args, "redistribute", ctx);
+          if (args.contains("out")) step->out_ = out_name(args, "redistribute", ctx, facts);
           return step;
         });
   for (const bool full : {true, false}) {
@@ -91,7 +95,7 @@ void register_dtensor_steps(StepRegistry& r) {
             auto step = std::make_unique<ToTensorStep>();
             step->full_ = full;
             step->tensor_ = ctx.tensor_name(args, "tensor", key);
-            step->out_ = out_name(args, key, ctx);
+            step->out_ = out_name(args, key, ctx, {ctx.tensor_facts(step->tensor_).ndim, ""});
             return step;
           });
   }

@@ -23,6 +23,7 @@ struct DTensorShape {
     if (p.empty()) p.assign(m.ndim(), Replicate{});
     return DTensorSpec{m, std::move(p), shape, dtype};
   }
+  LoadContext::TensorFacts facts() const { return {shape.size(), mesh}; }
 };
 
 DType dtype_of(const toml::node& node, const LoadContext& ctx) {
@@ -133,7 +134,7 @@ StepParser factory_parser(RandomOp::Kind kind, std::string_view key) {
     step->name_ = ctx.string_of(ctx.require(args, "name", key), "name");
     step->shape_ = dtensor_shape_of(args, ctx, key, false);
     step->op_ = RandomOp{kind, 0.0, 1.0, std::string(key)};
-    ctx.declare_tensor(step->name_);
+    ctx.declare_tensor(step->name_, step->shape_.facts());
     return step;
   };
 }
@@ -194,7 +195,7 @@ void register_random_steps(StepRegistry& r) {
             if (step->meta_) ctx.fail(*f, "a meta DTensor has no values to fill");
             step->fill_indices_ = true;
           }
-          ctx.declare_tensor(step->name_);
+          ctx.declare_tensor(step->name_, step->shape_.facts());
           return step;
         });
   r.add("manual_seed", "\"seed\" or { seed, mesh }",

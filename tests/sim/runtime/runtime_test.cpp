@@ -355,6 +355,78 @@ TEST_CASE("runtime: point-to-point hangs say what was posted", "[sim][runtime][h
     CHECK(hang->summary.at(0).find("but rank 2 sends to it (WORLD p2p 2→0 seq 1") !=
           std::string::npos);
   }
+  SECTION("two ranks that receive from each other first") {
+    Harness h(2);
+    const auto hang = h.run([&](int64_t r, Backend& b) {
+      Tensor t({2}, DType::kFloat32);
+      b.recv(t, 1 - r, h.world_group(r));
+      b.send(t, 1 - r, h.world_group(r));
+    });
+    REQUIRE(hang);
+    CHECK(hang->cause == HangCause::kHeadToHeadRecv);
+    CHECK(hang->legacy_cause == HangCause::kOrderInversion);
+    CHECK(hang->culprits == std::vector<int64_t>{0, 1});
+    CHECK(hang->summary.at(0).starts_with(
+        "ranks 0 and 1 both receive from each other first (WORLD p2p 1→0 seq 1"));
+  }
+  for (const CollectiveOp first : {CollectiveOp::kSend, CollectiveOp::kRecv}) {
+    DYNAMIC_SECTION("a ring of ranks that each "
+                    << (first == CollectiveOp::kSend ? "send to the next" : "receive from the last")
+                    << " first") {
+      Harness h(5);
+      const auto hang = h.run([&](int64_t r, Backend& b) {
+        Tensor t({2}, DType::kFloat32);
+        const int64_t next = (r + 1) % 5, last = (r + 4) % 5;
+        if (first == CollectiveOp::kSend) b.send(t, next, h.world_group(r));
+        b.recv(t, last, h.world_group(r));
+        if (first == CollectiveOp::kRecv) b.send(t, next, h.world_group(r));
+      });
+      REQUIRE(hang);
+      CHECK(hang->cause == HangCause::kPointToPointCycle);
+      CHECK(hang->legacy_cause == HangCause::kOrderInversion);
+      CHECK(hang->culprits == std::vector<int64_t>{0, 1, 2, 3, 4});
+      CHECK(hang->summary.at(0).starts_with(
+          "ranks 0-4 (5 ranks) wait for each other in a ring of blocking send/recv"));
+      const std::string rank0 = first == CollectiveOp::kSend
+                                    ? "  rank 0 waits in send(float32[2], dst=1) on WORLD p2p 0→1"
+                                    : "  rank 0 waits in recv(float32[2], src=4) on WORLD p2p 4→0";
+      CHECK(hang->summary.at(1).starts_with(rank0));
+      CHECK(hang->summary.at(5) == "  ... and 1 more in the ring");
+    }
+  }
+  SECTION("a pipeline of sends that ends in a collective is not a ring") {
+    Harness h(3);
+    const auto hang = h.run([&](int64_t r, Backend& b) {
+      Tensor t({2}, DType::kFloat32);
+      if (r < 2) b.send(t, r + 1, h.world_group(r));
+      if (r == 2) b.barrier(h.world_group(r));
+    });
+    REQUIRE(hang);
+    CHECK(hang->cause == HangCause::kUnmatchedPointToPoint);
+    CHECK(hang->culprits == std::vector<int64_t>{2});
+    CHECK(hang->summary.at(1) ==
+          "also blocked: rank 0 in send(float32[2], dst=1) on WORLD p2p 0→1 seq 1");
+  }
+}
+
+TEST_CASE("runtime: a desync does not hide a rank that skipped a collective elsewhere",
+          "[sim][runtime][hang]") {
+  Harness h(4);
+  const auto hang = h.run([&](int64_t r, Backend& b) {
+    // Pair {0, 1} disagrees on the size; in pair {2, 3}, rank 3 never calls the barrier.
+    const Group pair{r < 2 ? "1" : "2",
+                     r < 2 ? std::vector<int64_t>{0, 1} : std::vector<int64_t>{2, 3}, r};
+    Tensor t({r == 1 ? 8 : 4}, DType::kFloat32);
+    if (r < 2) b.all_reduce(t, ReduceOp::kSum, pair);
+    if (r == 2) b.barrier(pair);
+  });
+  REQUIRE(hang);
+  CHECK(hang->kind == HangKind::kDesync);
+  CHECK(hang->cause == HangCause::kSignatureMismatch);
+  CHECK(hang->culprits == std::vector<int64_t>{0, 1, 3});
+  REQUIRE(hang->summary.size() >= 3);
+  CHECK(hang->summary.at(1).starts_with("rank 3 finished without calling barrier() on 2"));
+  CHECK(hang->summary.at(2).starts_with("rank 2 waits for it there"));
 }
 
 TEST_CASE("runtime: every desync is reported, whatever the schedule", "[sim][runtime][hang]") {

@@ -69,9 +69,48 @@ TEST_CASE("dtensor steps: mistakes are refused with file:line:col", "[sim][dtens
         "t.toml:10:39: unknown key \"like\" in to_local (expected one of: tensor, out)");
 }
 
+TEST_CASE("dtensor steps: placements are checked against the tensor's dims at load time",
+          "[sim][dtensor][errors]") {
+  // The dims of a factory's shape, of a tensor constructor, and of what redistribute, to_local
+  // and recv keep.
+  CHECK(load_error(kWorld4 + "[[step]]\nredistribute = { tensor = \"w\", placements = "
+                             "[\"Shard(1)\", \"R\"] }\n") ==
+        "t.toml:10:46: Shard(1) shards dim 1 of a 1-d tensor (dims: -1 to 0)");
+  CHECK(load_error(kWorld4 +
+                   "[[step]]\nredistribute = { tensor = \"w\", placements = [\"R\", \"R\"], "
+                   "out = \"r\" }\n[[step]]\nredistribute = { tensor = \"r\", placements = "
+                   "[\"R\", \"Shard(-2)\"] }\n") ==
+        "t.toml:12:51: Shard(-2) shards dim -2 of a 1-d tensor (dims: -1 to 0)");
+  CHECK(load_error(kWorld4 +
+                   "[[step]]\nrecv = { like = \"zeros(2, 3)\", src = 0, out = \"l\" }\nwhen = "
+                   "\"rank == 1\"\n[[step]]\nfrom_local = { name = \"d\", local = \"l\", mesh = "
+                   "\"m\", placements = [\"Shard(2)\", \"R\"] }\n") ==
+        "t.toml:13:67: Shard(2) shards dim 2 of a 2-d tensor (dims: -2 to 1)");
+  CHECK(load_error(kWorld4 +
+                   "[[step]]\nto_local = { tensor = \"w\", out = \"l\" }\n[[step]]\nfrom_local = { "
+                   "name = \"d\", local = \"l\", mesh = \"m\", placements = [\"Shard(1)\", "
+                   "\"R\"] }\n") ==
+        "t.toml:12:67: Shard(1) shards dim 1 of a 1-d tensor (dims: -1 to 0)");
+  // Without a mesh, the count is checked against the DTensor's own.
+  CHECK(
+      load_error(kWorld4 + "[[step]]\nredistribute = { tensor = \"w\", placements = [\"R\"] }\n") ==
+      "t.toml:10:45: 1 placements for mesh \"m\", which has 2 dims");
+  // A name set with different dims (under different `when`s) is not checked: the file may be
+  // right on every rank that runs the step.
+  CHECK(load_error(kWorld4 +
+                   "[[step]]\ndtensor = { name = \"w\", mesh = \"m\", shape = [4, 4] }\nwhen = "
+                   "\"rank < 2\"\n[[step]]\nredistribute = { tensor = \"w\", placements = "
+                   "[\"Shard(1)\", \"R\"] }\nwhen = \"rank < 2\"\n") == "(loaded)");
+}
+
 TEST_CASE("redistribute: errors as DTensor raises them, on every rank", "[sim][dtensor]") {
+  // The dims of all_gather_into_tensor's result are not known before the run.
   const ScenarioResult r = run_scenario(load_scenario_text(
-      kWorld4 + "[[step]]\nredistribute = { tensor = \"w\", placements = [\"Shard(1)\", \"R\"] }\n",
+      kWorld4 +
+          "[[step]]\nall_gather_into_tensor = { tensor = \"ones(2)\", out = \"g\" "
+          "}\n[[step]]\nfrom_local = { "
+          "name = \"d\", local = \"g\", mesh = \"m\" }\n[[step]]\nredistribute = { tensor = \"d\", "
+          "placements = [\"Shard(1)\", \"R\"] }\n",
       "t.toml"));
   REQUIRE(r.failures.size() == 4);
   for (const auto& f : r.failures) {
