@@ -462,11 +462,25 @@ with tempfile.TemporaryDirectory() as tmp:
         f.write('[scenario]\nname = "budget"\nworld_size = 4\n'
                 '[[step]]\ntensor = { name = "x", value = "full(100000 + rank, 1)" }\n'
                 '[[expect]]\nrank_failed = { rank = 0, type = "MemoryError", '
-                'contains = "a tensor needs 390.6 KiB, but tensors already hold 0 B of the '
-                '256.0 KiB memory budget" }\n')
+                'contains = "a tensor needs 390.6 KiB, but 0 B of the '
+                '256.0 KiB memory budget is in use" }\n')
     r = run("run", "--no-time", "--max-memory", "256K", budget)
     check(r.returncode == 0 and "1 passed, 0 failed" in r.stdout,
           "a tensor over --max-memory fails its rank with MemoryError: " + r.stdout[-600:])
+    # Process groups count too: a loop that builds a mesh on every pass fails on every rank at
+    # the same new_group, not after eating the machine.
+    with open(budget, "w") as f:
+        f.write('[scenario]\nname = "groups"\nworld_size = 4\n'
+                '[[step]]\nrepeat = { var = "i", count = 1000000 }\n'
+                '[[step]]\nmesh = { name = "m", shape = [2, 2] }\n'
+                '[[step]]\nend_repeat = "i"\n'
+                '[[expect]]\nrank_failed = { rank = 0, type = "MemoryError", '
+                'contains = "process groups needs" }\n'
+                '[[expect]]\nrank_failed = { rank = 3, type = "MemoryError", line = 6 }\n'
+                '[[expect]]\nno_hang = true\n')
+    r = run("run", "--no-time", "--max-memory", "1M", budget)
+    check(r.returncode == 0 and "1 passed, 0 failed" in r.stdout,
+          "process groups over --max-memory fail every rank with MemoryError: " + r.stdout[-600:])
 
     # Reports stay proportional: a dump of 10^7 rows holds runs, not indices.
     shards = os.path.join(tmp, "shards.json")

@@ -27,10 +27,12 @@ const Step* ProgramCounter::next() {
         next_ = mark.partner + 1;
         continue;
       }
+      count_pass(mark);
       frames_.push_back({next_, count});
       loops.emplace_back(mark.var, 0);
       ++next_;
     } else if (++loops.back().second < frames_.back().count) {
+      count_pass(*steps_[frames_.back().begin]->loop);
       next_ = frames_.back().begin + 1;
     } else {
       frames_.pop_back();
@@ -39,6 +41,14 @@ const Step* ProgramCounter::next() {
     }
   }
   return nullptr;
+}
+
+void ProgramCounter::count_pass(const LoopMark& loop) {
+  if (++passes_ <= LoopMark::kMaxCount) return;
+  throw value_error(
+      fmt::format("repeat \"{}\": this rank's loop bodies ran {} times in all, the "
+                  "most allowed (nested counts multiply)",
+                  loop.var, LoopMark::kMaxCount));
 }
 
 std::string ProgramCounter::loop_position() const {

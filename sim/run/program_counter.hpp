@@ -18,7 +18,8 @@ class ProgramCounter {
 
   // The next step to run (never a loop mark), or null at the end of the program. A repeat's
   // `when` and count are evaluated here: their errors (meshsim::Error, ValueError for a count
-  // outside [0, LoopMark::kMaxCount]) are thrown with current() at the repeat.
+  // outside [0, LoopMark::kMaxCount], or more passes of loop bodies than that in all) are
+  // thrown with current() at the repeat or end_repeat.
   const Step* next();
   // The step last returned, or the repeat being evaluated.
   const Step& current() const { return *steps_[current_]; }
@@ -35,6 +36,10 @@ class ProgramCounter {
   size_t next_ = 0;
   size_t current_ = 0;
   std::vector<Frame> frames_;
+  int64_t passes_ = 0;  // of loop bodies, every loop together
+
+  // Counts one more pass of `loop`'s body; ValueError past LoopMark::kMaxCount in all.
+  void count_pass(const LoopMark& loop);
 };
 
 }  // namespace meshsim::sim

@@ -39,9 +39,17 @@ void StoreBarrier::execute(Meeting& m) {
     }
     it->ranks.push_back(members[i]);
   }
-  // The lowest rank's request names the groups for everyone who agrees with it.
-  for (const GroupRequest& request : requests) {
-    for (int64_t rank : request.ranks) groups_.define(first, request.batch, rank, request.origin);
+  // The lowest rank's request names the groups for everyone who agrees with it. A failure (the
+  // table outgrew the memory budget) or a listener's (a communicator NCCL could not create)
+  // belongs to the barrier: every rank gets it, and time still passes.
+  std::exception_ptr failure;
+  try {
+    for (const GroupRequest& request : requests) {
+      for (int64_t rank : request.ranks) groups_.define(first, request.batch, rank, request.origin);
+    }
+  } catch (...) {
+    forget_unwound_frames();
+    failure = std::current_exception();
   }
   if (requests.size() > 1) {
     std::vector<std::string> parts;
@@ -53,10 +61,7 @@ void StoreBarrier::execute(Meeting& m) {
                                     names_of(first, requests.front().batch->count()),
                                     fmt::join(parts, "; ")));
   }
-  // A listener's failure (a communicator NCCL could not create) belongs to the barrier: every
-  // rank gets it, and time still passes.
-  std::exception_ptr failure;
-  if (listener_ != nullptr) {
+  if (listener_ != nullptr && !failure) {
     try {
       listener_->groups_defined(first, requests);
     } catch (...) {

@@ -41,7 +41,15 @@ const LoadContext::MeshInfo& LoadContext::require_mesh(const toml::node& node,
 
 std::string LoadContext::dim_name(const toml::node& node, const std::string& mesh_name,
                                   const MeshInfo& info) const {
-  if (const auto* index = node.as_integer()) return std::to_string(index->get());
+  if (const auto* index = node.as_integer()) {
+    const int64_t i = index->get();
+    if (i < 0 || static_cast<size_t>(i) >= info.ndim) {
+      fail(node, fmt::format("mesh dim {} is out of range for a {}-d mesh (dims 0 to {}{}{})", i,
+                             info.ndim, info.ndim - 1,
+                             info.dims.empty() ? "" : ", or a name: ", fmt::join(info.dims, ", ")));
+    }
+    return std::to_string(i);
+  }
   const std::string name = string_of(node, "dim");
   std::vector<std::string> known = info.dims;
   for (const std::string& f : flattened_of(info.root)) known.push_back(f);

@@ -40,8 +40,8 @@ class LoadContext : public ExpressionSchema {
   std::optional<std::vector<std::string>> mesh_dims(const std::string& mesh) const override;
   // The declared mesh `name`, spelled at `node`; InputError "unknown mesh" otherwise.
   const MeshInfo& require_mesh(const toml::node& node, const std::string& name) const;
-  // A dim of `mesh` given at `node`: an index (as decimal text, range-checked when run) or a
-  // name among its dims or the flattened dims of its root; InputError otherwise.
+  // A dim of `mesh` given at `node`: an index in [0, ndim) (as decimal text) or a name among its
+  // dims or the flattened dims of its root; InputError otherwise.
   std::string dim_name(const toml::node& node, const std::string& mesh, const MeshInfo& info) const;
   // The `when` of the entry being read (null: none), for ranks_running_entry().
   void set_entry_when(const Expression* when) { entry_when_ = when; }
@@ -96,7 +96,8 @@ class LoadContext : public ExpressionSchema {
   struct OpenLoop {
     std::string var;
     SourceLocation where;
-    size_t step;  // index of its repeat step in the program
+    size_t step;         // index of its repeat step in the program
+    int64_t passes = 1;  // of its body, as far as constant counts tell (outer loops' included)
   };
   const std::vector<OpenLoop>& open_loops() const { return loops_; }
   void open_loop(OpenLoop loop) { loops_.push_back(std::move(loop)); }

@@ -322,6 +322,17 @@ class NoHangExpectation final : public OutcomeExpectation {
 
 // waits_for = { 0 = [1, 2] } (ranks) and waiting_in = { 0 = "world.tp#0" } (a group name, or a
 // list of them): a non-empty table keyed by ranks.
+// An array of ranks of the world.
+void check_ranks(const toml::node& node, std::string_view what, const LoadContext& ctx) {
+  const std::vector<int64_t> ranks = ctx.integers_of(node, what);
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (ranks[i] < 0 || ranks[i] >= ctx.world_size()) {
+      ctx.fail(*node.as_array()->get(i), fmt::format("{} is not a rank of this world (0 to {})",
+                                                     ranks[i], ctx.world_size() - 1));
+    }
+  }
+}
+
 void check_rank_table(const toml::table& table, std::string_view key, const LoadContext& ctx) {
   const toml::node* node = table.get(key);
   if (node == nullptr) return;
@@ -333,7 +344,7 @@ void check_rank_table(const toml::table& table, std::string_view key, const Load
   for (const auto& [rank, value] : *ranks) {
     ctx.rank_of_key(rank, key);
     if (key == "waits_for") {
-      ctx.integers_of(value, "the ranks it waits for");
+      check_ranks(value, "the ranks it waits for", ctx);
     } else if (!value.is_string()) {
       ctx.fail(value, "waiting_in names a group: \"world.tp#0\", \"WORLD\" or c10d's id");
     }
@@ -427,6 +438,12 @@ std::unique_ptr<OutcomeExpectation> parse_outcome(std::string_view key, const to
                     "deadlock");
       check_rank_table(*table, "waits_for", ctx);
       check_rank_table(*table, "waiting_in", ctx);
+    }
+    for (const char* ranks : {"culprits", "waiting", "missing", "late", "ranks"}) {
+      if (const toml::node* n = table->get(ranks)) check_ranks(*n, ranks, ctx);
+    }
+    if (const toml::node* c = table->get("count"); c && ctx.integer_of(*c, "count") < 1) {
+      ctx.fail(*c, "a desync expectation's count is at least 1 (no desync: write no_hang = true)");
     }
     if (const toml::node* cause = table->get("cause")) {
       const std::string c = ctx.string_of(*cause, "cause");

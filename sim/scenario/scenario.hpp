@@ -36,6 +36,7 @@ struct LoopMark {
   std::string var;
   std::optional<Expression> count;  // on the repeat
   size_t partner = 0;
+  // The most a count may be, and the most passes of loop bodies one rank may make in all.
   static constexpr int64_t kMaxCount = int64_t{1} << 24;
 };
 

@@ -157,9 +157,17 @@ std::unique_ptr<Step> parse_loop_mark(const toml::table& table, LoadContext& ctx
         c && (*c < 0 || *c > LoopMark::kMaxCount)) {
       ctx.fail(count, fmt::format("count must be between 0 and {}", LoopMark::kMaxCount));
     }
+    // Nested counts multiply: the body's passes in all are bounded like one count.
+    const int64_t outer = ctx.open_loops().empty() ? 1 : ctx.open_loops().back().passes;
+    const int64_t passes = outer * mark.count->constant_value().value_or(1);  // <= 2^48
+    if (passes > LoopMark::kMaxCount) {
+      ctx.fail(count, fmt::format("this repeat's body would run {} times with the loops around "
+                                  "it; nested counts multiply, and at most {} passes are allowed",
+                                  passes, LoopMark::kMaxCount));
+    }
     if (const toml::node* w = table.get("when")) step->when = ctx.expression_of(*w, "when");
     step->kind = "repeat";
-    ctx.open_loop({mark.var, step->where, steps.size()});
+    ctx.open_loop({mark.var, step->where, steps.size(), passes});
   } else {
     const toml::node& end = *table.get("end_repeat");
     ctx.only_keys(table, {"end_repeat"}, "a [[step]] with end_repeat");

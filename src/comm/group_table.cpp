@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "src/error.hpp"
+#include "src/tensor/memory_budget.hpp"
 
 namespace meshsim {
 
@@ -14,6 +15,15 @@ GroupTable::GroupTable(int64_t world_size) : world_size_(world_size) {
   std::iota(all.begin(), all.end(), 0);
   world_ = lists_.intern(all);
   entries_.push_back({0, GroupBatch::of_members(world_), "WORLD"});
+}
+
+GroupTable::~GroupTable() {
+  MemoryBudget::release(charged_);
+}
+
+uint64_t GroupTable::bytes_of(const GroupBatch& batch, const std::string& origin) {
+  constexpr uint64_t kBytesPerGroupId = 16;
+  return sizeof(Entry) + origin.size() + kBytesPerGroupId * batch.count();
 }
 
 SharedRankMap GroupTable::identity_map(int64_t n) {
@@ -63,6 +73,9 @@ void GroupTable::define(int64_t first, SharedGroupBatch batch, int64_t rank, std
   if (batch->count() == 0) return;
   const int64_t end = entries_.back().end();
   if (first == end) {
+    const uint64_t bytes = bytes_of(*batch, origin);
+    MemoryBudget::reserve(bytes, "process groups");
+    charged_ += bytes;
     entries_.push_back({first, std::move(batch), std::move(origin)});
     return;
   }
@@ -74,6 +87,9 @@ void GroupTable::define(int64_t first, SharedGroupBatch batch, int64_t rank, std
   if (!mine.empty() && mine.back().first == first && mine.back().batch->same_groups(*batch)) return;
   MESHSIM_ASSERT(mine.empty() || mine.back().end() <= first,
                  fmt::format("rank {} names group {} twice", rank, first));
+  const uint64_t bytes = bytes_of(*batch, origin);
+  MemoryBudget::reserve(bytes, "process groups");
+  charged_ += bytes;
   mine.push_back({first, std::move(batch), std::move(origin)});
 }
 

@@ -23,6 +23,9 @@ namespace meshsim {
 class GroupTable {
  public:
   explicit GroupTable(int64_t world_size);
+  ~GroupTable();
+  GroupTable(const GroupTable&) = delete;
+  GroupTable& operator=(const GroupTable&) = delete;
 
   int64_t world_size() const { return world_size_; }
   // WORLD's members, 0..world_size-1.
@@ -40,6 +43,8 @@ class GroupTable {
   // Names `batch`'s groups first, first + 1, ... as `rank` sees them. The first rank to define a
   // name defines it for every rank that agrees; a rank with other members keeps its own.
   // `origin` says what created them, for reports: "world.tp" (a mesh dim), "a" (a named group).
+  // A new name is charged to the MemoryBudget (a loop creating meshes grows the table): throws
+  // its MemoryError, defining nothing, when it does not fit.
   void define(int64_t first, SharedGroupBatch batch, int64_t rank, std::string origin = {});
   // Members of group `id` as `rank` sees it; null when no such group was defined.
   RankList members(int64_t id, int64_t rank) const;
@@ -60,7 +65,12 @@ class GroupTable {
   // The entry holding `id` in `entries` (sorted by first), or null.
   static const Entry* covering(const std::vector<Entry>& entries, int64_t id);
 
+  // What one defined entry costs: the entry, its origin, and a slot per group id in the
+  // rendezvous and reports.
+  static uint64_t bytes_of(const GroupBatch& batch, const std::string& origin);
+
   int64_t world_size_;
+  uint64_t charged_ = 0;  // bytes held against the MemoryBudget
   RankList world_;
   std::vector<Entry> entries_;                       // what every agreeing rank sees
   std::map<int64_t, std::vector<Entry>> overrides_;  // by rank: names it sees differently

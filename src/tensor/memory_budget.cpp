@@ -45,9 +45,9 @@ void MemoryBudget::reserve(uint64_t bytes, std::string_view what) {
   uint64_t used = g_in_use.load();
   do {
     if (bytes > limit || used > limit - bytes) {
-      throw memory_error(fmt::format(
-          "{} needs {}, but tensors already hold {} of the {} memory budget (--max-memory)", what,
-          format_bytes(bytes), format_bytes(used), format_bytes(limit)));
+      throw memory_error(
+          fmt::format("{} needs {}, but {} of the {} memory budget is in use (--max-memory)", what,
+                      format_bytes(bytes), format_bytes(used), format_bytes(limit)));
     }
   } while (!g_in_use.compare_exchange_weak(used, used + bytes));
   uint64_t peak = g_peak.load();

@@ -7,6 +7,7 @@
 #include "src/comm/group_creator.hpp"
 #include "src/error.hpp"
 #include "src/mesh/mesh_layout.hpp"
+#include "src/tensor/memory_budget.hpp"
 #include "tests/splitmix.hpp"
 
 using meshsim::Axis;
@@ -111,4 +112,35 @@ TEST_CASE("group_table: a rank table is shared by every rank and counted once",
   CHECK(a->position(-1) == -1);
   CHECK_FALSE(a->has_repeats());
   CHECK(groups.rank_map(Ints{1, 1})->has_repeats());
+}
+
+TEST_CASE("group_table: names count against the memory budget until the table goes",
+          "[comm][group_table][limits]") {
+  struct Restore {
+    ~Restore() { meshsim::MemoryBudget::set_limit(meshsim::MemoryBudget::kUnlimited); }
+  } restore;
+  const uint64_t before = meshsim::MemoryBudget::in_use();
+  meshsim::MemoryBudget::set_limit(before + 4096);
+  {
+    auto table = std::make_shared<GroupTable>(4);
+    LocalGroupCreator r0(0, table);
+    const Ints pair01{0, 1};
+    // A loop creating groups fills the budget; the one that does not fit is a MemoryError.
+    int64_t created = 0;
+    std::string error;
+    for (; created < 1000; ++created) {
+      try {
+        r0.new_group(pair01);
+      } catch (const meshsim::Error& e) {
+        error = e.what();
+        break;
+      }
+    }
+    CHECK(created > 10);
+    CHECK(created < 1000);
+    CHECK(meshsim::MemoryBudget::in_use() > before);
+    CHECK_THAT(error, Catch::StartsWith("process groups needs "));
+    CHECK_THAT(error, Catch::EndsWith("of the 4.0 KiB memory budget is in use (--max-memory)"));
+  }
+  CHECK(meshsim::MemoryBudget::in_use() == before);
 }

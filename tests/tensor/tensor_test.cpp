@@ -142,8 +142,8 @@ TEST_CASE("tensor: storage counts against the memory budget", "[tensor][limits]"
     shared.set(0, 1.0);  // now it has its own
     CHECK(meshsim::MemoryBudget::in_use() == before + 4096);
     CHECK(error_of([] { Tensor({1}, DType::kUInt8); }) ==
-          "MemoryError: a tensor needs 1 B, but tensors already hold 4.0 KiB of the 4.0 KiB "
-          "memory budget (--max-memory)");
+          "MemoryError: a tensor needs 1 B, but 4.0 KiB of the 4.0 KiB memory budget is in use "
+          "(--max-memory)");
     // Meta tensors hold no bytes.
     Tensor m({int64_t{1} << 40}, DType::kFloat32, Tensor::Storage::kMeta);
   }

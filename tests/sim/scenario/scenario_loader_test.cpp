@@ -241,6 +241,13 @@ TEST_CASE("scenario_loader: repeat mistakes are refused with file:line:col",
              Catch::Contains("\"2x\" cannot name a loop variable"));
   CHECK_THAT(load_error("[[step]]\nrepeat = { var = \"i\", count = -1 }\n"),
              Catch::Contains("count must be between 0 and 16777216"));
+  // Nested counts multiply; a count known only when run is counted as 1 here.
+  CHECK_THAT(load_error("[[step]]\nrepeat = { var = \"i\", count = 4096 }\n[[step]]\nrepeat = { "
+                        "var = \"j\", count = \"rank\" }\n[[step]]\nrepeat = { var = \"k\", "
+                        "count = 4097 }\n"),
+             Catch::Contains("t.toml:9:31: this repeat's body would run 16781312 times with the "
+                             "loops around it; nested counts multiply, and at most 16777216 "
+                             "passes are allowed"));
   CHECK_THAT(load_error("[[step]]\nrepeat = { var = \"i\", count = 2, by = 1 }\n"),
              Catch::Contains("unknown key \"by\""));
   // A variable outside its loop, or another name, is unknown where it is written.
@@ -274,6 +281,26 @@ end_repeat = "i"
   CHECK(r.failures[3]->step == "repeat");
   CHECK(r.failures[3]->where.to_string() == "t.toml:5:1");
   CHECK_FALSE(r.failures[0]);
+}
+
+TEST_CASE("runner: a rank's loop bodies run at most 2^24 times in all", "[sim][runner][repeat]") {
+  // Rank 1 passes 4095 * 4097 + 4095 times (over the cap), rank 0 4095 * 4096 + 4095 (under).
+  const ScenarioResult r = run_text(R"toml(
+[[step]]
+repeat = { var = "i", count = "4095" }
+[[step]]
+repeat = { var = "j", count = "4096 * (1 - rank) + 4097 * rank" }
+[[step]]
+end_repeat = "j"
+[[step]]
+end_repeat = "i"
+)toml");
+  CHECK_FALSE(r.failures[0]);
+  REQUIRE(r.failures[1]);
+  CHECK(r.failures[1]->error_type == "ValueError");
+  CHECK(r.failures[1]->message ==
+        "repeat \"j\": this rank's loop bodies ran 16777216 times in all, the most allowed "
+        "(nested counts multiply)");
 }
 
 TEST_CASE("outcome expectations: groups match exactly, by label or by c10d's id",
@@ -342,6 +369,10 @@ TEST_CASE("queries: my group, intra-node groups, process group counts", "[sim][q
         "t.toml:9:14: intra_node needs gpus_per_node in [scenario] (how many ranks share a host)");
   CHECK(load_error(mesh + "[[expect]]\nmy_group = \"m\"\nequals = [0]\n") ==
         "t.toml:9:12: my_group needs a dim");
+  CHECK(load_error(mesh + "[[expect]]\nmy_group = { mesh = \"m\", dim = -1 }\nequals = [0]\n") ==
+        "t.toml:9:32: mesh dim -1 is out of range for a 2-d mesh (dims 0 to 1, or a name: dp, tp)");
+  CHECK(load_error(mesh + "[[step]]\nbarrier = { group = { mesh = \"m\", dim = 2 } }\n") ==
+        "t.toml:9:41: mesh dim 2 is out of range for a 2-d mesh (dims 0 to 1, or a name: dp, tp)");
   CHECK(load_error(mesh + "[[expect]]\nprocess_groups = \"all\"\nequals = 1\n") ==
         "t.toml:9:18: process_groups is \"created\" (every group created, WORLD included) or "
         "\"joined\" (the groups this rank is a member of)");
@@ -451,6 +482,16 @@ TEST_CASE("hang expectations: several desyncs, wait-for edges, no hang", "[sim][
         "t.toml:5:29: waiting_in keys are ranks from 0 to 3, not \"00\"");
   CHECK(load_error("[[expect]]\ndeadlock = { waits_for = { 0 = \"1\" } }\n") ==
         "t.toml:5:32: the ranks it waits for must be an array of integers, not a string");
+  // Rank lists name ranks of the world; a desync expectation expects at least one.
+  CHECK(load_error("[[expect]]\ndeadlock = { waits_for = { 0 = [1, 30] } }\n") ==
+        "t.toml:5:36: 30 is not a rank of this world (0 to 3)");
+  CHECK(load_error("[[expect]]\ndeadlock = { culprits = [99] }\n") ==
+        "t.toml:5:26: 99 is not a rank of this world (0 to 3)");
+  CHECK(load_error("[[expect]]\ntimeout = { late = [-1] }\n") ==
+        "t.toml:5:21: -1 is not a rank of this world (0 to 3)");
+  CHECK(load_error("[[expect]]\ndesync = { count = 0 }\n") ==
+        "t.toml:5:20: a desync expectation's count is at least 1 (no desync: write no_hang = "
+        "true)");
   CHECK(load_error("[[expect]]\nvalue = 1\nby_rank = {}\n") ==
         "t.toml:6:11: by_rank names no rank");
   CHECK(load_error("[[expect]]\nno_hang = false\n") ==
