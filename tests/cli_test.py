@@ -267,6 +267,14 @@ with tempfile.TemporaryDirectory() as tmp:
     check(sorted(e["tid"] for e in hung) == [0, 1, 2] and
           all(e["name"] == "all_reduce WORLD #2 (hung)" and e["args"]["waiting_for"] == "3"
               for e in hung), f"hung collective as open slices: {hung[:2]}")
+    # A hung new_group is an open slice too, without --trace-setup, naming what it creates and the
+    # PyTorch call that creates it.
+    r = run("run", "--no-time", "--trace", trace, in_root("scenarios", "hang_submesh_some_ranks.toml"))
+    hung = {e["tid"]: e for e in json.load(open(trace))["traceEvents"] if e["ph"] == "B"}
+    check(sorted(hung) == [0, 1, 2, 3] and
+          hung[0]["name"] == "new_group store (WORLD) #1 (hung)" and
+          hung[0]["args"]["creating"] == 'pair [0, 1] for init_device_mesh("cuda", (2,))' and hung[0]["args"]["waiting_for"] == "2-3" and
+          hung[3]["name"] == "barrier WORLD #1 (hung)", f"a hung new_group is an open slice: {hung}")
 
     # Seeded faults are reproducible and named in the report and the rerun line.
     outs = [run("run", "--no-time", "--faults-seed", "5", in_root("scenarios", "collectives_results.toml")).stdout

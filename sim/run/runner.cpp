@@ -206,21 +206,22 @@ ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options)
   // The first stall or timeout is the one reported; later stalls (after aborts) only abort.
   auto keep_hang = [&](const HangReport& report) {
     if (result.hang) return;
-    // The hung collective, as a slice that never ends on every rank blocked in it.
+    // The hung collective, as a slice that never ends on every rank blocked in it; a hung
+    // new_group too, even when its completed store barriers are left out (--trace-setup).
     if (options.trace) {
       for (const HangReport::Rank& r : report.ranks) {
         if (r.wait < 0) continue;
         const OpenWait& w = report.waits[static_cast<size_t>(r.wait)];
-        if (w.signature.op == CollectiveOp::kNewGroup && !options.trace_setup) continue;
+        nlohmann::json args = {{"signature", r.waiting->signature.describe()},
+                               {"group", w.group},
+                               {"seq", w.seq},
+                               {"waiting_for", rank_ranges(w.missing)},
+                               {"cause", hang_cause_name(report.cause)}};
+        if (!w.creating.empty()) args["creating"] = w.creating;
         trace.open_slice(r.rank,
                          fmt::format("{} {} #{} (hung)",
                                      collective_op_name(r.waiting->signature.op), w.channel, w.seq),
-                         "hung", r.activity.clock,
-                         {{"signature", r.waiting->signature.describe()},
-                          {"group", w.group},
-                          {"seq", w.seq},
-                          {"waiting_for", rank_ranges(w.missing)},
-                          {"cause", hang_cause_name(report.cause)}});
+                         "hung", r.activity.clock, std::move(args));
       }
     }
     result.hang_text = report.text();

@@ -27,6 +27,7 @@ struct Exchange {
   const SharedGroupBatch* new_groups = nullptr;  // new_group: the groups this rank asks for
   int64_t first_group = 0;                       // new_group: the name its first group gets
   const std::string* group_origin = nullptr;     // new_group: what reports call them
+  const std::string* group_operation = nullptr;  // new_group: the call creating them, or empty
   bool arrived = false;
   double arrived_at = 0.0;  // the rank's virtual clock when it arrived
 };

@@ -242,6 +242,8 @@ std::vector<OpenWait> Rendezvous::open_waits(std::vector<int64_t>& wait_of) cons
         const GroupBatch& batch = **e.new_groups;
         w.creating = fmt::format("{}{} {}", e.group_origin ? *e.group_origin : "new_group",
                                  batch.count() > 1 ? "'s" : "", batch.describe());
+        if (e.group_operation != nullptr && !e.group_operation->empty())
+          w.creating += " for " + *e.group_operation;
       }
       for (size_t i = 0; i < m.size(); ++i) {
         (m.exchanges[i].arrived ? w.arrived : w.missing).push_back((*m.members)[i]);

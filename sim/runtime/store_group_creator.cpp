@@ -82,7 +82,10 @@ void StoreGroupCreator::store_barrier(const SharedGroupBatch& batch, int64_t fir
   const Group store("store", world_ranks(), rank());
   const double entered_at = activity_.clock;
   rendezvous_.meet(rank(), store, sig,
-                   {.new_groups = &batch, .first_group = first, .group_origin = &creating()},
+                   {.new_groups = &batch,
+                    .first_group = first,
+                    .group_origin = &creating(),
+                    .group_operation = &operation()},
                    barrier_);
   if (trace_ != nullptr) {
     trace_->meeting(rank(), sig, kStoreGroupId, store.size(), activity_.last_seq, entered_at,

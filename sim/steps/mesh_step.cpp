@@ -54,13 +54,25 @@ struct Unflatten {
   std::vector<std::string> names;
 };
 
+// ("pp", "dp") as Python writes a tuple: ("dp",) for one.
+template <typename T>
+std::string python_tuple(const std::vector<T>& items, bool quoted) {
+  std::vector<std::string> parts;
+  for (const T& item : items)
+    parts.push_back(quoted ? fmt::format("\"{}\"", item) : fmt::format("{}", item));
+  return fmt::format("({}{})", fmt::join(parts, ", "), parts.size() == 1 ? "," : "");
+}
+
+class MeshStep;
+std::string python_call(const MeshStep& step, const std::string& default_device);
+
 class MeshStep final : public Step {
  public:
   // The mesh's groups are labelled with its name while it is built. No RAII guard: a destructor
   // run while an exception unwinds a fiber stack trips ASan (fiber_stack.hpp); the catch site
   // forgets the unwound frames first.
   void run(RankState& rank) const override {
-    rank.groups().set_label_prefix(name_);
+    rank.groups().set_label_prefix(name_, operation_);
     try {
       build(rank);
     } catch (...) {
@@ -96,6 +108,7 @@ class MeshStep final : public Step {
   std::optional<std::vector<std::string>> slice_;
   std::optional<std::string> flatten_;  // "" = default name
   std::optional<Unflatten> unflatten_;
+  std::string operation_;  // the PyTorch call, for reports of a hung new_group
 
  private:
   std::string device(const RankState& rank) const {
@@ -107,6 +120,39 @@ class MeshStep final : public Step {
     return DeviceMesh::from_rank_table(rank.groups(), device(rank), t, dims_);
   }
 };
+
+// What the step does, as the PyTorch call: init_device_mesh("cuda", (2, 4), mesh_dim_names=
+// ("dp", "tp")), DeviceMesh("cuda", <2x4 rank table>), world["dp", "tp"]._flatten("dp_tp"),
+// w._unflatten("tp", (2, 2), ("a", "b")).
+std::string python_call(const MeshStep& step, const std::string& default_device) {
+  const std::string device = step.device_.empty() ? default_device : step.device_;
+  const std::string names =
+      step.dims_ ? fmt::format(", mesh_dim_names={}", python_tuple(*step.dims_, true)) : "";
+  if (step.from_.empty() && !step.table_) {
+    return fmt::format("init_device_mesh(\"{}\", {}{})", device, python_tuple(step.shape_, false),
+                       names);
+  }
+  if (step.table_) {
+    return fmt::format("DeviceMesh(\"{}\", <{} rank table>{})", device,
+                       fmt::join(step.table_->shape, "x"), names);
+  }
+  std::string call = step.from_;
+  if (step.slice_) {
+    std::vector<std::string> quoted;
+    for (const std::string& d : *step.slice_) quoted.push_back(fmt::format("\"{}\"", d));
+    call += fmt::format("[{}]", fmt::join(quoted, ", "));
+  }
+  if (step.flatten_) {
+    call +=
+        step.flatten_->empty() ? "._flatten()" : fmt::format("._flatten(\"{}\")", *step.flatten_);
+  }
+  if (step.unflatten_) {
+    const Unflatten& u = *step.unflatten_;
+    call += fmt::format("._unflatten(\"{}\", {}, {})", u.dim, python_tuple(u.sizes, false),
+                        python_tuple(u.names, true));
+  }
+  return call;
+}
 
 }  // namespace
 
@@ -228,6 +274,7 @@ std::unique_ptr<Step> parse_mesh_definition(const toml::table& table, LoadContex
     }
   }
   ctx.declare_mesh(step->name_, std::move(info));
+  step->operation_ = python_call(*step, ctx.device_type());
   return step;
 }
 

@@ -48,10 +48,20 @@ class GroupCreator {
 
   // What reports call the groups this rank creates next: the scenario's name for the mesh or
   // group being built ("world" makes a dim's groups "world.tp#0", "world.tp#1", ...).
-  void set_label_prefix(std::string prefix) { label_prefix_ = std::move(prefix); }
-  void clear_label_prefix() { label_prefix_.clear(); }
-  // What the groups being created now are called ("world.tp", or "new_group" with no prefix).
+  // `operation` is the PyTorch call that creates them, for reports ("world[\"dp\",
+  // \"tp\"]._flatten()").
+  void set_label_prefix(std::string prefix, std::string operation = {}) {
+    label_prefix_ = std::move(prefix);
+    operation_ = std::move(operation);
+  }
+  void clear_label_prefix() {
+    label_prefix_.clear();
+    operation_.clear();
+  }
+  // What the groups being created now are called ("world.tp", or "new_group" with no prefix),
+  // and the call creating them (empty when not known).
   const std::string& creating() const { return creating_; }
+  const std::string& operation() const { return operation_; }
 
   // Ranks of a group this rank created or joined, by name; null if unknown.
   RankList group_ranks(const std::string& name) const;
@@ -74,6 +84,7 @@ class GroupCreator {
   std::shared_ptr<GroupTable> table_;
   int64_t next_id_ = 1;  // "0" is WORLD
   std::string label_prefix_;
+  std::string operation_;
   std::string creating_;
 };
 

@@ -498,3 +498,34 @@ TEST_CASE("hang expectations: several desyncs, wait-for edges, no hang", "[sim][
         "t.toml:5:11: no_hang = true says the run ends without a hang; to expect one, write "
         "deadlock, desync or timeout");
 }
+
+TEST_CASE("hang reports: a hung new_group names the PyTorch call creating the groups",
+          "[sim][runner][hang]") {
+  const std::string world =
+      "[[mesh]]\nname = \"w\"\nshape = [2, 2, 1]\ndims = [\"pp\", \"dp\", \"tp\"]\n";
+  // Rank 3 skips the mesh step; the others wait in its new_group.
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {"mesh = { name = \"f\", from = \"w\", slice = [\"dp\", \"tp\"], flatten = \"dptp\" }",
+       "new_group creating f.dptp's 2 groups of 2 ([0, 1], ...) for w[\"dp\", "
+       "\"tp\"]._flatten(\"dptp\")"},
+      {"mesh = { name = \"f\", from = \"w\", slice = [\"dp\", \"tp\"], flatten = true }",
+       "new_group creating f.dp_tp's 2 groups of 2 ([0, 1], ...) for w[\"dp\", "
+       "\"tp\"]._flatten()"},
+      {"mesh = { name = \"u\", from = \"w\", unflatten = { dim = \"dp\", sizes = [2, 1], names = "
+       "[\"a\", \"b\"] } }",
+       "for w._unflatten(\"dp\", (2, 1), (\"a\", \"b\"))"},
+      {"mesh = { name = \"t\", ranks = [[0, 1], [2, 3]], dims = [\"x\", \"y\"], device = \"cpu\" "
+       "}",
+       "new_group creating t.x's 2 groups of 2 ([0, 2], ...) for DeviceMesh(\"cpu\", <2x2 rank "
+       "table>, mesh_dim_names=(\"x\", \"y\"))"},
+      {"mesh = { name = \"m\", shape = [2, 2] }",
+       "new_group creating m.dim0's 2 groups of 2 ([0, 2], ...) for init_device_mesh(\"cuda\", "
+       "(2, 2))"},
+  };
+  for (const auto& [step, expected] : cases) {
+    const ScenarioResult r = run_text(world + "[[step]]\n" + step + "\nwhen = \"rank != 3\"\n");
+    REQUIRE(r.hang_text);
+    INFO(*r.hang_text);
+    CHECK(r.hang_text->find(expected) != std::string::npos);
+  }
+}
