@@ -778,6 +778,8 @@ nlohmann::json HangReport::json() const {
     if (w.members->size() <= kListMembersUpTo) j["group_ranks"] = *w.members;
     if (!w.creating.empty()) j["creating"] = w.creating;
     if (w.channel != w.group) j["channel"] = w.channel;
+    // As the per-rank lines print it, members included: "world.tp#1 [4-7]".
+    if (const std::string shown = group_text(w); shown != w.channel) j["shown_as"] = shown;
     waits_json.push_back(std::move(j));
   }
   nlohmann::json ranks_json = nlohmann::json::array();

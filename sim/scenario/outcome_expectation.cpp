@@ -48,11 +48,12 @@ Json common(const std::vector<Json>& values) {
 }
 
 // The names an expectation may give a group the report shows (`entry` is a wait, a desync or a
-// timeout): the report's label ("world.tp#6", "WORLD"), a send/recv's channel ("WORLD p2p 0→1")
-// and c10d's id ("12", as scenarios named groups before labels existed).
+// timeout): the report's label ("world.tp#6", "WORLD"), a send/recv's channel ("WORLD p2p 0→1"),
+// a wait's label with its members as printed ("world.tp#6 [48-55]") and c10d's id ("12", as
+// scenarios named groups before labels existed).
 Json group_aliases(const Json& entry) {
   Json out = Json::array({entry["group"]});
-  for (const char* key : {"channel", "group_id"}) {
+  for (const char* key : {"channel", "shown_as", "group_id"}) {
     if (entry.contains(key)) out.push_back(entry[key]);
   }
   return out;

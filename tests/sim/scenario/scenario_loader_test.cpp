@@ -303,7 +303,7 @@ end_repeat = "i"
         "(nested counts multiply)");
 }
 
-TEST_CASE("outcome expectations: groups match exactly, by label or by c10d's id",
+TEST_CASE("outcome expectations: groups match exactly, by label (with members) or by c10d's id",
           "[sim][runner][hang]") {
   // WORLD is 0, dp's groups 1-2, tp's 3-4: rank 3 skips its tp group's all_reduce (world.tp#1).
   const std::string body = R"toml(
@@ -325,8 +325,10 @@ deadlock = { group = GROUP, culprits = [3] }
     return r.expectations[0].passed;
   };
   CHECK(passes("\"world.tp#1\""));
-  CHECK(passes("\"4\""));               // the numeric id scenarios used before labels existed
-  CHECK_FALSE(passes("\"world.tp\""));  // a prefix is not the group
+  CHECK(passes("\"4\""));                  // the numeric id scenarios used before labels existed
+  CHECK(passes("\"world.tp#1 [2, 3]\""));  // as the per-rank lines print it
+  CHECK_FALSE(passes("\"world.tp#1 [0, 1]\""));  // members that are not the group's
+  CHECK_FALSE(passes("\"world.tp\""));           // a prefix is not the group
   CHECK_FALSE(passes("\"world.tp#10\""));
   CHECK_FALSE(passes("\"3\""));
   CHECK_FALSE(passes("[\"world.tp#1\", \"WORLD\"]"));
