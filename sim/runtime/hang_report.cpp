@@ -86,6 +86,18 @@ bool is_p2p(const OpenWait& w) {
   return w.signature.op == CollectiveOp::kSend || w.signature.op == CollectiveOp::kRecv;
 }
 
+// A send or recv as `rank` calls it, its peer relative to the rank: "recv(float32[4],
+// src=rank-256)", so that a pipeline stage's calls read the same.
+std::string relative_call(const Signature& sig, int64_t rank) {
+  std::string call = sig.describe();
+  if (!sig.root) return call;
+  const std::string key = sig.op == CollectiveOp::kSend ? "dst" : "src";
+  const std::string peer = fmt::format("{}={}", key, *sig.root);
+  if (const size_t at = call.find(peer); at != std::string::npos)
+    call.replace(at, peer.size(), fmt::format("{}=rank{:+}", key, *sig.root - rank));
+  return call;
+}
+
 // "1st", "2nd", "3rd", "4th", ...
 std::string ordinal(int64_t n) {
   const int64_t tens = n % 100;
@@ -530,31 +542,54 @@ class RootCause {
   }
 
   // Blocked ranks the sentences above did not name: what they wait in, biggest groups first.
+  // Sends and recvs are told relative to the rank ("src=rank-256"), so a pipeline stage that
+  // waits on the one before is one entry.
   void say_the_rest() {
     std::sort(r_.culprits.begin(), r_.culprits.end());
     r_.culprits.erase(std::unique(r_.culprits.begin(), r_.culprits.end()), r_.culprits.end());
-    std::map<int64_t, std::vector<int64_t>> by_wait;
+    std::map<std::string, std::vector<int64_t>> by_story;
+    std::vector<std::string> order;  // stories in the order first told
+    const auto tell = [&](const std::string& story, int64_t rank) {
+      std::vector<int64_t>& who = by_story[story];
+      if (who.empty()) order.push_back(story);
+      who.push_back(rank);
+    };
+    std::map<std::string, std::vector<int64_t>> relative;  // send/recv stories
     for (const HangReport::Rank& rank : r_.ranks) {
       if (rank.wait < 0 || mentioned_.contains(rank.rank)) continue;
-      by_wait[rank.wait].push_back(rank.rank);
+      const OpenWait& w = r_.waits[static_cast<size_t>(rank.wait)];
+      if (is_p2p(w)) {
+        relative[fmt::format("in {} on {} p2p seq {}", relative_call(w.signature, rank.rank),
+                             w.group, w.seq)]
+            .push_back(rank.rank);
+      } else {
+        tell(fmt::format("in {} on {} seq {}", w.signature.describe(), w.channel, w.seq),
+             rank.rank);
+      }
     }
-    std::vector<std::pair<int64_t, std::vector<int64_t>>> rest(by_wait.begin(), by_wait.end());
-    std::stable_sort(rest.begin(), rest.end(), [](const auto& a, const auto& b) {
-      return a.second.size() > b.second.size();
+    // A send/recv story of one rank reads better with its peer by number.
+    for (const auto& [story, who] : relative) {
+      if (who.size() > 1) {
+        for (int64_t rank : who) tell(story, rank);
+        continue;
+      }
+      const OpenWait& w = *wait_of(who.front());
+      tell(fmt::format("in {} on {} seq {}", w.signature.describe(), w.channel, w.seq),
+           who.front());
+    }
+    if (order.empty()) return;
+    std::stable_sort(order.begin(), order.end(), [&](const std::string& a, const std::string& b) {
+      return by_story[a].size() > by_story[b].size();
     });
-    if (rest.empty()) return;
     std::vector<std::string> parts;
-    for (size_t i = 0; i < rest.size() && i < kOtherWaitsListed; ++i) {
-      const OpenWait& w = r_.waits[static_cast<size_t>(rest[i].first)];
-      parts.push_back(fmt::format("{} in {} on {} seq {}", ranks_text(rest[i].second),
-                                  w.signature.describe(), w.channel, w.seq));
-    }
+    for (size_t i = 0; i < order.size() && i < kOtherWaitsListed; ++i)
+      parts.push_back(fmt::format("{} {}", ranks_text(by_story[order[i]]), order[i]));
     size_t more = 0;
-    for (size_t i = kOtherWaitsListed; i < rest.size(); ++i) more += rest[i].second.size();
+    for (size_t i = kOtherWaitsListed; i < order.size(); ++i) more += by_story[order[i]].size();
     std::string line = fmt::format("also blocked: {}", fmt::join(parts, "; "));
     if (more > 0)
       line += fmt::format("; {} more ranks in {} other collectives", more,
-                          rest.size() - kOtherWaitsListed);
+                          order.size() - kOtherWaitsListed);
     say(line);
   }
 
@@ -701,14 +736,9 @@ std::string HangReport::text() const {
       if (!w.missing.empty()) what += fmt::format(", waiting for {}", ranks_text(w.missing));
       const Signature& sig = r.waiting->signature;
       if ((sig.op == CollectiveOp::kSend || sig.op == CollectiveOp::kRecv) && sig.root) {
-        const std::string key = sig.op == CollectiveOp::kSend ? "dst" : "src";
-        std::string call = sig.describe();
-        const std::string peer = fmt::format("{}={}", key, *sig.root);
-        if (const size_t at = call.find(peer); at != std::string::npos)
-          call.replace(at, peer.size(), fmt::format("{}=rank{:+}", key, *sig.root - r.rank));
-        relative[static_cast<size_t>(r.rank)] =
-            fmt::format("blocked in {} on {} p2p seq {}, waiting for rank{:+} at {}", call, w.group,
-                        w.seq, *sig.root - r.rank, location_text(a));
+        relative[static_cast<size_t>(r.rank)] = fmt::format(
+            "blocked in {} on {} p2p seq {}, waiting for rank{:+} at {}",
+            relative_call(sig, r.rank), w.group, w.seq, *sig.root - r.rank, location_text(a));
         ++relative_count[relative[static_cast<size_t>(r.rank)]];
       }
     } else if (a.state == RankActivity::State::kFailed ||
@@ -740,15 +770,21 @@ std::string HangReport::text() const {
   for (const auto& [what, who] : lines) {
     out += fmt::format("    rank{} {}: {}\n", who.size() > 1 ? "s" : "", rank_ranges(who), what);
   }
-  // The culprits' flight recorders (every rank's is in the JSON).
-  constexpr size_t kHistoriesShown = 4;
-  for (size_t i = 0; i < culprits.size() && i < kHistoriesShown; ++i) {
-    const RankActivity& a = ranks[static_cast<size_t>(culprits[i])].activity;
+  // Flight recorders: one rank's for each story, the culprits' first (every rank's is in the
+  // JSON).
+  constexpr size_t kHistoriesShown = 6;
+  size_t shown = 0;
+  for (const auto& [what, who] : lines) {
+    if (shown == kHistoriesShown) break;
+    const RankActivity& a = ranks[static_cast<size_t>(who.front())].activity;
     const std::vector<CollectiveRecord> records = a.history.records();
     if (records.empty()) continue;
-    out += fmt::format("    last {} collectives of rank {} (of {}, oldest first):\n",
-                       records.size(), culprits[i], a.history.total());
-    for (const CollectiveRecord& c : records) out += "      " + record_text(culprits[i], c) + "\n";
+    out += fmt::format(
+        "    last {} collectives of rank {}{} (of {}, oldest first):\n", records.size(),
+        who.front(), who.size() > 1 ? fmt::format(", the first of ranks {}", rank_ranges(who)) : "",
+        a.history.total());
+    for (const CollectiveRecord& c : records) out += "      " + record_text(who.front(), c) + "\n";
+    ++shown;
   }
   return out;
 }

@@ -409,6 +409,30 @@ TEST_CASE("runtime: point-to-point hangs say what was posted", "[sim][runtime][h
   }
 }
 
+TEST_CASE("runtime: ranks blocked behind the culprits are told relative to their peer",
+          "[sim][runtime][hang]") {
+  // A pipeline of three stages of two ranks: stage 1 finishes without sending to stage 0 (the
+  // culprits), and stage 2 waits on stage 0, which waits on stage 1.
+  Harness h(6);
+  const auto hang = h.run([&](int64_t r, Backend& b) {
+    Tensor t({2}, DType::kFloat32);
+    if (r < 2) b.recv(t, r + 2, h.world_group(r));
+    if (r < 2) b.send(t, r + 4, h.world_group(r));
+    if (r >= 4) b.recv(t, r - 4, h.world_group(r));
+  });
+  REQUIRE(hang);
+  CHECK(hang->culprits == std::vector<int64_t>{2, 3});
+  REQUIRE(hang->summary.size() == 2);
+  CHECK(hang->summary[1] ==
+        "also blocked: ranks 4, 5 in recv(float32[2], src=rank-4) on WORLD p2p seq 1");
+  // One flight recorder per per-rank line: the culprits' first.
+  const std::string text = hang->text();
+  CHECK(text.find("last 1 collectives of rank 0, the first of ranks 0-1 (of 1, oldest first):\n"
+                  "      WORLD p2p 2→0 seq 1: recv(float32[2], src=2) at line 0, waiting") !=
+        std::string::npos);
+  CHECK(text.find("last 1 collectives of rank 4, the first of ranks 4-5") != std::string::npos);
+}
+
 TEST_CASE("runtime: a desync does not hide a rank that skipped a collective elsewhere",
           "[sim][runtime][hang]") {
   Harness h(4);
