@@ -1,5 +1,6 @@
 #include "src/dtensor/placement.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <optional>
 
@@ -83,6 +84,29 @@ class PlacementReader {
     size_t at;
   };
 
+  // Refuses arguments `params` (in order) does not name: one too many, an unknown keyword, or a
+  // parameter given twice.
+  void only_params(const std::string& name, const std::vector<Arg>& args,
+                   std::vector<std::string_view> params) const {
+    std::vector<bool> given(params.size(), false);
+    for (size_t i = 0; i < args.size(); ++i) {
+      const Arg& a = args[i];
+      size_t index = i;
+      if (!a.keyword.empty()) {
+        index = static_cast<size_t>(
+            std::find(params.begin(), params.end(), std::string_view(a.keyword)) - params.begin());
+      }
+      if (index >= params.size()) {
+        fail(params.empty()
+                 ? fmt::format("no arguments to {}", name)
+                 : fmt::format("only {} as the arguments of {}", fmt::join(params, ", "), name),
+             a.at);
+      }
+      if (given[index]) fail(fmt::format("{} given once", params[index]), a.at);
+      given[index] = true;
+    }
+  }
+
   Placement build(const std::string& name, const std::vector<Arg>& args) {
     auto arg = [&](size_t index, std::string_view keyword) -> const Arg* {
       for (const Arg& a : args) {
@@ -101,16 +125,24 @@ class PlacementReader {
       }
       fail(fmt::format("an integer {} (got \"{}\")", what, a->value), a->at);
     };
-    if (name == "Shard" || name == "S") return Shard{integer(arg(0, "dim"), "dim")};
+    if (name == "Shard" || name == "S") {
+      only_params(name, args, {"dim"});
+      return Shard{integer(arg(0, "dim"), "dim")};
+    }
     if (name == "Replicate" || name == "R") {
-      if (!args.empty()) fail("no arguments to Replicate");
+      only_params(name, args, {});
       return Replicate{};
     }
     if (name == "Partial" || name == "P") {
+      only_params(name, args, {"reduce_op"});
       const Arg* op = arg(0, "reduce_op");
       return Partial{op ? parse_reduce_op(op->value) : ReduceOp::kSum};
     }
     if (name == "_StridedShard" || name == "StridedShard") {
+      // "sf" is how PyTorch prints it: _StridedShard(dim=0, sf=2).
+      const bool short_name =
+          std::any_of(args.begin(), args.end(), [](const Arg& a) { return a.keyword == "sf"; });
+      only_params(name, args, {"dim", short_name ? "sf" : "split_factor"});
       const int64_t dim = integer(arg(0, "dim"), "dim");
       const Arg* sf = arg(1, "split_factor");
       if (sf == nullptr) sf = arg(1, "sf");

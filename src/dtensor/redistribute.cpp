@@ -7,6 +7,7 @@
 #include "src/checked_math.hpp"
 #include "src/dtensor/local_shard.hpp"
 #include "src/error.hpp"
+#include "src/tensor/memory_budget.hpp"
 #include "src/tensor/tensor_ops.hpp"
 
 namespace meshsim {
@@ -131,6 +132,15 @@ Tensor strided_to_replicate(const MeshDimContext& c, const Tensor& local, const 
   const Tensor permuted =
       gathered.shape()[dim] > logical ? narrow(gathered, dim, 0, logical) : gathered;
   if (permuted.is_meta()) return permuted;  // the shape is all there is to move
+  // The lists below hold a few words per run, and there can be a run per position (a large
+  // split_factor): held against the memory budget like the tensors.
+  constexpr int64_t kBytesPerRun = 64;
+  const int64_t runs_per_piece = std::min(from.split_factor, INT64_MAX - 1) + 1;
+  const int64_t most_runs =
+      std::min(logical, checked_mul(c.size, runs_per_piece).value_or(INT64_MAX));
+  const MemoryReservation bookkeeping(
+      static_cast<uint64_t>(checked_mul(most_runs, kBytesPerRun).value_or(INT64_MAX)),
+      "the index runs of a strided gather");
   std::vector<IndexRuns> pieces;
   for (int64_t i = 0; i < c.size; ++i) pieces.push_back(piece_positions(from, logical, c.size, i));
   // Run r of the concatenated pieces sits at `at` in `permuted` and was cut from positions

@@ -40,4 +40,20 @@ TEST_CASE("placement: bad spellings are rejected with a reason", "[dtensor][plac
   CHECK_THROWS_WITH(parse_placement("Partial(mean)"), Catch::Contains("unknown reduce op"));
   CHECK_THROWS_WITH(parse_placement("_StridedShard(0, 0)"), Catch::Contains("split_factor >= 1"));
   CHECK_THROWS_AS(parse_placement(""), Error);
+  // Arguments a placement does not take are refused, not ignored.
+  CHECK_THROWS_WITH(parse_placement("Shard(0, 1)"),
+                    "placement \"Shard(0, 1)\": expected only dim as the arguments of Shard at "
+                    "column 10");
+  CHECK_THROWS_WITH(parse_placement("Shard(dim=0, dim=1)"),
+                    Catch::Contains("expected dim given once at column 18"));
+  CHECK_THROWS_WITH(parse_placement("Replicate(0)"),
+                    Catch::Contains("expected no arguments to Replicate"));
+  CHECK_THROWS_WITH(parse_placement("Partial(sum, max)"),
+                    Catch::Contains("expected only reduce_op as the arguments of Partial"));
+  CHECK_THROWS_WITH(parse_placement("_StridedShard(0, 2, 3)"),
+                    Catch::Contains("expected only dim, split_factor as the arguments"));
+  CHECK_THROWS_WITH(parse_placement("_StridedShard(0, split=2)"),
+                    Catch::Contains("expected only dim, split_factor as the arguments"));
+  CHECK(parse_placement("_StridedShard(dim=0, sf=2)") == Placement{StridedShard{0, 2}});
+  CHECK(parse_placement("_StridedShard(0, split_factor=2)") == Placement{StridedShard{0, 2}});
 }

@@ -9,6 +9,7 @@
 #include "sim/run/runner.hpp"
 #include "sim/scenario/scenario_loader.hpp"
 #include "src/dtensor/placement.hpp"
+#include "src/tensor/memory_budget.hpp"
 #include "tests/splitmix.hpp"
 
 using namespace meshsim;
@@ -216,4 +217,27 @@ TEST_CASE("redistribute: what PyTorch gets wrong or warns about is said", "[sim]
                 "[[expect]]\nsame = [\"v\", \"w\"]\nequals = true\n",
       "t.toml"));
   CHECK(failures_of(same) == "");
+}
+
+TEST_CASE("redistribute: a strided gather's index lists count against the memory budget",
+          "[sim][dtensor][limits]") {
+  struct Restore {
+    ~Restore() { MemoryBudget::set_limit(MemoryBudget::kUnlimited); }
+  } restore;
+  // 16384 runs a piece: the bookkeeping (64 B a run, 4 MiB) is refused, not the tensors.
+  const std::string text =
+      "[scenario]\nname = \"t\"\nworld_size = 4\n[[mesh]]\nname = \"m\"\nshape = [4]\n"
+      "[[step]]\ndtensor = { name = \"w\", mesh = \"m\", shape = [65536], placements = "
+      "[\"_StridedShard(0, 16384)\"] }\n[[step]]\nredistribute = { tensor = \"w\", placements = "
+      "[\"R\"] }\n";
+  MemoryBudget::set_limit(MemoryBudget::in_use() + (uint64_t{3} << 20));
+  const ScenarioResult r = run_scenario(load_scenario_text(text, "t.toml"));
+  REQUIRE(r.failures.size() == 4);
+  for (const auto& f : r.failures) {
+    REQUIRE(f.has_value());
+    CHECK(f->error_type == "MemoryError");
+    CHECK_THAT(f->message, Catch::StartsWith("the index runs of a strided gather needs 4.0 MiB"));
+  }
+  MemoryBudget::set_limit(MemoryBudget::kUnlimited);
+  CHECK(run_scenario(load_scenario_text(text, "t.toml")).passed());
 }
