@@ -178,6 +178,7 @@ class FromLocalStep final : public Step {
     const DeviceMesh& mesh = rank.mesh(mesh_);
     std::vector<Placement> placements = placements_;
     if (placements.empty()) placements.assign(mesh.ndim(), Replicate{});
+    check_no_mixed_partials(placements);
     const Tensor& local = rank.tensor(local_);
     std::vector<int64_t> shape = local.shape();
     for (size_t d = 0; d < placements.size(); ++d) {

@@ -61,6 +61,7 @@ DTensorShape dtensor_shape_of(const toml::table& args, LoadContext& ctx, std::st
 class DTensorStep final : public Step {
  public:
   void run(RankState& rank) const override {
+    check_no_mixed_partials(shape_.placements);  // as distribute_tensor does
     if (fill_indices_) {
       rank.set_dtensor(name_, DTensor::global_indices(shape_.spec(rank)));
       return;

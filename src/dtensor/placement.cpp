@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <optional>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -28,6 +29,35 @@ int64_t sharded_dim(const Placement& p) {
   if (const auto* s = std::get_if<Shard>(&p)) return s->dim;
   if (const auto* s = std::get_if<StridedShard>(&p)) return s->dim;
   return -1;
+}
+
+std::string placement_str(const Placement& p) {
+  struct Str {
+    std::string operator()(const Shard& s) const { return fmt::format("S({})", s.dim); }
+    std::string operator()(const Replicate&) const { return "R"; }
+    std::string operator()(const Partial& q) const {
+      return fmt::format("P({})", reduce_op_name(q.op));
+    }
+    std::string operator()(const StridedShard& s) const {
+      return fmt::format("_S({}, {})", s.dim, s.split_factor);
+    }
+  };
+  return std::visit(Str{}, p);
+}
+
+void check_no_mixed_partials(const std::vector<Placement>& placements) {
+  std::set<std::string_view> ops;
+  for (const Placement& p : placements) {
+    if (const auto* q = std::get_if<Partial>(&p)) ops.insert(reduce_op_name(q->op));
+  }
+  // sum and avg commute, so PyTorch lets them mix.
+  if (ops.size() <= 1 || (ops.size() == 2 && ops.contains("sum") && ops.contains("avg"))) return;
+  std::vector<std::string> quoted;
+  for (std::string_view op : ops) quoted.push_back(fmt::format("'{}'", op));
+  throw value_error(fmt::format(
+      "Mixed Partial reduce types are not supported in the same placement list. Found reduce "
+      "ops: {{{}}}. Please ensure all Partial placements use the same reduce operation.",
+      fmt::join(quoted, ", ")));
 }
 
 Placement with_dim_normalized(Placement p, int64_t tensor_ndim) {

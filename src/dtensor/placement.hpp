@@ -34,6 +34,11 @@ using Placement = std::variant<Shard, Replicate, Partial, StridedShard>;
 
 // Python-like spelling: "Shard(0)", "Replicate()", "Partial(sum)", "_StridedShard(0, sf=2)".
 std::string placement_name(const Placement& p);
+// As PyTorch's str() prints it in messages: "S(0)", "R", "P(sum)", "_S(0, 2)".
+std::string placement_str(const Placement& p);
+// ValueError, as DTensor.from_local, distribute_tensor and redistribute raise it, when
+// `placements` hold Partials of more than one reduce op (sum and avg together are allowed).
+void check_no_mixed_partials(const std::vector<Placement>& placements);
 // Accepts the spellings above plus "S(0)", "R", "P", "Partial()", "_StridedShard(dim=0,
 // split_factor=2)". Throws meshsim::Error (ValueError) naming the column of the problem.
 Placement parse_placement(std::string_view text);

@@ -227,6 +227,19 @@ Tensor shard_to_new_dim(const MeshDimContext& c, const Tensor& local, size_t old
   return out;
 }
 
+// Shard -> Partial(sum): no communication; the rank's piece at its place in zeros the size of
+// the dim, so that summing over the mesh dim gives the tensor back.
+Tensor shard_to_partial(const MeshDimContext& c, const Tensor& local, const Shard& from,
+                        std::span<const int64_t> logical_shape) {
+  const size_t dim = dim_of(from);
+  const int64_t logical = logical_shape[dim];
+  const auto [start, length] = chunk_range(logical, c.size, c.index);
+  const DimPiece pieces[] = {{DimPiece::kZeroPositions, start},
+                             {0, length},
+                             {DimPiece::kZeroPositions, logical - start - length}};
+  return assemble_along(local, dim, pieces);
+}
+
 [[noreturn]] void not_supported(const Placement& from, const Placement& to) {
   throw runtime_error(fmt::format("redistribute from {} to {} not supported yet",
                                   placement_name(from), placement_name(to)));
@@ -253,7 +266,9 @@ Tensor run_transform(const MeshDimContext& c, const Tensor& local,
     if (is_replicate(from)) return replicate_to_shard(c, local, to);
     return shard_to_new_dim(c, local, dim_of(from), to, step.logical_shape);
   }
-  not_supported(from, to);  // to Partial: the public API refuses it before planning
+  if (const auto* s = std::get_if<Shard>(&from); s != nullptr && is_partial(to))
+    return shard_to_partial(c, local, *s, step.logical_shape);
+  not_supported(from, to);  // other moves to Partial: the public API refuses them first
 }
 
 // A _StridedShard may be gathered (to Replicate) or cut from a replica; PyTorch's greedy plan
@@ -330,13 +345,20 @@ DTensor redistribute(const DTensor& t, const DeviceMesh& mesh, std::vector<Place
   const DTensorSpec& spec = t.spec();
   const auto tensor_ndim = static_cast<int64_t>(spec.shape.size());
   for (size_t i = 0; i < to.size() && i < spec.placements.size(); ++i) {
-    if (is_partial(to[i]) && !(to[i] == spec.placements[i])) {
+    const Placement& from = spec.placements[i];
+    // A new Partial only from a Shard (not a _StridedShard): each rank's piece in zeros.
+    const auto* partial = std::get_if<Partial>(&to[i]);
+    if (partial != nullptr && !(to[i] == from) &&
+        !(std::holds_alternative<Shard>(from) && partial->op == ReduceOp::kSum)) {
       throw runtime_error(fmt::format(
-          "Can not redistribute from {} to {}, redistributing to Partial is for internal use only!",
-          placement_name(spec.placements[i]), placement_name(to[i])));
+          "Can not redistribute from {} to {}, only Shard to Partial(sum) redistribution is "
+          "supported!",
+          placement_str(from), placement_str(to[i])));
     }
     to[i] = with_dim_normalized(std::move(to[i]), tensor_ndim);
   }
+  check_no_mixed_partials(spec.placements);
+  check_no_mixed_partials(to);
   DTensorSpec target{spec.mesh, std::move(to), spec.shape, spec.dtype};
   DTensor::zeros(target, Tensor::Storage::kMeta);  // placements that do not fit throw here
   // Placements PyTorch compares equal leave the DTensor as it is, spec (and mesh) included.

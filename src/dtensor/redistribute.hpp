@@ -1,7 +1,8 @@
 // DTensor.redistribute as one rank runs it: PyTorch's greedy plan of per-mesh-dim transforms and,
 // for each, the collective DTensor issues (all_gather_into_tensor for Shard -> Replicate,
 // all_reduce for Partial -> Replicate, reduce_scatter for Partial -> Shard, all_to_all for
-// Shard(a) -> Shard(b), a local chunk for Replicate -> Shard), padding uneven shards around the
+// Shard(a) -> Shard(b), a local chunk for Replicate -> Shard, the piece in zeros for Shard ->
+// Partial(sum)), padding uneven shards around the
 // collective as DTensor does, so the signatures every rank meets with are PyTorch's.
 #pragma once
 
@@ -36,8 +37,9 @@ using RedistributeWarning = std::function<void(std::string)>;
 
 // t.redistribute(mesh, placements): the DTensor laid out as `to`, through `backend`. Checks as
 // DTensor.redistribute does and throws meshsim::Error: NotImplementedError for another mesh
-// ("Cross device mesh comm not supported yet!"), RuntimeError for a new Partial ("redistributing
-// to Partial is for internal use only"), ValueError / IndexError for placements that do not fit,
+// ("Cross device mesh comm not supported yet!"), RuntimeError for a new Partial other than
+// Shard -> Partial(sum) ("only Shard to Partial(sum) redistribution is supported!"), ValueError for
+// mixed Partial reduce ops, ValueError / IndexError for placements that do not fit,
 // NotImplementedError for moving a _StridedShard to another tensor dim (DTensor's all_to_all
 // ignores the stride; meshsim does not guess), and what the backend throws. A rank outside the
 // mesh takes part in nothing and keeps its empty shard. `warn` hears of Gloo's all_to_all

@@ -104,6 +104,47 @@ TEST_CASE("dtensor steps: placements are checked against the tensor's dims at lo
                    "[\"Shard(1)\", \"R\"] }\nwhen = \"rank < 2\"\n") == "(loaded)");
 }
 
+TEST_CASE("redistribute: Shard -> Partial(sum) keeps each piece at its place in zeros",
+          "[sim][dtensor]") {
+  // The local values PyTorch 2.15 gives on a (2, 2) mesh (measured with four Gloo processes):
+  // no collective for [S(0), S(1)] -> [P, S(1)], one all_gather over tp first for
+  // [S(0), S(0)] -> [P, S(0)] (the nested shard of dim 0 is replicated before dp moves).
+  const ScenarioResult r = run_scenario(load_scenario_text(R"toml([scenario]
+name = "sp"
+world_size = 4
+[[mesh]]
+name = "m"
+shape = [2, 2]
+[[step]]
+dtensor = { name = "w", mesh = "m", shape = [4, 4], placements = ["S(0)", "S(1)"], fill = "index" }
+[[step]]
+redistribute = { tensor = "w", placements = ["P", "S(1)"], out = "p" }
+[[step]]
+to_local = { tensor = "p", out = "l" }
+[[expect]]
+tensor = "l"
+by_rank = [[0, 1, 4, 5, 0, 0, 0, 0], [2, 3, 6, 7, 0, 0, 0, 0], [0, 0, 0, 0, 8, 9, 12, 13], [0, 0, 0, 0, 10, 11, 14, 15]]
+[[step]]
+full_tensor = { tensor = "p", out = "f" }
+[[expect]]
+tensor = "f"
+equals = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]
+[[step]]
+dtensor = { name = "v", mesh = "m", shape = [4, 4], placements = ["S(0)", "S(0)"], fill = "index" }
+[[step]]
+redistribute = { tensor = "v", placements = ["P", "S(0)"], out = "q" }
+[[step]]
+to_local = { tensor = "q", out = "k" }
+[[expect]]
+tensor = "k"
+by_rank = [[0, 1, 2, 3, 4, 5, 6, 7], [0, 0, 0, 0, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0, 0, 0], [8, 9, 10, 11, 12, 13, 14, 15]]
+)toml",
+                                                           "t.toml"));
+  INFO(failures_of(r));
+  CHECK(r.passed());
+  CHECK(r.expectations.size() == 12);
+}
+
 TEST_CASE("redistribute: errors as DTensor raises them, on every rank", "[sim][dtensor]") {
   // The dims of all_gather_into_tensor's result are not known before the run.
   const ScenarioResult r = run_scenario(load_scenario_text(
@@ -118,6 +159,38 @@ TEST_CASE("redistribute: errors as DTensor raises them, on every rank", "[sim][d
     REQUIRE(f.has_value());
     CHECK(f->error_type == "IndexError");
   }
+  // A new Partial other than Shard -> Partial(sum), in PyTorch's words and spelling.
+  const auto first_failure = [](const std::string& steps) {
+    const ScenarioResult run = run_scenario(load_scenario_text(kWorld4 + steps, "t.toml"));
+    REQUIRE(run.failures.at(0).has_value());
+    return run.failures[0]->error_type + ": " + run.failures[0]->message;
+  };
+  CHECK(first_failure("[[step]]\nredistribute = { tensor = \"w\", placements = [\"R\", \"R\"], "
+                      "out = \"r\" }\n[[step]]\nredistribute = { tensor = \"r\", placements = "
+                      "[\"P\", \"R\"] }\n") ==
+        "RuntimeError: Can not redistribute from R to P(sum), only Shard to Partial(sum) "
+        "redistribution is supported!");
+  CHECK(first_failure("[[step]]\nredistribute = { tensor = \"w\", placements = [\"P(max)\", "
+                      "\"R\"] }\n") ==
+        "RuntimeError: Can not redistribute from S(0) to P(max), only Shard to Partial(sum) "
+        "redistribution is supported!");
+  CHECK(first_failure("[[step]]\ndtensor = { name = \"s\", mesh = \"m\", shape = [8], placements "
+                      "= [\"_StridedShard(0, 2)\", \"R\"] }\n[[step]]\nredistribute = { tensor = "
+                      "\"s\", placements = [\"P\", \"R\"] }\n") ==
+        "RuntimeError: Can not redistribute from _S(0, 2) to P(sum), only Shard to Partial(sum) "
+        "redistribution is supported!");
+  // Mixed Partial reduce ops are refused where a DTensor is made (sum with avg is allowed).
+  CHECK(first_failure("[[step]]\ndtensor = { name = \"x\", mesh = \"m\", shape = [4], placements "
+                      "= [\"P(sum)\", \"P(min)\"] }\n") ==
+        "ValueError: Mixed Partial reduce types are not supported in the same placement list. "
+        "Found reduce ops: {'min', 'sum'}. Please ensure all Partial placements use the same "
+        "reduce operation.");
+  CHECK(run_scenario(load_scenario_text(kWorld4 +
+                                            "[[step]]\ndtensor = { name = \"x\", mesh = \"m\", "
+                                            "shape = [4], placements = [\"P(sum)\", \"P(avg)\"] "
+                                            "}\n",
+                                        "t.toml"))
+            .passed());
 }
 
 // Any layout to any other: meshes of 1 to 3 dims, uneven and empty shards, nested shards of one
