@@ -64,7 +64,7 @@ std::vector<Placement> placements_of(const toml::node& node, const LoadContext& 
       ctx.fail(item, e.what());
     }
     const Placement& p = out.back();
-    if (!tensor_ndim ||
+    if (!tensor_ndim || ctx.entry_raises() ||
         (!std::holds_alternative<Shard>(p) && !std::holds_alternative<StridedShard>(p)))
       continue;
     const int64_t d = sharded_dim(p);
@@ -75,7 +75,7 @@ std::vector<Placement> placements_of(const toml::node& node, const LoadContext& 
     }
   }
   const LoadContext::MeshInfo* info = ctx.mesh(mesh);
-  if (info != nullptr && out.size() != info->ndim) {
+  if (info != nullptr && out.size() != info->ndim && !ctx.entry_raises()) {
     ctx.fail(node, fmt::format("{} placements for mesh \"{}\", which has {} dims", out.size(), mesh,
                                info->ndim));
   }

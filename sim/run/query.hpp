@@ -43,7 +43,8 @@ class Query {
 };
 
 // An array of placement strings ("Shard(0)", "Replicate()", ...) for a DTensor on `mesh`: one per
-// mesh dim, and, when the tensor's dim count is known, no shard of a dim it does not have.
+// mesh dim, and, when the tensor's dim count is known, no shard of a dim it does not have (both
+// left to the run in an entry with `raises`, where PyTorch raises them).
 // InputError at the array or the bad entry.
 std::vector<Placement> placements_of(const toml::node& node, const LoadContext& ctx,
                                      const std::string& mesh,

@@ -45,6 +45,10 @@ class LoadContext : public ExpressionSchema {
   std::string dim_name(const toml::node& node, const std::string& mesh, const MeshInfo& info) const;
   // The `when` of the entry being read (null: none), for ranks_running_entry().
   void set_entry_when(const Expression* when) { entry_when_ = when; }
+  // Whether the entry being read has `raises`: checks that stand for an error PyTorch raises when
+  // run (a placement that does not fit its tensor or mesh) leave it to the run then.
+  void set_entry_raises(bool raises) { entry_raises_ = raises; }
+  bool entry_raises() const { return entry_raises_; }
   // How many ranks run the entry being read: the world without `when`; with one that asks only
   // about the rank, the ranks where it holds; with one that asks a mesh, at least one.
   int64_t ranks_running_entry() const;
@@ -151,6 +155,7 @@ class LoadContext : public ExpressionSchema {
   int64_t next_cross_rank_id_ = 0;
   std::vector<OpenLoop> loops_;
   const Expression* entry_when_ = nullptr;
+  bool entry_raises_ = false;
 };
 
 // "an integer", "a string", "a table", ... for messages.

@@ -64,6 +64,7 @@ std::unique_ptr<Step> parse_entry(const Entry& e, LoadContext& ctx,
   if (const toml::node* w = table.get("when")) when = ctx.expression_of(*w, "when");
   ctx.set_entry_when(when ? &*when : nullptr);
   std::optional<RaisesSpec> raises = parse_raises(table, ctx);
+  ctx.set_entry_raises(raises.has_value());
   std::unique_ptr<Step> step;
   std::string kind(e.array);
   if (e.array == "mesh") {
@@ -106,6 +107,7 @@ std::unique_ptr<Step> parse_entry(const Entry& e, LoadContext& ctx,
     step = StepRegistry::builtin().find(kind)->parse(*value, table, ctx);
   }
   ctx.set_entry_when(nullptr);  // `when` moves into the step
+  ctx.set_entry_raises(false);
   step->where = ctx.at(table);
   step->kind = kind;
   step->when = std::move(when);

@@ -30,18 +30,9 @@ size_t dim_of(const Placement& p) {
   return static_cast<size_t>(sharded_dim(p));
 }
 
-// PyTorch's placement equality, which redistribution plans with: a _StridedShard equals a Shard
-// of the same dim (whatever its split factor), so a plan never moves between the two.
-bool same_placement(const Placement& a, const Placement& b) {
-  const auto* sa = std::get_if<StridedShard>(&a);
-  const auto* sb = std::get_if<StridedShard>(&b);
-  if (sa != nullptr && sb != nullptr) return *sa == *sb;
-  if (is_shard(a) || is_shard(b)) return sharded_dim(a) == sharded_dim(b);
-  return a == b;
-}
-
-bool same_placements(std::span<const Placement> a, std::span<const Placement> b) {
-  return std::equal(a.begin(), a.end(), b.begin(), b.end(), same_placement);
+bool has_strided(std::span<const Placement> placements) {
+  return std::any_of(placements.begin(), placements.end(),
+                     [](const Placement& p) { return std::holds_alternative<StridedShard>(p); });
 }
 
 // A sharding placement as it cuts one dim of its own (dim 0 of a 1-D tensor).
@@ -107,31 +98,16 @@ Tensor shard_to_replicate(const MeshDimContext& c, const Tensor& local, const Sh
 }
 
 // _StridedShard -> Replicate: gather the pieces (padded to the largest), then put every position
-// back where the strided split took it from, as DTensor replays the split on indices.
+// back where the strided split took it from, as DTensor replays the split on indices; each
+// piece's padding is left out, so uneven pieces come back exact (PyTorch 2.15 does the same).
 Tensor strided_to_replicate(const MeshDimContext& c, const Tensor& local, const StridedShard& from,
                             std::span<const int64_t> logical_shape) {
   const size_t dim = dim_of(from);
   const int64_t logical = logical_shape[dim];
-  // Pieces shrink from the first on; padding inside the gathered tensor (a short piece before a
-  // non-empty one) is not cut by PyTorch, which then puts zeros where positions belong.
-  const int64_t largest = piece_size(from, logical, c.size, 0);
-  for (int64_t i = 1; i + 1 < c.size; ++i) {
-    if (piece_size(from, logical, c.size, i) < largest &&
-        piece_size(from, logical, c.size, i + 1) > 0) {
-      c.warn(
-          fmt::format("redistribute of {} (a dim of {} over {} ranks): its pieces are uneven, "
-                      "and PyTorch's gather leaves the padding of a middle piece inside the "
-                      "tensor, so the result holds zeros in place of some positions "
-                      "(meshsim gives the same result)",
-                      placement_name(from), logical, c.size));
-      break;
-    }
-  }
+  const int64_t largest = piece_size(from, logical, c.size, 0);  // pieces shrink from the first
   const Tensor gathered =
       all_gather_along(c, pad_end(local, dim, largest - local.shape()[dim]), dim);
-  const Tensor permuted =
-      gathered.shape()[dim] > logical ? narrow(gathered, dim, 0, logical) : gathered;
-  if (permuted.is_meta()) return permuted;  // the shape is all there is to move
+  if (gathered.is_meta()) return narrow(gathered, dim, 0, logical);  // only the shape moves
   // The lists below hold a few words per run, and there can be a run per position (a large
   // split_factor): held against the memory budget like the tensors.
   constexpr int64_t kBytesPerRun = 64;
@@ -141,14 +117,12 @@ Tensor strided_to_replicate(const MeshDimContext& c, const Tensor& local, const 
   const MemoryReservation bookkeeping(
       static_cast<uint64_t>(checked_mul(most_runs, kBytesPerRun).value_or(INT64_MAX)),
       "the index runs of a strided gather");
-  std::vector<IndexRuns> pieces;
-  for (int64_t i = 0; i < c.size; ++i) pieces.push_back(piece_positions(from, logical, c.size, i));
-  // Run r of the concatenated pieces sits at `at` in `permuted` and was cut from positions
-  // [start, stop): sorted by start, the runs put each position back (PyTorch's argsort), which
-  // rebuilds the dim when the padding was all at the end.
+  // Run r of piece i sits at i * largest + (its offset in the piece) in `gathered` and was cut
+  // from positions [start, stop): sorted by start, the runs rebuild the dim.
   std::vector<std::pair<IndexRuns::Run, int64_t>> runs;
-  int64_t at = 0;
-  for (const IndexRuns& piece : pieces) {
+  for (int64_t i = 0; i < c.size; ++i) {
+    int64_t at = checked_times(i, largest);
+    const IndexRuns piece = piece_positions(from, logical, c.size, i);
     for (const IndexRuns::Run& r : piece.runs()) {
       runs.push_back({r, at});
       at += r.stop - r.start;
@@ -158,7 +132,7 @@ Tensor strided_to_replicate(const MeshDimContext& c, const Tensor& local, const 
             [](const auto& a, const auto& b) { return a.first.start < b.first.start; });
   std::vector<DimPiece> order;
   for (const auto& [run, from_at] : runs) order.push_back({from_at, run.stop - run.start});
-  return assemble_along(permuted, dim, order);
+  return assemble_along(gathered, dim, order);
 }
 
 // Replicate -> Shard: this rank's piece of a local split, no communication.
@@ -262,8 +236,12 @@ Tensor run_transform(const MeshDimContext& c, const Tensor& local,
     not_supported(from, to);
   }
   if (is_shard(to)) {
-    if (const auto* p = std::get_if<Partial>(&from)) return partial_to_shard(c, local, p->op, to);
     if (is_replicate(from)) return replicate_to_shard(c, local, to);
+    // From a _StridedShard, DTensor goes through Replicate in one step: gather, then cut.
+    if (const auto* s = std::get_if<StridedShard>(&from))
+      return replicate_to_shard(c, strided_to_replicate(c, local, *s, step.logical_shape), to);
+    if (std::holds_alternative<StridedShard>(to)) not_supported(from, to);
+    if (const auto* p = std::get_if<Partial>(&from)) return partial_to_shard(c, local, p->op, to);
     return shard_to_new_dim(c, local, dim_of(from), to, step.logical_shape);
   }
   if (const auto* s = std::get_if<Shard>(&from); s != nullptr && is_partial(to))
@@ -271,20 +249,89 @@ Tensor run_transform(const MeshDimContext& c, const Tensor& local,
   not_supported(from, to);  // other moves to Partial: the public API refuses them first
 }
 
-// A _StridedShard may be gathered (to Replicate) or cut from a replica; PyTorch's greedy plan
-// takes it for a plain Shard anywhere else (equal to Shard of its dim, moved by the same
-// all_to_all), which leaves a layout its spec does not describe. meshsim refuses those.
-void check_strided_moves(std::span<const Placement> from, std::span<const Placement> to) {
-  for (size_t i = 0; i < from.size(); ++i) {
-    const bool strided = std::holds_alternative<StridedShard>(from[i]) ||
-                         std::holds_alternative<StridedShard>(to[i]);
-    if (!strided || from[i] == to[i] || is_replicate(from[i]) || is_replicate(to[i])) continue;
-    throw Error(PyErrorType::kNotImplementedError,
-                fmt::format("redistribute from {} to {} on mesh dim {}: PyTorch's plan treats a "
-                            "_StridedShard as a Shard here, leaving data its placements do not "
-                            "describe; meshsim does not model it (go through Replicate())",
-                            placement_name(from[i]), placement_name(to[i]), i));
+// The order in which each tensor dim was cut by mesh dims, as PyTorch decodes _StridedShards
+// (DTensorSpec._maybe_convert_StridedShard_to_shard_order): right to left, a mesh dim's split
+// factor says how many pieces the mesh dims cutting before it made. nullopt when some split
+// factor matches no such product.
+using ShardOrder = std::vector<std::vector<size_t>>;  // by tensor dim: mesh dims, first cut first
+std::optional<ShardOrder> decode_shard_order(std::span<const Placement> placements,
+                                             const DeviceMesh& mesh, size_t tensor_ndim) {
+  ShardOrder order(tensor_ndim);
+  for (size_t m = placements.size(); m-- > 0;) {
+    if (!is_shard(placements[m])) continue;
+    const auto* strided = std::get_if<StridedShard>(&placements[m]);
+    const int64_t factor = strided ? strided->split_factor : 1;
+    std::vector<size_t>& dims = order[dim_of(placements[m])];
+    int64_t pieces = 1;
+    size_t at = 0;
+    for (; at < dims.size() && pieces != factor; ++at)
+      pieces = checked_times(pieces, mesh.size(dims[at]));
+    if (pieces != factor) return std::nullopt;
+    dims.insert(dims.begin() + static_cast<ptrdiff_t>(at), m);
   }
+  return order;
+}
+
+// A layout with _StridedShards that encode a shard order (FSDP2 over TP: [_S(0, tp), S(0)]):
+// PyTorch plans over shard orders, not placements. meshsim undoes, last cut first, the cuts the
+// target does not share (each an all_gather of a plain shard, its size where that cut was
+// made), inner mesh dims first among tensor dims, then makes the target's remaining cuts
+// locally. That is the path PyTorch 2.15 takes for the layouts measured ([_S(0, 2), S(0)] to
+// [S(0), S(0)], [R, R] and back); its cost-based planner may pick other collectives elsewhere.
+Tensor redistribute_by_shard_order(const Tensor& local, const DTensorSpec& spec,
+                                   std::span<const Placement> to, const ShardOrder& from_order,
+                                   const ShardOrder& to_order, Backend& backend,
+                                   const MeshDimGroup& group_of, const RedistributeWarning& warn) {
+  const DeviceMesh& mesh = spec.mesh;
+  const std::vector<int64_t>& coordinate = *mesh.coordinate();
+  for (size_t m = 0; m < to.size(); ++m) {
+    const bool partial = is_partial(spec.placements[m]) || is_partial(to[m]);
+    if (partial && !(spec.placements[m] == to[m])) {
+      throw Error(PyErrorType::kNotImplementedError,
+                  fmt::format("redistribute from {} to {} on mesh dim {} next to a "
+                              "_StridedShard: meshsim does not model it",
+                              placement_name(spec.placements[m]), placement_name(to[m]), m));
+    }
+  }
+  const auto context = [&](size_t m) {
+    return MeshDimContext{backend,       group_of(mesh, m),           mesh.size(m),
+                          coordinate[m], mesh.device_type() == "cpu", warn};
+  };
+  Tensor out = local;
+  // How many of each tensor dim's cuts stay, and the cuts still to undo.
+  std::vector<size_t> kept(from_order.size());
+  std::vector<size_t> undone(from_order.size());
+  for (size_t d = 0; d < from_order.size(); ++d) {
+    const std::vector<size_t>& a = from_order[d];
+    const std::vector<size_t>& b = to_order[d];
+    while (kept[d] < a.size() && kept[d] < b.size() && a[kept[d]] == b[kept[d]]) ++kept[d];
+    undone[d] = a.size();
+  }
+  while (true) {
+    // The innermost mesh dim among the last cuts still to undo.
+    std::optional<size_t> next;
+    for (size_t d = 0; d < from_order.size(); ++d) {
+      if (undone[d] == kept[d]) continue;
+      if (!next || from_order[d][undone[d] - 1] > from_order[*next][undone[*next] - 1]) next = d;
+    }
+    if (!next) break;
+    const size_t d = *next;
+    const size_t m = from_order[d][--undone[d]];
+    // The dim's size when this cut was made: the cuts before it taken on this rank.
+    int64_t size = spec.shape[d];
+    for (size_t i = 0; i < undone[d]; ++i) {
+      const size_t earlier = from_order[d][i];
+      size = chunk_range(size, mesh.size(earlier), coordinate[earlier]).second;
+    }
+    std::vector<int64_t> logical = out.shape();
+    logical[d] = size;
+    out = shard_to_replicate(context(m), out, Shard{static_cast<int64_t>(d)}, logical);
+  }
+  for (size_t d = 0; d < to_order.size(); ++d) {
+    for (size_t i = kept[d]; i < to_order[d].size(); ++i)
+      out = replicate_to_shard(context(to_order[d][i]), out, Shard{static_cast<int64_t>(d)});
+  }
+  return out;
 }
 
 }  // namespace
@@ -324,14 +371,14 @@ std::vector<RedistributeTransform> plan_redistribute(const DTensorSpec& spec,
           aligned = aligned && is_shard_of(current[i], dim) == is_shard_of(to[i], dim);
         if (!aligned) target = Replicate{};
       }
-      if (!same_placement(current[m], target)) {
+      if (!(current[m] == target)) {
         plan.push_back({m, current[m], target, logical[m]});
         current[m] = target;
       }
     }
   }
   for (size_t m = 0; m < ndim; ++m) {
-    if (!same_placement(current[m], to[m])) {
+    if (!(current[m] == to[m])) {
       plan.push_back({m, current[m], to[m], logical[m]});
       current[m] = to[m];
     }
@@ -362,17 +409,24 @@ DTensor redistribute(const DTensor& t, const DeviceMesh& mesh, std::vector<Place
   DTensorSpec target{spec.mesh, std::move(to), spec.shape, spec.dtype};
   DTensor::zeros(target, Tensor::Storage::kMeta);  // placements that do not fit throw here
   // Placements PyTorch compares equal leave the DTensor as it is, spec (and mesh) included.
-  if (same_placements(spec.placements, target.placements)) return t;
+  if (std::ranges::equal(spec.placements, target.placements)) return t;
   if (!(mesh == spec.mesh))
     throw Error(PyErrorType::kNotImplementedError, "Cross device mesh comm not supported yet!");
 
-  check_strided_moves(spec.placements, target.placements);
   Tensor local = t.local();
-  if (t.participates()) {
+  std::optional<ShardOrder> from_order, to_order;
+  if (has_strided(spec.placements) || has_strided(target.placements)) {
+    from_order = decode_shard_order(spec.placements, mesh, spec.shape.size());
+    to_order = decode_shard_order(target.placements, mesh, spec.shape.size());
+  }
+  if (t.participates() && from_order && to_order) {
+    local = redistribute_by_shard_order(local, spec, target.placements, *from_order, *to_order,
+                                        backend, group_of, warn);
+  } else if (t.participates()) {
     const std::vector<int64_t>& coordinate = *spec.mesh.coordinate();
     for (const RedistributeTransform& step : plan_redistribute(spec, target.placements)) {
       const int64_t size = spec.mesh.size(step.mesh_dim);
-      if (size == 1 || same_placement(step.from, step.to)) continue;  // nothing moves
+      if (size == 1 || step.from == step.to) continue;  // nothing moves
       const MeshDimContext context{backend,
                                    group_of(spec.mesh, step.mesh_dim),
                                    size,

@@ -40,11 +40,11 @@ using RedistributeWarning = std::function<void(std::string)>;
 // ("Cross device mesh comm not supported yet!"), RuntimeError for a new Partial other than
 // Shard -> Partial(sum) ("only Shard to Partial(sum) redistribution is supported!"), ValueError for
 // mixed Partial reduce ops, ValueError / IndexError for placements that do not fit,
-// NotImplementedError for moving a _StridedShard to another tensor dim (DTensor's all_to_all
-// ignores the stride; meshsim does not guess), and what the backend throws. A rank outside the
-// mesh takes part in nothing and keeps its empty shard. `warn` hears of Gloo's all_to_all
-// fallback and of uneven _StridedShard gathers, whose padding PyTorch leaves inside the tensor
-// (meshsim reproduces the result).
+// NotImplementedError for a Shard or Partial moved into a _StridedShard outside a shard order
+// (PyTorch has no such move) and for a Partial that changes next to a _StridedShard, and what the
+// backend throws. _StridedShards that encode a shard order (FSDP2 over TP) are planned by it;
+// others are gathered (and cut) on their mesh dim. A rank outside the mesh takes part in nothing
+// and keeps its empty shard. `warn` hears of Gloo's all_to_all fallback.
 DTensor redistribute(const DTensor& t, const DeviceMesh& mesh, std::vector<Placement> to,
                      Backend& backend, const MeshDimGroup& group_of,
                      const RedistributeWarning& warn);
