@@ -214,9 +214,10 @@ Tensor shard_to_partial(const MeshDimContext& c, const Tensor& local, const Shar
   return assemble_along(local, dim, pieces);
 }
 
+// What DTensor raises for a move it has no rule for.
 [[noreturn]] void not_supported(const Placement& from, const Placement& to) {
   throw runtime_error(fmt::format("redistribute from {} to {} not supported yet",
-                                  placement_name(from), placement_name(to)));
+                                  placement_str(from), placement_str(to)));
 }
 
 Tensor run_transform(const MeshDimContext& c, const Tensor& local,

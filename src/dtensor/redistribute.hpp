@@ -40,8 +40,9 @@ using RedistributeWarning = std::function<void(std::string)>;
 // ("Cross device mesh comm not supported yet!"), RuntimeError for a new Partial other than
 // Shard -> Partial(sum) ("only Shard to Partial(sum) redistribution is supported!"), ValueError for
 // mixed Partial reduce ops, ValueError / IndexError for placements that do not fit,
-// NotImplementedError for a Shard or Partial moved into a _StridedShard outside a shard order
-// (PyTorch has no such move) and for a Partial that changes next to a _StridedShard, and what the
+// RuntimeError ("redistribute from S(0) to _S(0, 2) not supported yet") for a Shard or Partial
+// moved into a _StridedShard outside a shard order, NotImplementedError for a Partial that
+// changes next to a _StridedShard (meshsim does not model it), and what the
 // backend throws. _StridedShards that encode a shard order (FSDP2 over TP) are planned by it;
 // others are gathered (and cut) on their mesh dim. A rank outside the mesh takes part in nothing
 // and keeps its empty shard. `warn` hears of Gloo's all_to_all fallback.
