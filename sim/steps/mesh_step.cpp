@@ -54,17 +54,20 @@ struct Unflatten {
   std::vector<std::string> names;
 };
 
-// ("pp", "dp") as Python writes a tuple: ("dp",) for one.
+// Items as Python lists them: "pp", "dp" (quoted) or 2, 4.
 template <typename T>
-std::string python_tuple(const std::vector<T>& items, bool quoted) {
+std::string python_items(const std::vector<T>& items, bool quoted) {
   std::vector<std::string> parts;
   for (const T& item : items)
     parts.push_back(quoted ? fmt::format("\"{}\"", item) : fmt::format("{}", item));
-  return fmt::format("({}{})", fmt::join(parts, ", "), parts.size() == 1 ? "," : "");
+  return fmt::format("{}", fmt::join(parts, ", "));
 }
 
-class MeshStep;
-std::string python_call(const MeshStep& step, const std::string& default_device);
+// ("pp", "dp") as Python writes a tuple: ("dp",) for one.
+template <typename T>
+std::string python_tuple(const std::vector<T>& items, bool quoted) {
+  return fmt::format("({}{})", python_items(items, quoted), items.size() == 1 ? "," : "");
+}
 
 class MeshStep final : public Step {
  public:
@@ -137,11 +140,7 @@ std::string python_call(const MeshStep& step, const std::string& default_device)
                        fmt::join(step.table_->shape, "x"), names);
   }
   std::string call = step.from_;
-  if (step.slice_) {
-    std::vector<std::string> quoted;
-    for (const std::string& d : *step.slice_) quoted.push_back(fmt::format("\"{}\"", d));
-    call += fmt::format("[{}]", fmt::join(quoted, ", "));
-  }
+  if (step.slice_) call += fmt::format("[{}]", python_items(*step.slice_, true));
   if (step.flatten_) {
     call +=
         step.flatten_->empty() ? "._flatten()" : fmt::format("._flatten(\"{}\")", *step.flatten_);

@@ -21,9 +21,11 @@ GroupTable::~GroupTable() {
   MemoryBudget::release(charged_);
 }
 
-uint64_t GroupTable::bytes_of(const GroupBatch& batch, const std::string& origin) {
+void GroupTable::charge(const GroupBatch& batch, const std::string& origin) {
   constexpr uint64_t kBytesPerGroupId = 16;
-  return sizeof(Entry) + origin.size() + kBytesPerGroupId * batch.count();
+  const uint64_t bytes = sizeof(Entry) + origin.size() + kBytesPerGroupId * batch.count();
+  MemoryBudget::reserve(bytes, "process groups");
+  charged_ += bytes;
 }
 
 SharedRankMap GroupTable::identity_map(int64_t n) {
@@ -73,9 +75,7 @@ void GroupTable::define(int64_t first, SharedGroupBatch batch, int64_t rank, std
   if (batch->count() == 0) return;
   const int64_t end = entries_.back().end();
   if (first == end) {
-    const uint64_t bytes = bytes_of(*batch, origin);
-    MemoryBudget::reserve(bytes, "process groups");
-    charged_ += bytes;
+    charge(*batch, origin);
     entries_.push_back({first, std::move(batch), std::move(origin)});
     return;
   }
@@ -87,9 +87,7 @@ void GroupTable::define(int64_t first, SharedGroupBatch batch, int64_t rank, std
   if (!mine.empty() && mine.back().first == first && mine.back().batch->same_groups(*batch)) return;
   MESHSIM_ASSERT(mine.empty() || mine.back().end() <= first,
                  fmt::format("rank {} names group {} twice", rank, first));
-  const uint64_t bytes = bytes_of(*batch, origin);
-  MemoryBudget::reserve(bytes, "process groups");
-  charged_ += bytes;
+  charge(*batch, origin);
   mine.push_back({first, std::move(batch), std::move(origin)});
 }
 

@@ -65,9 +65,9 @@ class GroupTable {
   // The entry holding `id` in `entries` (sorted by first), or null.
   static const Entry* covering(const std::vector<Entry>& entries, int64_t id);
 
-  // What one defined entry costs: the entry, its origin, and a slot per group id in the
-  // rendezvous and reports.
-  static uint64_t bytes_of(const GroupBatch& batch, const std::string& origin);
+  // Holds what a new entry costs against the MemoryBudget (the entry, its origin, and a slot per
+  // group id in the rendezvous and reports); throws its MemoryError when it does not fit.
+  void charge(const GroupBatch& batch, const std::string& origin);
 
   int64_t world_size_;
   uint64_t charged_ = 0;  // bytes held against the MemoryBudget

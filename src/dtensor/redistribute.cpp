@@ -77,6 +77,17 @@ struct MeshDimContext {
   const RedistributeWarning& warn;
 };
 
+// Mesh dim `m` of `mesh` as the calling rank (in the mesh) sees it.
+MeshDimContext context_of(const DeviceMesh& mesh, size_t m, Backend& backend,
+                          const MeshDimGroup& group_of, const RedistributeWarning& warn) {
+  return MeshDimContext{backend,
+                        group_of(mesh, m),
+                        mesh.size(m),
+                        (*mesh.coordinate())[m],
+                        mesh.device_type() == "cpu",
+                        warn};
+}
+
 // funcol.all_gather_tensor: NCCL gathers along dim 0; other dims are stitched from its pieces.
 Tensor all_gather_along(const MeshDimContext& c, const Tensor& local, size_t dim) {
   Tensor gathered = c.backend.all_gather_into_tensor(local, c.group);
@@ -297,10 +308,7 @@ Tensor redistribute_by_shard_order(const Tensor& local, const DTensorSpec& spec,
                               placement_name(spec.placements[m]), placement_name(to[m]), m));
     }
   }
-  const auto context = [&](size_t m) {
-    return MeshDimContext{backend,       group_of(mesh, m),           mesh.size(m),
-                          coordinate[m], mesh.device_type() == "cpu", warn};
-  };
+  const auto context = [&](size_t m) { return context_of(mesh, m, backend, group_of, warn); };
   Tensor out = local;
   // How many of each tensor dim's cuts stay, and the cuts still to undo.
   std::vector<size_t> kept(from_order.size());
@@ -427,17 +435,10 @@ DTensor redistribute(const DTensor& t, const DeviceMesh& mesh, std::vector<Place
     local = redistribute_by_shard_order(local, spec, target.placements, *from_order, *to_order,
                                         backend, group_of, warn);
   } else if (t.participates()) {
-    const std::vector<int64_t>& coordinate = *spec.mesh.coordinate();
     for (const RedistributeTransform& step : plan_redistribute(spec, target.placements)) {
-      const int64_t size = spec.mesh.size(step.mesh_dim);
-      if (size == 1 || step.from == step.to) continue;  // nothing moves
-      const MeshDimContext context{backend,
-                                   group_of(spec.mesh, step.mesh_dim),
-                                   size,
-                                   coordinate[step.mesh_dim],
-                                   spec.mesh.device_type() == "cpu",
-                                   warn};
-      local = run_transform(context, local, step);
+      if (spec.mesh.size(step.mesh_dim) == 1 || step.from == step.to) continue;  // nothing moves
+      local =
+          run_transform(context_of(spec.mesh, step.mesh_dim, backend, group_of, warn), local, step);
     }
   }
   DTensor out = DTensor::from_local_shard(std::move(target), std::move(local));
