@@ -27,36 +27,73 @@ SS = "_StridedShard(0, 2)"
 # (name, mesh shape, tensor shape, source placements, target placements): every kind of move,
 # even and uneven, FSDP2 + TP's strided layout both ways, and what PyTorch refuses.
 CASES = [
-    ("S0-R", (4,), (9,), ["S(0)"], ["R"]),
-    ("S0-R-empty-shard", (4,), (3,), ["S(0)"], ["R"]),
-    ("R-S1", (4,), (6, 5), ["R"], ["S(1)"]),
-    ("S0-S1", (4,), (6, 5), ["S(0)"], ["S(1)"]),
-    ("S1-S0", (4,), (6, 5), ["S(1)"], ["S(0)"]),
-    ("S0-P", (4,), (9,), ["S(0)"], ["P"]),
-    ("R-P", (4,), (9,), ["R"], ["P"]),
-    ("P-R", (4,), (6, 5), ["P"], ["R"]),
-    ("P-S0", (4,), (9, 4), ["P"], ["S(0)"]),
-    ("P-S1", (4,), (6, 5), ["P"], ["S(1)"]),
-    ("SS-S0", (4,), (9,), [SS], ["S(0)"]),
-    ("SS-R", (4,), (9,), [SS], ["R"]),
-    ("S0S0-RS0", (2, 2), (9, 4), ["S(0)", "S(0)"], ["R", "S(0)"]),
-    ("S0S1-S1S0", (2, 2), (6, 5), ["S(0)", "S(1)"], ["S(1)", "S(0)"]),
-    ("S0S1-RR", (2, 2), (6, 5), ["S(0)", "S(1)"], ["R", "R"]),
-    ("SSS0-S0S0", (2, 2), (9, 4), [SS, "S(0)"], ["S(0)", "S(0)"]),
-    ("SSS0-RR", (2, 2), (9, 4), [SS, "S(0)"], ["R", "R"]),
-    ("SSS0-RS0", (2, 2), (9, 4), [SS, "S(0)"], ["R", "S(0)"]),
-    ("SSS0-S0R", (2, 2), (9, 4), [SS, "S(0)"], ["S(0)", "R"]),
-    ("SSS0-RS1", (2, 2), (8, 4), [SS, "S(0)"], ["R", "S(1)"]),
-    ("S0S0-SSS0", (2, 2), (9, 4), ["S(0)", "S(0)"], [SS, "S(0)"]),
-    ("RR-SSS0", (2, 2), (9, 4), ["R", "R"], [SS, "S(0)"]),
-    ("S0R-SSS0", (2, 2), (9, 4), ["S(0)", "R"], [SS, "S(0)"]),
-    ("RP-RR", (2, 2), (6, 5), ["R", "P"], ["R", "R"]),
-    ("PP-S0S1", (2, 2), (6, 5), ["P", "P"], ["S(0)", "S(1)"]),
-    ("PR-S1S0", (2, 2), (9, 4), ["P", "R"], ["S(1)", "S(0)"]),
-    ("RS1-RP", (2, 2), (9, 4), ["R", "S(1)"], ["R", "P"]),
-    ("S0S1-PS1", (2, 2), (4, 4), ["S(0)", "S(1)"], ["P", "S(1)"]),
+    ("S0-R", "4", (9,), ["S(0)"], ["R"]),
+    ("S0-R-empty-shard", "4", (3,), ["S(0)"], ["R"]),
+    ("R-S1", "4", (6, 5), ["R"], ["S(1)"]),
+    ("S0-S1", "4", (6, 5), ["S(0)"], ["S(1)"]),
+    ("S1-S0", "4", (6, 5), ["S(1)"], ["S(0)"]),
+    ("S0-P", "4", (9,), ["S(0)"], ["P"]),
+    ("R-P", "4", (9,), ["R"], ["P"]),
+    ("P-R", "4", (6, 5), ["P"], ["R"]),
+    ("P-S0", "4", (9, 4), ["P"], ["S(0)"]),
+    ("P-S1", "4", (6, 5), ["P"], ["S(1)"]),
+    ("SS-S0", "4", (9,), [SS], ["S(0)"]),
+    ("SS-R", "4", (9,), [SS], ["R"]),
+    ("S0S0-RS0", "2x2", (9, 4), ["S(0)", "S(0)"], ["R", "S(0)"]),
+    ("S0S1-S1S0", "2x2", (6, 5), ["S(0)", "S(1)"], ["S(1)", "S(0)"]),
+    ("S0S1-RR", "2x2", (6, 5), ["S(0)", "S(1)"], ["R", "R"]),
+    ("SSS0-S0S0", "2x2", (9, 4), [SS, "S(0)"], ["S(0)", "S(0)"]),
+    ("SSS0-RR", "2x2", (9, 4), [SS, "S(0)"], ["R", "R"]),
+    ("SSS0-RS0", "2x2", (9, 4), [SS, "S(0)"], ["R", "S(0)"]),
+    ("SSS0-S0R", "2x2", (9, 4), [SS, "S(0)"], ["S(0)", "R"]),
+    ("SSS0-RS1", "2x2", (8, 4), [SS, "S(0)"], ["R", "S(1)"]),
+    ("S0S0-SSS0", "2x2", (9, 4), ["S(0)", "S(0)"], [SS, "S(0)"]),
+    ("RR-SSS0", "2x2", (9, 4), ["R", "R"], [SS, "S(0)"]),
+    ("S0R-SSS0", "2x2", (9, 4), ["S(0)", "R"], [SS, "S(0)"]),
+    ("RP-RR", "2x2", (6, 5), ["R", "P"], ["R", "R"]),
+    ("PP-S0S1", "2x2", (6, 5), ["P", "P"], ["S(0)", "S(1)"]),
+    ("PR-S1S0", "2x2", (9, 4), ["P", "R"], ["S(1)", "S(0)"]),
+    ("RS1-RP", "2x2", (9, 4), ["R", "S(1)"], ["R", "P"]),
+    ("S0S1-PS1", "2x2", (4, 4), ["S(0)", "S(1)"], ["P", "S(1)"]),
+    # With a flattened mesh over the dims, PyTorch merges same-kind collectives into one.
+    ("flat-S0S0-RR", "2x2+dptp", (8, 3), ["S(0)", "S(0)"], ["R", "R"]),
+    ("flat-S0S0-RR-7", "2x2+dptp", (7,), ["S(0)", "S(0)"], ["R", "R"]),
+    ("flat-S0S0-RR-5", "2x2+dptp", (5,), ["S(0)", "S(0)"], ["R", "R"]),
+    ("flat-S0S0-RR-6", "2x2+dptp", (6,), ["S(0)", "S(0)"], ["R", "R"]),
+    ("flat-S1S1-RR", "2x2+dptp", (3, 8), ["S(1)", "S(1)"], ["R", "R"]),
+    ("flat-S1S1-RR-6", "2x2+dptp", (2, 6), ["S(1)", "S(1)"], ["R", "R"]),
+    ("flat-S0S1-RR", "2x2+dptp", (6, 5), ["S(0)", "S(1)"], ["R", "R"]),
+    ("flat-S0S0-RS0", "2x2+dptp", (9, 4), ["S(0)", "S(0)"], ["R", "S(0)"]),
+    ("flat-S0S0-S1R", "2x2+dptp", (8, 4), ["S(0)", "S(0)"], ["S(1)", "R"]),
+    ("flat-PP-RR", "2x2+dptp", (6, 5), ["P", "P"], ["R", "R"]),
+    ("flat-PavgPavg-RR", "2x2+dptp", (6, 5), ["P(avg)", "P(avg)"], ["R", "R"]),
+    ("flat-PP-S0S0", "2x2+dptp", (8, 3), ["P", "P"], ["S(0)", "S(0)"]),
+    ("flat-PP-S0S0-6", "2x2+dptp", (6, 3), ["P", "P"], ["S(0)", "S(0)"]),
+    ("flat-PP-S1S1", "2x2+dptp", (3, 4), ["P", "P"], ["S(1)", "S(1)"]),
+    ("flat-PP-S0R", "2x2+dptp", (8, 3), ["P", "P"], ["S(0)", "R"]),
+    ("flat-PP-RS0", "2x2+dptp", (8, 3), ["P", "P"], ["R", "S(0)"]),
+    ("flat-SSS0-RR", "2x2+dptp", (8, 4), [SS, "S(0)"], ["R", "R"]),
+    ("flat-SSSS-RR", "2x2+dptp", (8,), [SS, SS], ["R", "R"]),
+    ("flat-PPavg-RR", "2x2+dptp", (6, 5), ["P", "P(avg)"], ["R", "R"]),
+    ("PavgPavg-RR", "2x2", (6, 5), ["P(avg)", "P(avg)"], ["R", "R"]),
+    ("flat-RR-S0S0", "2x2+dptp", (8,), ["R", "R"], ["S(0)", "S(0)"]),
+    ("flat3-RS0S0-RRR", "1x2x2+dptp", (8,), ["R", "S(0)", "S(0)"], ["R", "R", "R"]),
+    ("flat3-S0S0S0-RRR", "1x2x2+dptp", (8,), ["S(0)", "S(0)", "S(0)"], ["R", "R", "R"]),
+    ("flat3-PPP-RRR", "1x2x2+dptp", (4,), ["P", "P", "P"], ["R", "R", "R"]),
+    ("flat3-S0RS0-RRR", "1x2x2+dptp", (8,), ["S(0)", "R", "S(0)"], ["R", "R", "R"]),
 ]
-DIMS = {(4,): ("w",), (2, 2): ("dp", "tp")}
+# Meshes by name: shape, dim names, and the dims a flattened mesh is made of (its name is the
+# names joined), which lets PyTorch merge collectives over those dims into one.
+MESHES = {"4": ((4,), ("w",), None), "2x2": ((2, 2), ("dp", "tp"), None),
+          "2x2+dptp": ((2, 2), ("dp", "tp"), ("dp", "tp")),
+          "1x2x2+dptp": ((1, 2, 2), ("pp", "dp", "tp"), ("dp", "tp"))}
+# What PyTorch warns of when it cannot merge collectives, and how meshsim says it: (kind, a
+# phrase of PyTorch's warning, a phrase of meshsim's).
+WARNINGS = [("no flattened mesh", "To optimize, flatten mesh dimensions", "_flatten()) DTensor"),
+            ("uneven", "not evenly divisible", "does not split evenly"),
+            ("order", "non-ascending order", "only when their mesh dims come")]
+# meshsim's word for values PyTorch gets wrong without a warning.
+SILENTLY_WRONG = "returns wrong values without a word"
 
 
 def torch_placement(text):
@@ -66,6 +103,8 @@ def torch_placement(text):
         return Replicate()
     if text == "P":
         return Partial("sum")
+    if text.startswith("P("):
+        return Partial(text[2:-1])
     if text.startswith("S("):
         return Shard(int(text[2:-1]))
     dim, factor = text[len("_StridedShard("):-1].split(",")
@@ -103,14 +142,35 @@ def torch_worker(rank, port, out_dir):
                 self.seen.append([op, group, list(args[0].shape)])
             return func(*args, **kwargs)
 
+    import logging
+    from torch.distributed.tensor import _redistribute
+
+    class Warnings(logging.Handler):
+        def __init__(self):
+            super().__init__(logging.WARNING)
+            self.kinds = set()
+
+        def emit(self, record):
+            text = record.getMessage()
+            self.kinds |= {kind for kind, theirs, _ in WARNINGS if theirs in text}
+
+    warnings = Warnings()
+    logging.getLogger(_redistribute.__name__).addHandler(warnings)
+
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     dist.init_process_group("gloo", rank=rank, world_size=WORLD)
-    meshes = {shape: init_device_mesh("cpu", shape, mesh_dim_names=DIMS[shape]) for shape in DIMS}
+    meshes = {}
+    for key, (mesh_shape, dims, flattened) in MESHES.items():
+        meshes[key] = init_device_mesh("cpu", mesh_shape, mesh_dim_names=dims)
+        if flattened:
+            meshes[key][flattened]._flatten("".join(flattened))
     results = {}
-    for name, mesh_shape, shape, source, target in CASES:
-        mesh = meshes[mesh_shape]
+    for name, mesh_key, shape, source, target in CASES:
+        mesh = meshes[mesh_key]
         result = {}
+        _redistribute._warned_flatten_issues.clear()  # PyTorch warns once a process
+        warnings.kinds = set()
         try:
             whole = torch.arange(math.prod(shape), dtype=torch.float32).reshape(shape)
             placements = [torch_placement(p) for p in source]
@@ -118,11 +178,19 @@ def torch_worker(rank, port, out_dir):
                 x = DTensor.from_local(whole.clone(), mesh, placements, run_check=False)
             else:
                 x = distribute_tensor(whole, mesh, placements, src_data_rank=None)
+            targets = [torch_placement(p) for p in target]
             with Collectives() as log:
-                local = x.redistribute(mesh, [torch_placement(p) for p in target]).to_local()
+                local = x.redistribute(mesh, targets).to_local()
                 if hasattr(local, "wait"):
                     local = local.wait()
-            result = {"local": local.flatten().tolist(), "collectives": log.seen}
+            result = {"local": local.flatten().tolist(), "collectives": log.seen,
+                      "warnings": sorted(warnings.kinds)}
+            if not any(p.is_partial() for p in targets):
+                # What the values should be: every rank holds `whole` as its partial value.
+                summed = math.prod(mesh.size(m) for m, p in enumerate(placements)
+                                   if p.is_partial() and p.reduce_op == "sum")
+                correct = distribute_tensor(whole * summed, mesh, targets, src_data_rank=None)
+                result["wrong"] = not torch.equal(local, correct.to_local())
         except Exception as e:  # what PyTorch raises is part of the comparison
             result = {"error": f"{type(e).__name__}: {e}"}
         results[name] = result
@@ -142,12 +210,15 @@ def quoted(placements):
     return "[" + ", ".join(f'"{p}"' for p in placements) + "]"
 
 
-def scenario(name, mesh_shape, shape, source, target, expected):
+def scenario(name, mesh_key, shape, source, target, expected):
     """The case as a meshsim scenario whose expectations are PyTorch's local values."""
-    dims = ", ".join(f'"{d}"' for d in DIMS[mesh_shape])
+    mesh_shape, dims, flattened = MESHES[mesh_key]
     lines = ["[scenario]", f'name = "{name}"', f"world_size = {WORLD}", 'device = "cpu"',
-             "[[mesh]]", 'name = "m"', f"shape = {list(mesh_shape)}", f"dims = [{dims}]"]
-    if "P" in source:  # every rank holds the whole tensor as its partial value
+             "[[mesh]]", 'name = "m"', f"shape = {list(mesh_shape)}", f"dims = {quoted(dims)}"]
+    if flattened:
+        lines += ["[[mesh]]", 'name = "flat"', 'from = "m"', f"slice = {quoted(flattened)}",
+                  f'flatten = "{"".join(flattened)}"']
+    if any(p.startswith("P") for p in source):  # every rank holds the whole tensor as its partial value
         lines += ["[[step]]", f'dtensor = {{ name = "whole", mesh = "m", shape = {list(shape)}, '
                   'fill = "index" }', "[[step]]", 'to_local = { tensor = "whole", out = "mine" }',
                   "[[step]]", f'from_local = {{ name = "w", local = "mine", mesh = "m", '
@@ -163,16 +234,19 @@ def scenario(name, mesh_shape, shape, source, target, expected):
     return "\n".join(lines) + "\n"
 
 
-def meshsim_collectives(trace_path, groups):
-    """Each rank's collectives in time order, as [op, group ranks, input shape]."""
-    events = json.load(open(trace_path))["traceEvents"]
+def meshsim_collectives(trace_path):
+    """Each rank's collectives in time order, as [op, group ranks, input shape]. A group's ranks
+    are the ranks that met in it: a collective that completes has every member."""
+    events = [e for e in json.load(open(trace_path))["traceEvents"]
+              if e.get("ph") == "X" and e.get("cat") == "collective"]
+    members = {}
+    for e in events:
+        members.setdefault(e["args"]["group"], set()).add(e["tid"])
     out = {r: [] for r in range(WORLD)}
-    for e in sorted(events, key=lambda e: (e.get("ts", 0), e.get("args", {}).get("seq", 0))):
-        if e.get("ph") != "X" or e.get("cat") != "collective":
-            continue
+    for e in sorted(events, key=lambda e: (e.get("ts", 0), e["args"]["seq"])):
         m = re.match(r"(\w+)\(\w+\[([^\]]*)\]", e["args"]["signature"])
         shape = [int(x) for x in m.group(2).split(",") if x.strip()]
-        out[e["tid"]].append([m.group(1), groups[e["args"]["group"]], shape])
+        out[e["tid"]].append([m.group(1), sorted(members[e["args"]["group"]]), shape])
     return out
 
 
@@ -182,23 +256,21 @@ def main():
     import torch
     import torch.multiprocessing as mp
 
-    # What meshsim calls the groups of the meshes above.
-    groups = {"WORLD": [0, 1, 2, 3], "m.dp#0": [0, 2], "m.dp#1": [1, 3], "m.tp#0": [0, 1],
-              "m.tp#1": [2, 3]}
     with tempfile.TemporaryDirectory() as tmp:
         mp.spawn(torch_worker, args=(free_port(), tmp), nprocs=WORLD, join=True)
         ranks = [json.load(open(os.path.join(tmp, f"torch_{r}.json"))) for r in range(WORLD)]
         mismatches = []
-        for name, mesh_shape, shape, source, target in CASES:
+        for name, mesh_key, shape, source, target in CASES:
             torch_side = [ranks[r][name] for r in range(WORLD)]
             error = torch_side[0].get("error")
             expected = None if error else [t["local"] for t in torch_side]
             path = os.path.join(tmp, f"{name}.toml")
             trace = os.path.join(tmp, f"{name}.json")
             with open(path, "w") as f:
-                f.write(scenario(name, mesh_shape, shape, source, target, expected))
-            run = subprocess.run([meshsim, "run", "--no-time", "--trace", trace, path],
-                                 capture_output=True, text=True)
+                f.write(scenario(name, mesh_key, shape, source, target, expected))
+            report = os.path.join(tmp, f"{name}.report.json")
+            run = subprocess.run([meshsim, "run", "--no-time", "--trace", trace, "--json", report,
+                                  path], capture_output=True, text=True)
             if error:
                 if error not in run.stdout:
                     mismatches.append(f"{name}: PyTorch raised {error!r}; meshsim:\n{run.stdout}")
@@ -206,11 +278,20 @@ def main():
             if run.returncode != 0:
                 mismatches.append(f"{name}: local values differ from PyTorch's:\n{run.stdout}")
                 continue
-            ours = meshsim_collectives(trace, groups)
+            ours = meshsim_collectives(trace)
             for r in range(WORLD):
                 if ours[r] != torch_side[r]["collectives"]:
                     mismatches.append(f"{name}: rank {r} collectives: PyTorch "
                                       f"{torch_side[r]['collectives']}, meshsim {ours[r]}")
+            said = json.load(open(report))["scenarios"][0]["warnings"]
+            kinds = sorted({kind for kind, _, ours in WARNINGS for w in said if ours in w})
+            if kinds != torch_side[0]["warnings"]:
+                mismatches.append(f"{name}: PyTorch warns of {torch_side[0]['warnings']}, "
+                                  f"meshsim of {kinds}: {said}")
+            wrong = any(t.get("wrong") for t in torch_side)
+            if wrong != any(SILENTLY_WRONG in w for w in said):
+                mismatches.append(f"{name}: PyTorch's values are {'' if wrong else 'not '}wrong, "
+                                  f"meshsim's warnings: {said}")
     for m in mismatches:
         print("MISMATCH " + m)
     print(f"redistribute_diff: torch {torch.__version__}: {len(CASES)} cases x {WORLD} ranks, "

@@ -45,6 +45,12 @@ std::string placement_str(const Placement& p) {
   return std::visit(Str{}, p);
 }
 
+std::string placements_str(std::span<const Placement> placements) {
+  std::vector<std::string> parts;
+  for (const Placement& p : placements) parts.push_back(placement_str(p));
+  return fmt::format("[{}]", fmt::join(parts, ", "));
+}
+
 void check_no_mixed_partials(const std::vector<Placement>& placements) {
   std::set<std::string_view> ops;
   for (const Placement& p : placements) {

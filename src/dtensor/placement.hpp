@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -36,6 +37,8 @@ using Placement = std::variant<Shard, Replicate, Partial, StridedShard>;
 std::string placement_name(const Placement& p);
 // As PyTorch's str() prints it in messages: "S(0)", "R", "P(sum)", "_S(0, 2)".
 std::string placement_str(const Placement& p);
+// A list of them so: "[S(0), R]".
+std::string placements_str(std::span<const Placement> placements);
 // ValueError, as DTensor.from_local, distribute_tensor and redistribute raise it, when
 // `placements` hold Partials of more than one reduce op (sum and avg together are allowed).
 void check_no_mixed_partials(const std::vector<Placement>& placements);

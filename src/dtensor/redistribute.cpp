@@ -6,6 +6,7 @@
 
 #include "src/checked_math.hpp"
 #include "src/dtensor/local_shard.hpp"
+#include "src/dtensor/redistribute_merge.hpp"
 #include "src/error.hpp"
 #include "src/tensor/memory_budget.hpp"
 #include "src/tensor/tensor_ops.hpp"
@@ -287,16 +288,70 @@ std::optional<ShardOrder> decode_shard_order(std::span<const Placement> placemen
   return order;
 }
 
+// This rank's local shape when every tensor dim is cut by its mesh dims in `order`.
+std::vector<int64_t> shard_order_local_shape(const DTensorSpec& spec, const ShardOrder& order) {
+  std::vector<int64_t> shape = spec.shape;
+  for (size_t d = 0; d < order.size(); ++d) {
+    for (const size_t m : order[d])
+      shape[d] = chunk_range(shape[d], spec.mesh.size(m), (*spec.mesh.coordinate())[m]).second;
+  }
+  return shape;
+}
+
+// "mesh dim 1, then mesh dim 0": the order a tensor dim is cut in.
+std::string cut_order_str(const std::vector<size_t>& mesh_dims) {
+  std::vector<std::string> parts;
+  for (const size_t m : mesh_dims) parts.push_back(fmt::format("mesh dim {}", m));
+  return fmt::format("{}", fmt::join(parts, ", then "));
+}
+
+// The first tensor dim where this rank's piece under `placements` is not its piece under the
+// shard order they decode into: with uneven sizes a _StridedShard's split need not be that
+// order's nested cut, and PyTorch plans as if it were.
+std::optional<size_t> layout_differs_from_order(const DTensorSpec& laid_out,
+                                                const ShardOrder& order) {
+  const std::vector<int64_t> by_order = shard_order_local_shape(laid_out, order);
+  const std::vector<int64_t> actual = laid_out.local_shape();
+  for (size_t d = 0; d < actual.size(); ++d)
+    if (actual[d] != by_order[d]) return d;
+  return std::nullopt;
+}
+
+// Where the layouts on either side are not the shard orders PyTorch plans with: from the
+// source, the gathers it issues disagree across ranks (it fails in the collective, as meshsim
+// does, with a word why); into the target, the DTensor it returns does not hold its own
+// placements, which meshsim cannot represent.
+void check_decoded_layouts(const DTensorSpec& from, const ShardOrder& from_order,
+                           const DTensorSpec& to, const ShardOrder& to_order,
+                           const RedistributeWarning& warn) {
+  if (std::optional<size_t> d = layout_differs_from_order(from, from_order)) {
+    warn(fmt::format(
+        "{} cuts dim {} ({} positions) into other pieces than the shard order PyTorch decodes "
+        "it into ({}), so the gathers PyTorch issues for it disagree across ranks",
+        placements_str(from.placements), *d, from.shape[*d], cut_order_str(from_order[*d])));
+  }
+  if (std::optional<size_t> d = layout_differs_from_order(to, to_order)) {
+    throw Error(
+        PyErrorType::kNotImplementedError,
+        fmt::format("redistribute to {}: PyTorch cuts dim {} ({} positions) in the "
+                    "shard order it decodes ({}), which gives this rank another piece "
+                    "than the _StridedShard layout; the DTensor it returns does not hold "
+                    "its placements, and meshsim does not model it",
+                    placements_str(to.placements), *d, to.shape[*d], cut_order_str(to_order[*d])));
+  }
+}
+
 // A layout with _StridedShards that encode a shard order (FSDP2 over TP: [_S(0, tp), S(0)]):
 // PyTorch plans over shard orders, not placements. meshsim undoes, last cut first, the cuts the
 // target does not share (each an all_gather of a plain shard, its size where that cut was
 // made), inner mesh dims first among tensor dims, then makes the target's remaining cuts
 // locally. That is the path PyTorch 2.15 takes for the layouts measured ([_S(0, 2), S(0)] to
 // [S(0), S(0)], [R, R] and back); its cost-based planner may pick other collectives elsewhere.
-Tensor redistribute_by_shard_order(const Tensor& local, const DTensorSpec& spec,
-                                   std::span<const Placement> to, const ShardOrder& from_order,
-                                   const ShardOrder& to_order, Backend& backend,
-                                   const MeshDimGroup& group_of, const RedistributeWarning& warn) {
+std::vector<RedistributeTransform> plan_by_shard_order(const DTensorSpec& spec,
+                                                       std::span<const Placement> to,
+                                                       const ShardOrder& from_order,
+                                                       const ShardOrder& to_order,
+                                                       std::vector<int64_t> local_shape) {
   const DeviceMesh& mesh = spec.mesh;
   const std::vector<int64_t>& coordinate = *mesh.coordinate();
   for (size_t m = 0; m < to.size(); ++m) {
@@ -308,8 +363,7 @@ Tensor redistribute_by_shard_order(const Tensor& local, const DTensorSpec& spec,
                               placement_name(spec.placements[m]), placement_name(to[m]), m));
     }
   }
-  const auto context = [&](size_t m) { return context_of(mesh, m, backend, group_of, warn); };
-  Tensor out = local;
+  std::vector<RedistributeTransform> plan;
   // How many of each tensor dim's cuts stay, and the cuts still to undo.
   std::vector<size_t> kept(from_order.size());
   std::vector<size_t> undone(from_order.size());
@@ -335,15 +389,18 @@ Tensor redistribute_by_shard_order(const Tensor& local, const DTensorSpec& spec,
       const size_t earlier = from_order[d][i];
       size = chunk_range(size, mesh.size(earlier), coordinate[earlier]).second;
     }
-    std::vector<int64_t> logical = out.shape();
-    logical[d] = size;
-    out = shard_to_replicate(context(m), out, Shard{static_cast<int64_t>(d)}, logical);
+    local_shape[d] = size;
+    const Placement cut = Shard{static_cast<int64_t>(d)};
+    plan.push_back({m, cut, Replicate{}, local_shape});
   }
   for (size_t d = 0; d < to_order.size(); ++d) {
-    for (size_t i = kept[d]; i < to_order[d].size(); ++i)
-      out = replicate_to_shard(context(to_order[d][i]), out, Shard{static_cast<int64_t>(d)});
+    for (size_t i = kept[d]; i < to_order[d].size(); ++i) {
+      const size_t m = to_order[d][i];
+      plan.push_back({m, Replicate{}, Shard{static_cast<int64_t>(d)}, local_shape});
+      local_shape[d] = chunk_range(local_shape[d], mesh.size(m), coordinate[m]).second;
+    }
   }
-  return out;
+  return plan;
 }
 
 }  // namespace
@@ -426,19 +483,41 @@ DTensor redistribute(const DTensor& t, const DeviceMesh& mesh, std::vector<Place
     throw Error(PyErrorType::kNotImplementedError, "Cross device mesh comm not supported yet!");
 
   Tensor local = t.local();
-  std::optional<ShardOrder> from_order, to_order;
-  if (has_strided(spec.placements) || has_strided(target.placements)) {
-    from_order = decode_shard_order(spec.placements, mesh, spec.shape.size());
-    to_order = decode_shard_order(target.placements, mesh, spec.shape.size());
-  }
-  if (t.participates() && from_order && to_order) {
-    local = redistribute_by_shard_order(local, spec, target.placements, *from_order, *to_order,
-                                        backend, group_of, warn);
-  } else if (t.participates()) {
-    for (const RedistributeTransform& step : plan_redistribute(spec, target.placements)) {
-      if (spec.mesh.size(step.mesh_dim) == 1 || step.from == step.to) continue;  // nothing moves
-      local =
-          run_transform(context_of(spec.mesh, step.mesh_dim, backend, group_of, warn), local, step);
+  if (t.participates()) {
+    std::optional<ShardOrder> from_order, to_order;
+    if (has_strided(spec.placements) || has_strided(target.placements)) {
+      from_order = decode_shard_order(spec.placements, mesh, spec.shape.size());
+      to_order = decode_shard_order(target.placements, mesh, spec.shape.size());
+    }
+    if (from_order && to_order) check_decoded_layouts(spec, *from_order, target, *to_order, warn);
+    const std::vector<RedistributeTransform> plan =
+        from_order && to_order
+            ? plan_by_shard_order(spec, target.placements, *from_order, *to_order, local.shape())
+            : plan_redistribute(spec, target.placements);
+    for (const PlannedTransform& step :
+         merge_over_flattened_meshes(plan, spec, target.placements, warn)) {
+      const DeviceMesh& on = step.flattened ? *step.flattened : spec.mesh;
+      const RedistributeTransform& move = step.transform;
+      // PyTorch merges gathers of a _StridedShard too, then refuses to run them.
+      const bool strided = std::holds_alternative<StridedShard>(move.from) ||
+                           std::holds_alternative<StridedShard>(move.to);
+      if (step.flattened && strided) {
+        throw Error(PyErrorType::kAssertionError,
+                    "_StridedShard redistribute assumes no flattened transforms");
+      }
+      if (on.size(move.mesh_dim) == 1 || move.from == move.to) continue;  // nothing moves
+      local = run_transform(context_of(on, move.mesh_dim, backend, group_of, warn), local, move);
+      if (step.avg_scale > 1) {
+        // PyTorch's true division makes an integer shard float32, no longer the DTensor's dtype.
+        if (!is_floating(local.dtype())) {
+          throw Error(PyErrorType::kNotImplementedError,
+                      fmt::format("a merged Partial(avg) of a {} DTensor: PyTorch divides the sum "
+                                  "into a float32 shard that no longer matches the DTensor's "
+                                  "dtype, and meshsim does not model it",
+                                  dtype_name(local.dtype())));
+        }
+        local = divided_by(local, step.avg_scale);
+      }
     }
   }
   DTensor out = DTensor::from_local_shard(std::move(target), std::move(local));

@@ -333,7 +333,7 @@ DeviceMesh DeviceMesh::slice(const std::vector<std::string>& names) const {
   const std::vector<std::string>& own = *state_.dim_names;
   std::vector<std::string> valid = own;
   if (is_root_) {
-    for (const auto& [flat_name, flat] : family_->flattened) valid.push_back(flat_name);
+    valid.insert(valid.end(), family_->flattened_order.begin(), family_->flattened_order.end());
   }
   for (const std::string& n : names) {
     if (std::find(valid.begin(), valid.end(), n) == valid.end()) {
@@ -416,6 +416,7 @@ DeviceMesh DeviceMesh::flatten(GroupCreator& groups, std::optional<std::string> 
   State s = derived_state(std::move(layout), std::vector<std::string>{*name});
   s.group_names = create_all_groups(groups, s.layout, family_->rank_map, *s.dim_names);
   family_->flattened.emplace(*name, s);
+  family_->flattened_order.push_back(*name);
   return DeviceMesh(family_, std::move(s), Role::kDerived);
 }
 
@@ -468,9 +469,19 @@ DeviceMesh DeviceMesh::unflatten(GroupCreator& groups, const MeshDim& dim,
 }
 
 std::vector<std::string> DeviceMesh::flattened_names() const {
-  std::vector<std::string> out;
-  for (const auto& entry : family_->flattened) out.push_back(entry.first);
-  return out;
+  return family_->flattened_order;
+}
+
+std::optional<DeviceMesh> DeviceMesh::flattened_over(std::span<const size_t> dims) const {
+  if (!state_.dim_names) return std::nullopt;
+  std::vector<Axis> axes;
+  for (const size_t d : dims) axes.push_back(state_.layout[d]);
+  const MeshLayout wanted({MeshLayout(std::move(axes)).collapse()});
+  for (const std::string& name : family_->flattened_order) {
+    const State& flat = family_->flattened.at(name);
+    if (flat.layout == wanted) return DeviceMesh(family_, flat, Role::kDerived);
+  }
+  return std::nullopt;
 }
 
 void DeviceMesh::rebind_groups(const GroupCreator& groups) {

@@ -98,8 +98,12 @@ class DeviceMesh {
   // _unflatten(dim, sizes, names): splits one dim; creates groups of the new dims every time.
   DeviceMesh unflatten(GroupCreator& groups, const MeshDim& dim, std::span<const int64_t> sizes,
                        const std::vector<std::string>& names) const;
-  // Names of the root's flattened meshes.
+  // Names of the root's flattened meshes, in creation order (a loaded mesh: by name).
   std::vector<std::string> flattened_names() const;
+  // The first flattened mesh of the root (in creation order) laid out as `dims` of this mesh
+  // merged into one, as DTensor looks one up to issue a single collective over several mesh
+  // dims; nullopt when none is, or this mesh has no dim names. `dims` ascending, in range.
+  std::optional<DeviceMesh> flattened_over(std::span<const size_t> dims) const;
 
   // Re-attaches live group names to a mesh that has none, by layout: collective-free lookup of
   // the groups `groups` already created with exactly these ranks. Throws RuntimeError if absent.
@@ -144,6 +148,9 @@ class DeviceMesh {
     SharedRankMap rank_map;  // one per world, shared by every rank's family
     State root;
     std::map<std::string, State> flattened;
+    // Their names in creation order, the order PyTorch's lookups go through them in (a loaded
+    // mesh lists them by name).
+    std::vector<std::string> flattened_order;
   };
 
   enum class Role { kRoot, kDerived };

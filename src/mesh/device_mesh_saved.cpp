@@ -180,6 +180,7 @@ DeviceMesh DeviceMesh::restore(const Saved& saved, int64_t world_size) {
                  fmt::format("'{}' names a mesh whose dim is not '{}'", name, name));
     }
     family->flattened.emplace(name, std::move(s));
+    family->flattened_order.push_back(name);
   }
   if (!saved.root) return DeviceMesh(family, family->root, Role::kRoot);
   return DeviceMesh(family, state_of(saved.self, "mesh"), Role::kDerived);

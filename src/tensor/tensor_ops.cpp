@@ -134,4 +134,23 @@ std::vector<Tensor> chunk_along(const Tensor& t, size_t dim, int64_t pieces) {
   return out;
 }
 
+Tensor divided_by(const Tensor& t, int64_t divisor) {
+  const DType dtype = is_floating(t.dtype()) ? t.dtype() : DType::kFloat32;
+  Tensor out(t.shape(), dtype,
+             t.is_meta() ? Tensor::Storage::kMeta : Tensor::Storage::kMaterialized);
+  if (t.is_meta()) return out;
+  // Integers become float32 before dividing, as PyTorch promotes them. One division in double
+  // rounded to the dtype is the float32 (or narrower) quotient: double holds more than twice
+  // float32's precision, so rounding twice cannot differ from rounding once.
+  const auto as_float32 = [](double v) { return static_cast<double>(static_cast<float>(v)); };
+  const double d = t.dtype() == DType::kFloat64 ? static_cast<double>(divisor)
+                                                : as_float32(static_cast<double>(divisor));
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const double x =
+        is_floating(t.dtype()) ? t.get(i) : as_float32(static_cast<double>(t.get_int(i)));
+    out.set(i, x / d);
+  }
+  return out;
+}
+
 }  // namespace meshsim

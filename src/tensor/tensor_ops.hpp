@@ -1,5 +1,6 @@
 // Rearranging a tensor along one dim: the narrow, pad, cat and index_select that DTensor's
-// redistribution does around its collectives. Meta tensors get the shape and no data.
+// redistribution does around its collectives, and the one division it does after them. Meta
+// tensors get the shape and no data.
 #pragma once
 
 #include <cstdint>
@@ -32,5 +33,9 @@ Tensor pad_end(const Tensor& t, size_t dim, int64_t count);
 Tensor concat_along(std::span<const Tensor> parts, size_t dim);
 // torch.chunk(t, pieces, dim), with empty pieces added up to `pieces` as DTensor does.
 std::vector<Tensor> chunk_along(const Tensor& t, size_t dim, int64_t pieces);
+
+// t / divisor, PyTorch's true division: a floating tensor keeps its dtype (each element
+// rounded once, as float32 arithmetic does), an integer or bool one becomes float32.
+Tensor divided_by(const Tensor& t, int64_t divisor);
 
 }  // namespace meshsim

@@ -129,6 +129,38 @@ TEST_CASE("device_mesh: flatten cache and errors", "[mesh][device_mesh][flatten]
   CHECK(mesh.flattened_names() == Names{"spmd"});
 }
 
+TEST_CASE("device_mesh: a flattened mesh is found by the layout of the dims it merges",
+          "[mesh][device_mesh][flatten]") {
+  LocalGroupCreator g(0, 8);
+  DeviceMesh mesh = world_mesh(g);
+  const size_t dp_tp[] = {1, 2};
+  const size_t pp_dp_tp[] = {0, 1, 2};
+  CHECK_FALSE(mesh.flattened_over(dp_tp).has_value());
+  // Two names for one layout: the one created first, as PyTorch's dict order gives it.
+  mesh.slice({"dp", "tp"}).flatten(g, std::string("z_first"));
+  mesh.slice({"dp", "tp"}).flatten(g, std::string("a_second"));
+  CHECK(mesh.flattened_names() == Names{"z_first", "a_second"});
+  const std::optional<DeviceMesh> found = mesh.flattened_over(dp_tp);
+  REQUIRE(found.has_value());
+  CHECK(found->dim_names() == Names{"z_first"});
+  CHECK(found->layout() == meshsim::MeshLayout::from_sizes_strides(Ints{4}, Ints{1}));
+  // From a slice of the same root too; not for other dims, nor for all three.
+  const size_t first_two[] = {0, 1};
+  CHECK(mesh.slice({"dp", "tp"}).flattened_over(first_two).has_value());
+  const size_t pp_tp[] = {0, 2};
+  CHECK_FALSE(mesh.flattened_over(pp_tp).has_value());
+  CHECK_FALSE(mesh.flattened_over(pp_dp_tp).has_value());
+  // A size-1 dim leaves the layout as it is: [1, 2, 2] over all dims is the [2, 2] flattened.
+  LocalGroupCreator g4(0, 4);
+  DeviceMesh three = DeviceMesh::init(g4, "cuda", Ints{1, 2, 2}, kPpDpTp);
+  three.slice({"dp", "tp"}).flatten(g4, std::string("dptp"));
+  REQUIRE(three.flattened_over(pp_dp_tp).has_value());
+  CHECK(three.flattened_over(pp_dp_tp)->dim_names() == Names{"dptp"});
+  // Without dim names nothing can be flattened, and nothing is looked up.
+  const DeviceMesh unnamed = DeviceMesh::init(g4, "cuda", Ints{2, 2});
+  CHECK_FALSE(unnamed.flattened_over(first_two).has_value());
+}
+
 TEST_CASE("device_mesh: unflatten splits a dim and creates groups every time",
           "[mesh][device_mesh][unflatten]") {
   on_each_rank(8, [](int64_t r, LocalGroupCreator& g) {

@@ -51,3 +51,32 @@ TEST_CASE("tensor ops: meta tensors get shapes only; bad arguments throw", "[ten
   const Tensor mixed[] = {two_by_three(), Tensor({2, 3}, DType::kFloat32)};
   CHECK_THROWS_AS(concat_along(mixed, 0), Error);
 }
+
+TEST_CASE("tensor ops: true division rounds once, integers become float32", "[tensor][ops]") {
+  // 1 / 3 in float32 is 0x3EAAAAAB; the float64 quotient keeps its 53 bits.
+  Tensor f32({2}, DType::kFloat32);
+  f32.set(0, 1.0);
+  f32.set(1, -6.0);
+  const Tensor q = divided_by(f32, 3);
+  CHECK(q.dtype() == DType::kFloat32);
+  CHECK(static_cast<float>(q.get(0)) == 1.0f / 3.0f);
+  CHECK(q.get(1) == -2.0);
+  Tensor f64({1}, DType::kFloat64);
+  f64.set(0, 1.0);
+  CHECK(divided_by(f64, 3).get(0) == 1.0 / 3.0);
+  // float16: 1 / 3 rounds to 0x3555 (0.333251953125).
+  Tensor f16({1}, DType::kFloat16);
+  f16.set(0, 1.0);
+  CHECK(divided_by(f16, 3).get(0) == 0.333251953125);
+  // int64 7 / 2 is float32 3.5; 2^24 + 1 rounds to 2^24 on becoming float32, as in PyTorch.
+  Tensor ints({2}, DType::kInt64);
+  ints.set_int(0, 7);
+  ints.set_int(1, (int64_t{1} << 24) + 1);
+  const Tensor iq = divided_by(ints, 2);
+  CHECK(iq.dtype() == DType::kFloat32);
+  CHECK(iq.get(0) == 3.5);
+  CHECK(iq.get(1) == static_cast<double>(int64_t{1} << 23));
+  const Tensor meta({3, 1000000000}, DType::kBFloat16, Tensor::Storage::kMeta);
+  CHECK(divided_by(meta, 4).is_meta());
+  CHECK(divided_by(meta, 4).shape() == meta.shape());
+}
