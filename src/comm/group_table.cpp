@@ -15,6 +15,7 @@ GroupTable::GroupTable(int64_t world_size) : world_size_(world_size) {
   std::iota(all.begin(), all.end(), 0);
   world_ = lists_.intern(all);
   entries_.push_back({0, GroupBatch::of_members(world_), "WORLD"});
+  origin_uses_["WORLD"] = 1;
 }
 
 GroupTable::~GroupTable() {
@@ -23,7 +24,8 @@ GroupTable::~GroupTable() {
 
 void GroupTable::charge(const GroupBatch& batch, const std::string& origin) {
   constexpr uint64_t kBytesPerGroupId = 16;
-  const uint64_t bytes = sizeof(Entry) + origin.size() + kBytesPerGroupId * batch.count();
+  // The origin is held twice: in the entry and as a key counting its uses.
+  const uint64_t bytes = sizeof(Entry) + 2 * origin.size() + kBytesPerGroupId * batch.count();
   MemoryBudget::reserve(bytes, "process groups");
   charged_ += bytes;
 }
@@ -76,7 +78,8 @@ void GroupTable::define(int64_t first, SharedGroupBatch batch, int64_t rank, std
   const int64_t end = entries_.back().end();
   if (first == end) {
     charge(*batch, origin);
-    entries_.push_back({first, std::move(batch), std::move(origin)});
+    const int64_t earlier = origin.empty() ? 0 : origin_uses_[origin]++;
+    entries_.push_back({first, std::move(batch), std::move(origin), earlier});
     return;
   }
   MESHSIM_ASSERT(first < end,
@@ -97,13 +100,9 @@ std::string GroupTable::label(int64_t id) const {
   if (e == nullptr || e->origin.empty()) return std::to_string(id);
   // Another batch created earlier under the same name (a mesh built twice, unnamed new_groups)
   // makes this one "world.tp(2)", so that labels stay unique.
-  int64_t earlier = 0;
-  for (const Entry& other : entries_) {
-    if (other.first >= e->first) break;
-    earlier += other.origin == e->origin ? 1 : 0;
-  }
-  const std::string origin =
-      earlier == 0 ? e->origin : fmt::format("{}({})", e->origin, earlier + 1);
+  const std::string origin = e->earlier_same_origin == 0
+                                 ? e->origin
+                                 : fmt::format("{}({})", e->origin, e->earlier_same_origin + 1);
   if (e->batch->count() == 1) return origin;
   return fmt::format("{}#{}", origin, id - e->first);
 }

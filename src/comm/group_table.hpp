@@ -60,6 +60,9 @@ class GroupTable {
     int64_t first;
     SharedGroupBatch batch;
     std::string origin;
+    // How many earlier entries every rank sees came from the same origin (a mesh built twice):
+    // the second is labelled "world.tp(2)". Counted once, when defined.
+    int64_t earlier_same_origin = 0;
     int64_t end() const { return first + static_cast<int64_t>(batch->count()); }
   };
   // The entry holding `id` in `entries` (sorted by first), or null.
@@ -72,8 +75,9 @@ class GroupTable {
   int64_t world_size_;
   uint64_t charged_ = 0;  // bytes held against the MemoryBudget
   RankList world_;
-  std::vector<Entry> entries_;                       // what every agreeing rank sees
-  std::map<int64_t, std::vector<Entry>> overrides_;  // by rank: names it sees differently
+  std::vector<Entry> entries_;                            // what every agreeing rank sees
+  std::unordered_map<std::string, int64_t> origin_uses_;  // entries_ by origin
+  std::map<int64_t, std::vector<Entry>> overrides_;       // by rank: names it sees differently
   RankListPool lists_;
   std::map<int64_t, SharedRankMap> identities_;
   std::unordered_map<uint64_t, std::vector<SharedRankMap>> maps_by_hash_;

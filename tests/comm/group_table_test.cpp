@@ -100,6 +100,25 @@ TEST_CASE("group_table: ranks that agree share names; a rank that disagrees keep
   CHECK(*r0.group_ranks("0") == Ints{0, 1, 2, 3});
 }
 
+TEST_CASE("group_table: labels name the origin, numbered when it repeats", "[comm][group_table]") {
+  GroupTable groups(4);
+  const meshsim::MeshLayout mesh = meshsim::MeshLayout::from_sizes_strides(Ints{2, 2});
+  const auto tp = groups.axis_groups(mesh[1], groups.identity_map(4));
+  groups.define(1, groups.explicit_group(Ints{0, 1}), 0, "a");
+  groups.define(2, groups.explicit_group(Ints{2, 3}), 0, "a");
+  groups.define(3, tp, 0, "world.tp");
+  groups.define(5, tp, 0, "world.tp");  // the same mesh built again
+  groups.define(7, groups.explicit_group(Ints{1, 2}), 0);
+  CHECK(groups.label(0) == "WORLD");
+  CHECK(groups.label(1) == "a");
+  CHECK(groups.label(2) == "a(2)");
+  CHECK(groups.label(3) == "world.tp#0");
+  CHECK(groups.label(4) == "world.tp#1");
+  CHECK(groups.label(6) == "world.tp(2)#1");
+  CHECK(groups.label(7) == "7");  // nothing says what created it
+  CHECK(groups.label(8) == "8");  // not defined
+}
+
 TEST_CASE("group_table: a rank table is shared by every rank and counted once",
           "[comm][group_table]") {
   GroupTable groups(8);

@@ -484,9 +484,9 @@ TEST_CASE("redistribute: any layout to any other equals the target laid out dire
         fmt::join(shape, ", "));
     INFO(text);
     const ScenarioResult r = run_scenario(load_scenario_text(text, "p.toml"));
-    const auto warned = [&r](std::string_view text) {
-      return std::any_of(r.warnings.begin(), r.warnings.end(), [text](const std::string& w) {
-        return w.find(text) != std::string::npos;
+    const auto warned = [&r](std::string_view phrase) {
+      return std::any_of(r.warnings.begin(), r.warnings.end(), [phrase](const std::string& w) {
+        return w.find(phrase) != std::string::npos;
       });
     };
     const std::string failures = failures_of(r);
