@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Differential test: DTensor.redistribute in meshsim against PyTorch itself.
 
-Four Gloo processes run each case in PyTorch (a tensor of its flat indices laid out in the source
+Gloo processes (four, or eight for the 2 x 2 x 2 mesh) run each case in PyTorch (a tensor of its flat indices laid out in the source
 placements, redistributed to the target) and record every rank's local values and the collectives
 it issues (op, group ranks, input shape). The same case runs as a meshsim scenario on a "cpu"
 mesh: its expectations are PyTorch's local values, and its Chrome trace gives meshsim's
@@ -22,7 +22,6 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_python import require_torch  # noqa: E402
 
-WORLD = 4
 SS = "_StridedShard(0, 2)"
 # (name, mesh shape, tensor shape, source placements, target placements): every kind of move,
 # even and uneven, FSDP2 + TP's strided layout both ways, and what PyTorch refuses.
@@ -81,19 +80,30 @@ CASES = [
     ("flat3-S0S0S0-RRR", "1x2x2+dptp", (8,), ["S(0)", "S(0)", "S(0)"], ["R", "R", "R"]),
     ("flat3-PPP-RRR", "1x2x2+dptp", (4,), ["P", "P", "P"], ["R", "R", "R"]),
     ("flat3-S0RS0-RRR", "1x2x2+dptp", (8,), ["S(0)", "R", "S(0)"], ["R", "R", "R"]),
+    # Shard orders over three mesh dims, planned by PyTorch's min-cost search: a target cut
+    # between two gathers, gathers of equal cost in PyTorch's order, a Partial beside them, and
+    # an uneven layout that is not its shard order (PyTorch returns misplaced values).
+    ("order-cut-between", "2x2x2", (4, 2), [SS, "S(0)", "R"], ["S(1)", "R", "R"]),
+    ("order-equal-cost", "2x2x2", (4, 4), ["S(1)", "S(0)", "S(1)"], ["S(1)", SS, "S(0)"]),
+    ("order-equal-cost-uneven", "2x2x2", (2, 2), ["S(1)", "S(0)", "S(1)"], ["S(1)", SS, "S(0)"]),
+    ("order-partial", "2x2x2", (8, 3), ["P", SS, "S(0)"], ["R", "S(0)", "S(1)"]),
+    ("order-uneven-misplaced", "2x2x2", (5,), ["_StridedShard(0, 4)", SS, "S(0)"],
+     ["S(0)", "S(0)", "S(0)"]),
 ]
 # Meshes by name: shape, dim names, and the dims a flattened mesh is made of (its name is the
 # names joined), which lets PyTorch merge collectives over those dims into one.
 MESHES = {"4": ((4,), ("w",), None), "2x2": ((2, 2), ("dp", "tp"), None),
           "2x2+dptp": ((2, 2), ("dp", "tp"), ("dp", "tp")),
-          "1x2x2+dptp": ((1, 2, 2), ("pp", "dp", "tp"), ("dp", "tp"))}
+          "1x2x2+dptp": ((1, 2, 2), ("pp", "dp", "tp"), ("dp", "tp")),
+          "2x2x2": ((2, 2, 2), ("pp", "dp", "tp"), None)}
 # What PyTorch warns of when it cannot merge collectives, and how meshsim says it: (kind, a
 # phrase of PyTorch's warning, a phrase of meshsim's).
 WARNINGS = [("no flattened mesh", "To optimize, flatten mesh dimensions", "_flatten()) DTensor"),
             ("uneven", "not evenly divisible", "does not split evenly"),
             ("order", "non-ascending order", "only when their mesh dims come")]
-# meshsim's word for values PyTorch gets wrong without a warning.
-SILENTLY_WRONG = "returns wrong values without a word"
+# meshsim's words for values PyTorch gets wrong without a warning: a merged gather, or a layout
+# that is not the shard order PyTorch plans it as.
+SILENTLY_WRONG = ("returns wrong values without a word", "put positions in the wrong places")
 
 
 def torch_placement(text):
@@ -111,13 +121,19 @@ def torch_placement(text):
     return _StridedShard(int(dim), split_factor=int(factor))
 
 
-def torch_worker(rank, port, out_dir):
-    """One rank of PyTorch: every case, its local result and the collectives it issued."""
+def world_of(mesh_key):
+    return math.prod(MESHES[mesh_key][0])
+
+
+def torch_worker(rank, world, port, out_dir):
+    """One rank of PyTorch: every case of a world size, its local result and the collectives it
+    issued."""
     import torch
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.distributed_c10d import _resolve_process_group, get_process_group_ranks
     from torch.distributed.tensor import DTensor, distribute_tensor
+    from torch.distributed.tensor.placement_types import _StridedShard
     from torch.utils._python_dispatch import TorchDispatchMode
 
     class Collectives(TorchDispatchMode):
@@ -159,14 +175,18 @@ def torch_worker(rank, port, out_dir):
 
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
-    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
     meshes = {}
     for key, (mesh_shape, dims, flattened) in MESHES.items():
+        if world_of(key) != world:
+            continue
         meshes[key] = init_device_mesh("cpu", mesh_shape, mesh_dim_names=dims)
         if flattened:
             meshes[key][flattened]._flatten("".join(flattened))
     results = {}
     for name, mesh_key, shape, source, target in CASES:
+        if mesh_key not in meshes:
+            continue
         mesh = meshes[mesh_key]
         result = {}
         _redistribute._warned_flatten_issues.clear()  # PyTorch warns once a process
@@ -185,8 +205,11 @@ def torch_worker(rank, port, out_dir):
                     local = local.wait()
             result = {"local": local.flatten().tolist(), "collectives": log.seen,
                       "warnings": sorted(warnings.kinds)}
-            if not any(p.is_partial() for p in targets):
-                # What the values should be: every rank holds `whole` as its partial value.
+            partial = any(p.is_partial() for p in placements)
+            sharded = any(p.is_shard() or isinstance(p, _StridedShard) for p in placements)
+            # What the values should be, where a formula says: every rank holds `whole` as its
+            # partial value (a source that also shards holds it as its piece: left unchecked).
+            if not any(p.is_partial() for p in targets) and not (partial and sharded):
                 summed = math.prod(mesh.size(m) for m, p in enumerate(placements)
                                    if p.is_partial() and p.reduce_op == "sum")
                 correct = distribute_tensor(whole * summed, mesh, targets, src_data_rank=None)
@@ -213,7 +236,8 @@ def quoted(placements):
 def scenario(name, mesh_key, shape, source, target, expected):
     """The case as a meshsim scenario whose expectations are PyTorch's local values."""
     mesh_shape, dims, flattened = MESHES[mesh_key]
-    lines = ["[scenario]", f'name = "{name}"', f"world_size = {WORLD}", 'device = "cpu"',
+    lines = ["[scenario]", f'name = "{name}"', f"world_size = {world_of(mesh_key)}",
+             'device = "cpu"',
              "[[mesh]]", 'name = "m"', f"shape = {list(mesh_shape)}", f"dims = {quoted(dims)}"]
     if flattened:
         lines += ["[[mesh]]", 'name = "flat"', 'from = "m"', f"slice = {quoted(flattened)}",
@@ -234,7 +258,7 @@ def scenario(name, mesh_key, shape, source, target, expected):
     return "\n".join(lines) + "\n"
 
 
-def meshsim_collectives(trace_path):
+def meshsim_collectives(trace_path, world):
     """Each rank's collectives in time order, as [op, group ranks, input shape]. A group's ranks
     are the ranks that met in it: a collective that completes has every member."""
     events = [e for e in json.load(open(trace_path))["traceEvents"]
@@ -242,7 +266,7 @@ def meshsim_collectives(trace_path):
     members = {}
     for e in events:
         members.setdefault(e["args"]["group"], set()).add(e["tid"])
-    out = {r: [] for r in range(WORLD)}
+    out = {r: [] for r in range(world)}
     for e in sorted(events, key=lambda e: (e.get("ts", 0), e["args"]["seq"])):
         m = re.match(r"(\w+)\(\w+\[([^\]]*)\]", e["args"]["signature"])
         shape = [int(x) for x in m.group(2).split(",") if x.strip()]
@@ -257,11 +281,18 @@ def main():
     import torch.multiprocessing as mp
 
     with tempfile.TemporaryDirectory() as tmp:
-        mp.spawn(torch_worker, args=(free_port(), tmp), nprocs=WORLD, join=True)
-        ranks = [json.load(open(os.path.join(tmp, f"torch_{r}.json"))) for r in range(WORLD)]
+        worlds = sorted({world_of(case[1]) for case in CASES})
+        ranks = {}
+        for world in worlds:
+            out = os.path.join(tmp, str(world))
+            os.makedirs(out)
+            mp.spawn(torch_worker, args=(world, free_port(), out), nprocs=world, join=True)
+            ranks[world] = [json.load(open(os.path.join(out, f"torch_{r}.json")))
+                            for r in range(world)]
         mismatches = []
         for name, mesh_key, shape, source, target in CASES:
-            torch_side = [ranks[r][name] for r in range(WORLD)]
+            world = world_of(mesh_key)
+            torch_side = [ranks[world][r][name] for r in range(world)]
             error = torch_side[0].get("error")
             expected = None if error else [t["local"] for t in torch_side]
             path = os.path.join(tmp, f"{name}.toml")
@@ -278,8 +309,8 @@ def main():
             if run.returncode != 0:
                 mismatches.append(f"{name}: local values differ from PyTorch's:\n{run.stdout}")
                 continue
-            ours = meshsim_collectives(trace)
-            for r in range(WORLD):
+            ours = meshsim_collectives(trace, world)
+            for r in range(world):
                 if ours[r] != torch_side[r]["collectives"]:
                     mismatches.append(f"{name}: rank {r} collectives: PyTorch "
                                       f"{torch_side[r]['collectives']}, meshsim {ours[r]}")
@@ -289,13 +320,14 @@ def main():
                 mismatches.append(f"{name}: PyTorch warns of {torch_side[0]['warnings']}, "
                                   f"meshsim of {kinds}: {said}")
             wrong = any(t.get("wrong") for t in torch_side)
-            if wrong != any(SILENTLY_WRONG in w for w in said):
+            if wrong != any(phrase in w for phrase in SILENTLY_WRONG for w in said):
                 mismatches.append(f"{name}: PyTorch's values are {'' if wrong else 'not '}wrong, "
                                   f"meshsim's warnings: {said}")
     for m in mismatches:
         print("MISMATCH " + m)
-    print(f"redistribute_diff: torch {torch.__version__}: {len(CASES)} cases x {WORLD} ranks, "
-          f"values and collectives compared, {len(mismatches)} mismatches")
+    print(f"redistribute_diff: torch {torch.__version__}: {len(CASES)} cases on "
+          f"{' and '.join(map(str, worlds))} ranks, values and collectives compared, "
+          f"{len(mismatches)} mismatches")
     sys.exit(1 if mismatches else 0)
 
 

@@ -19,14 +19,21 @@ RedistributeWarning warnings_of(RankState& rank) {
   return [&rank](std::string text) { rank.warn(std::move(text)); };
 }
 
+// The devices a host holds as DTensor's cost model sees them: torch.cuda.device_count(), the
+// scenario's gpus_per_node (8 when unset), or torch.cpu's 1 for a "cpu" mesh.
+int64_t devices_per_host(const RankState& rank, const DeviceMesh& mesh) {
+  if (mesh.device_type() == "cpu") return 1;
+  return rank.gpus_per_node().value_or(8);
+}
+
 // `redistribute = { tensor, placements, mesh, out }`: out = tensor.redistribute(mesh, placements).
 class RedistributeStep final : public Step {
  public:
   void run(RankState& rank) const override {
     const DTensor& t = rank.dtensor(tensor_);
     const DeviceMesh& mesh = mesh_.empty() ? t.spec().mesh : rank.mesh(mesh_);
-    DTensor out =
-        redistribute(t, mesh, placements_, rank.backend(), groups_of(rank), warnings_of(rank));
+    DTensor out = redistribute(t, mesh, placements_, rank.backend(), groups_of(rank),
+                               warnings_of(rank), devices_per_host(rank, t.spec().mesh));
     rank.set_dtensor(out_, std::move(out));
   }
   std::string tensor_, mesh_, out_;
@@ -45,9 +52,9 @@ class ToTensorStep final : public Step {
     }
     const DeviceMesh& mesh = t.spec().mesh;
     const std::vector<Placement> replicated(mesh.ndim(), Replicate{});
-    rank.set_tensor(
-        out_, redistribute(t, mesh, replicated, rank.backend(), groups_of(rank), warnings_of(rank))
-                  .local());
+    rank.set_tensor(out_, redistribute(t, mesh, replicated, rank.backend(), groups_of(rank),
+                                       warnings_of(rank), devices_per_host(rank, mesh))
+                              .local());
   }
   bool full_ = false;
   std::string tensor_, out_;

@@ -7,6 +7,7 @@
 #include "src/checked_math.hpp"
 #include "src/dtensor/local_shard.hpp"
 #include "src/dtensor/redistribute_merge.hpp"
+#include "src/dtensor/redistribute_planner.hpp"
 #include "src/error.hpp"
 #include "src/tensor/memory_budget.hpp"
 #include "src/tensor/tensor_ops.hpp"
@@ -269,7 +270,6 @@ Tensor run_transform(const MeshDimContext& c, const Tensor& local,
 // (DTensorSpec._maybe_convert_StridedShard_to_shard_order): right to left, a mesh dim's split
 // factor says how many pieces the mesh dims cutting before it made. nullopt when some split
 // factor matches no such product.
-using ShardOrder = std::vector<std::vector<size_t>>;  // by tensor dim: mesh dims, first cut first
 std::optional<ShardOrder> decode_shard_order(std::span<const Placement> placements,
                                              const DeviceMesh& mesh, size_t tensor_ndim) {
   ShardOrder order(tensor_ndim);
@@ -327,7 +327,8 @@ void check_decoded_layouts(const DTensorSpec& from, const ShardOrder& from_order
   if (std::optional<size_t> d = layout_differs_from_order(from, from_order)) {
     warn(fmt::format(
         "{} cuts dim {} ({} positions) into other pieces than the shard order PyTorch decodes "
-        "it into ({}), so the gathers PyTorch issues for it disagree across ranks",
+        "it into ({}); PyTorch plans with that order's sizes, so its gathers disagree across "
+        "ranks or put positions in the wrong places",
         placements_str(from.placements), *d, from.shape[*d], cut_order_str(from_order[*d])));
   }
   if (std::optional<size_t> d = layout_differs_from_order(to, to_order)) {
@@ -341,66 +342,15 @@ void check_decoded_layouts(const DTensorSpec& from, const ShardOrder& from_order
   }
 }
 
-// A layout with _StridedShards that encode a shard order (FSDP2 over TP: [_S(0, tp), S(0)]):
-// PyTorch plans over shard orders, not placements. meshsim undoes, last cut first, the cuts the
-// target does not share (each an all_gather of a plain shard, its size where that cut was
-// made), inner mesh dims first among tensor dims, then makes the target's remaining cuts
-// locally. That is the path PyTorch 2.15 takes for the layouts measured ([_S(0, 2), S(0)] to
-// [S(0), S(0)], [R, R] and back); its cost-based planner may pick other collectives elsewhere.
-std::vector<RedistributeTransform> plan_by_shard_order(const DTensorSpec& spec,
-                                                       std::span<const Placement> to,
-                                                       const ShardOrder& from_order,
-                                                       const ShardOrder& to_order,
-                                                       std::vector<int64_t> local_shape) {
-  const DeviceMesh& mesh = spec.mesh;
-  const std::vector<int64_t>& coordinate = *mesh.coordinate();
-  for (size_t m = 0; m < to.size(); ++m) {
-    const bool partial = is_partial(spec.placements[m]) || is_partial(to[m]);
-    if (partial && !(spec.placements[m] == to[m])) {
-      throw Error(PyErrorType::kNotImplementedError,
-                  fmt::format("redistribute from {} to {} on mesh dim {} next to a "
-                              "_StridedShard: meshsim does not model it",
-                              placement_name(spec.placements[m]), placement_name(to[m]), m));
-    }
+// A placement with a decoded _StridedShard as the plain Shard of its dim, as PyTorch's shard-order
+// planner sees it.
+std::vector<Placement> as_shards(std::span<const Placement> placements) {
+  std::vector<Placement> out;
+  for (const Placement& p : placements) {
+    const auto* strided = std::get_if<StridedShard>(&p);
+    out.push_back(strided ? Placement{Shard{strided->dim}} : p);
   }
-  std::vector<RedistributeTransform> plan;
-  // How many of each tensor dim's cuts stay, and the cuts still to undo.
-  std::vector<size_t> kept(from_order.size());
-  std::vector<size_t> undone(from_order.size());
-  for (size_t d = 0; d < from_order.size(); ++d) {
-    const std::vector<size_t>& a = from_order[d];
-    const std::vector<size_t>& b = to_order[d];
-    while (kept[d] < a.size() && kept[d] < b.size() && a[kept[d]] == b[kept[d]]) ++kept[d];
-    undone[d] = a.size();
-  }
-  while (true) {
-    // The innermost mesh dim among the last cuts still to undo.
-    std::optional<size_t> next;
-    for (size_t d = 0; d < from_order.size(); ++d) {
-      if (undone[d] == kept[d]) continue;
-      if (!next || from_order[d][undone[d] - 1] > from_order[*next][undone[*next] - 1]) next = d;
-    }
-    if (!next) break;
-    const size_t d = *next;
-    const size_t m = from_order[d][--undone[d]];
-    // The dim's size when this cut was made: the cuts before it taken on this rank.
-    int64_t size = spec.shape[d];
-    for (size_t i = 0; i < undone[d]; ++i) {
-      const size_t earlier = from_order[d][i];
-      size = chunk_range(size, mesh.size(earlier), coordinate[earlier]).second;
-    }
-    local_shape[d] = size;
-    const Placement cut = Shard{static_cast<int64_t>(d)};
-    plan.push_back({m, cut, Replicate{}, local_shape});
-  }
-  for (size_t d = 0; d < to_order.size(); ++d) {
-    for (size_t i = kept[d]; i < to_order[d].size(); ++i) {
-      const size_t m = to_order[d][i];
-      plan.push_back({m, Replicate{}, Shard{static_cast<int64_t>(d)}, local_shape});
-      local_shape[d] = chunk_range(local_shape[d], mesh.size(m), coordinate[m]).second;
-    }
-  }
-  return plan;
+  return out;
 }
 
 }  // namespace
@@ -457,7 +407,7 @@ std::vector<RedistributeTransform> plan_redistribute(const DTensorSpec& spec,
 
 DTensor redistribute(const DTensor& t, const DeviceMesh& mesh, std::vector<Placement> to,
                      Backend& backend, const MeshDimGroup& group_of,
-                     const RedistributeWarning& warn) {
+                     const RedistributeWarning& warn, int64_t devices_per_host) {
   const DTensorSpec& spec = t.spec();
   const auto tensor_ndim = static_cast<int64_t>(spec.shape.size());
   for (size_t i = 0; i < to.size() && i < spec.placements.size(); ++i) {
@@ -492,7 +442,8 @@ DTensor redistribute(const DTensor& t, const DeviceMesh& mesh, std::vector<Place
     if (from_order && to_order) check_decoded_layouts(spec, *from_order, target, *to_order, warn);
     const std::vector<RedistributeTransform> plan =
         from_order && to_order
-            ? plan_by_shard_order(spec, target.placements, *from_order, *to_order, local.shape())
+            ? plan_min_cost(spec, as_shards(spec.placements), *from_order,
+                            as_shards(target.placements), *to_order, devices_per_host)
             : plan_redistribute(spec, target.placements);
     for (const PlannedTransform& step :
          merge_over_flattened_meshes(plan, spec, target.placements, warn)) {

@@ -43,15 +43,17 @@ using RedistributeWarning = std::function<void(std::string)>;
 // RuntimeError ("redistribute from S(0) to _S(0, 2) not supported yet") for a Shard or Partial
 // moved into a _StridedShard outside a shard order, NotImplementedError for a Partial that
 // changes next to a _StridedShard (meshsim does not model it), and what the
-// backend throws. _StridedShards that encode a shard order (FSDP2 over TP) are planned by it
+// backend throws. A layout with _StridedShards that encode a shard order (FSDP2 over TP) is
+// planned as PyTorch plans it, by the min-cost search of redistribute_planner.hpp, whose cost
+// model sees hosts of `devices_per_host` devices (torch.cuda.device_count(); 1 for "cpu")
 // (NotImplementedError where uneven sizes make the target's layout another than that order's
-// cut); others are gathered (and cut) on their mesh dim. Collectives PyTorch 2.15 merges over a
-// flattened mesh are merged (redistribute_merge.hpp; AssertionError, as PyTorch raises, for a
-// merged _StridedShard). A rank outside the mesh takes part in nothing and keeps its empty
-// shard. `warn` hears of Gloo's all_to_all fallback, of the merges PyTorch warns it cannot make
-// and of the values it gets wrong without a word.
+// cut); other _StridedShards are gathered (and cut) on their mesh dim. Collectives PyTorch 2.15
+// merges over a flattened mesh are merged (redistribute_merge.hpp; AssertionError, as PyTorch
+// raises, for a merged _StridedShard). A rank outside the mesh takes part in nothing and keeps its
+// empty shard. `warn` hears of Gloo's all_to_all fallback, of the merges PyTorch warns it cannot
+// make and of the values it gets wrong without a word.
 DTensor redistribute(const DTensor& t, const DeviceMesh& mesh, std::vector<Placement> to,
                      Backend& backend, const MeshDimGroup& group_of,
-                     const RedistributeWarning& warn);
+                     const RedistributeWarning& warn, int64_t devices_per_host);
 
 }  // namespace meshsim

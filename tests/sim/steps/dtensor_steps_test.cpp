@@ -407,6 +407,52 @@ TEST_CASE("redistribute: PyTorch's warnings where it cannot merge, and its _Stri
             .empty());
 }
 
+TEST_CASE("redistribute: shard orders are planned by PyTorch's min-cost search",
+          "[sim][dtensor][planner]") {
+  // Rank 0's collectives as PyTorch 2.15 issues them, measured on eight Gloo processes (a, b)
+  // and planned by its DTensorRedistributePlanner for a 4096 x 4096 tensor on a fake process
+  // group (c): a cut of the target made between two gathers, because it shrinks the second;
+  // gathers of equal cost in the order PyTorch generates them (lower tensor dim first); and,
+  // for a large tensor, all_to_all where a gather and a cut would move more.
+  const auto rank0_collectives = [](const std::string& head, const std::string& steps) {
+    RunOptions options;
+    options.trace = true;
+    const ScenarioResult r = run_scenario(
+        load_scenario_text(head + "[[mesh]]\nname = \"m\"\n" + steps, "t.toml"), options);
+    CHECK(failures_of(r) == "");
+    std::vector<std::string> out = rank0_steps(r);
+    std::erase_if(out, [](const std::string& e) { return e[0] != ' '; });
+    return out;
+  };
+  const std::string gloo8 = "[scenario]\nname = \"p\"\nworld_size = 8\ndevice = \"cpu\"\n";
+  const std::string mesh222 = "shape = [2, 2, 2]\ndims = [\"pp\", \"dp\", \"tp\"]\n";
+  CHECK(rank0_collectives(gloo8, mesh222 +
+                                     "[[step]]\ndtensor = { name = \"a\", mesh = \"m\", shape = "
+                                     "[4, 2], placements = [\"_StridedShard(0, 2)\", \"S(0)\", "
+                                     "\"R\"], fill = \"index\" }\n[[step]]\nredistribute = { "
+                                     "tensor = \"a\", placements = [\"S(1)\", \"R\", \"R\"] }\n") ==
+        std::vector<std::string>{"  all_gather_into_tensor(float32[1, 2]) on m.pp#0",
+                                 "  all_gather_into_tensor(float32[2, 1]) on m.dp#0"});
+  CHECK(rank0_collectives(gloo8, mesh222 +
+                                     "[[step]]\ndtensor = { name = \"b\", mesh = \"m\", shape = "
+                                     "[4, 4], placements = [\"S(1)\", \"S(0)\", \"S(1)\"], fill = "
+                                     "\"index\" }\n[[step]]\nredistribute = { tensor = \"b\", "
+                                     "placements = [\"S(1)\", \"_StridedShard(0, 2)\", "
+                                     "\"S(0)\"] }\n") ==
+        std::vector<std::string>{"  all_gather_into_tensor(float32[2, 1]) on m.dp#0",
+                                 "  all_gather_into_tensor(float32[4, 1]) on m.tp#0"});
+  // One GPU a host, as the cost model sees a "cpu" mesh (where Gloo would gather instead).
+  CHECK(rank0_collectives(
+            "[scenario]\nname = \"p\"\nworld_size = 8\ngpus_per_node = 1\n",
+            "shape = [2, 4]\ndims = [\"dp\", \"tp\"]\n[[step]]\ndtensor = { name = \"c\", mesh = "
+            "\"m\", shape = [4096, 4096], placements = [\"_StridedShard(0, 4)\", \"S(0)\"], meta "
+            "= true }\n[[step]]\nredistribute = { tensor = \"c\", placements = [\"S(0)\", "
+            "\"S(0)\"] }\n") ==
+        std::vector<std::string>{"  all_gather_into_tensor(float32[512, 4096]) on m.dp#0",
+                                 "  all_to_all(float32[1024, 1024]) on m.tp#0",
+                                 "  all_to_all(float32[512, 1024]) on m.tp#0"});
+}
+
 TEST_CASE("redistribute: any layout to any other equals the target laid out directly",
           "[sim][dtensor][property]") {
   meshsim::testing::SplitMix rng{20261201};
