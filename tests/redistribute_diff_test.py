@@ -80,6 +80,7 @@ CASES = [
     ("flat3-S0S0S0-RRR", "1x2x2+dptp", (8,), ["S(0)", "S(0)", "S(0)"], ["R", "R", "R"]),
     ("flat3-PPP-RRR", "1x2x2+dptp", (4,), ["P", "P", "P"], ["R", "R", "R"]),
     ("flat3-S0RS0-RRR", "1x2x2+dptp", (8,), ["S(0)", "R", "S(0)"], ["R", "R", "R"]),
+    ("flat3-PavgPP-RRR", "1x2x2+dptp", (4,), ["P(avg)", "P", "P"], ["R", "R", "R"]),
     # Shard orders over three mesh dims, planned by PyTorch's min-cost search: a target cut
     # between two gathers, gathers of equal cost in PyTorch's order, a Partial beside them, and
     # an uneven layout that is not its shard order (PyTorch returns misplaced values).

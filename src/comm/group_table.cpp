@@ -24,8 +24,10 @@ GroupTable::~GroupTable() {
 
 void GroupTable::charge(const GroupBatch& batch, const std::string& origin) {
   constexpr uint64_t kBytesPerGroupId = 16;
-  // The origin is held twice: in the entry and as a key counting its uses.
-  const uint64_t bytes = sizeof(Entry) + 2 * origin.size() + kBytesPerGroupId * batch.count();
+  // An origin seen for the first time is held twice: in the entry and as a key counting uses.
+  const bool new_origin = !origin.empty() && !origin_uses_.contains(origin);
+  const uint64_t bytes =
+      sizeof(Entry) + (new_origin ? 2 : 1) * origin.size() + kBytesPerGroupId * batch.count();
   MemoryBudget::reserve(bytes, "process groups");
   charged_ += bytes;
 }

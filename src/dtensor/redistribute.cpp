@@ -457,18 +457,16 @@ DTensor redistribute(const DTensor& t, const DeviceMesh& mesh, std::vector<Place
                     "_StridedShard redistribute assumes no flattened transforms");
       }
       if (on.size(move.mesh_dim) == 1 || move.from == move.to) continue;  // nothing moves
-      local = run_transform(context_of(on, move.mesh_dim, backend, group_of, warn), local, move);
-      if (step.avg_scale > 1) {
-        // PyTorch's true division makes an integer shard float32, no longer the DTensor's dtype.
-        if (!is_floating(local.dtype())) {
-          throw Error(PyErrorType::kNotImplementedError,
-                      fmt::format("a merged Partial(avg) of a {} DTensor: PyTorch divides the sum "
-                                  "into a float32 shard that no longer matches the DTensor's "
-                                  "dtype, and meshsim does not model it",
-                                  dtype_name(local.dtype())));
-        }
-        local = divided_by(local, step.avg_scale);
+      // PyTorch's true division makes an integer shard float32, no longer the DTensor's dtype.
+      if (step.avg_scale > 1 && !is_floating(local.dtype())) {
+        throw Error(PyErrorType::kNotImplementedError,
+                    fmt::format("a merged Partial(avg) of dtype {}: PyTorch divides the sum into "
+                                "a float32 shard that no longer matches the DTensor's dtype, and "
+                                "meshsim does not model it",
+                                dtype_name(local.dtype())));
       }
+      local = run_transform(context_of(on, move.mesh_dim, backend, group_of, warn), local, move);
+      if (step.avg_scale > 1) local = divided_by(local, step.avg_scale);
     }
   }
   DTensor out = DTensor::from_local_shard(std::move(target), std::move(local));

@@ -166,7 +166,8 @@ std::optional<std::string> silently_wrong_gather(const PlannedTransform& merged,
 struct MergeAttempt {
   std::optional<PlannedTransform> merged;
   NoMerge reason = NoMerge::kNoFlattenedMesh;
-  std::vector<size_t> dims;  // ascending
+  std::vector<size_t> dims;   // ascending
+  bool sum_averaged = false;  // a merged reduction that averages what should be summed
 };
 
 MergeAttempt try_merge(std::span<const RedistributeTransform> run, const DeviceMesh& mesh) {
@@ -212,6 +213,14 @@ MergeAttempt try_merge(std::span<const RedistributeTransform> run, const DeviceM
       if (std::get<Partial>(t.from).op == ReduceOp::kAvg) merged.avg_scale *= mesh.size(t.mesh_dim);
     }
     if (merged.avg_scale > 1) merged.transform.from = Partial{ReduceOp::kSum};
+    // Averages only over mesh dims of one rank keep the first transform's op: if that is avg,
+    // the sums of the other dims are averaged too.
+    for (const RedistributeTransform& t : run) {
+      attempt.sum_averaged =
+          attempt.sum_averaged ||
+          (merged.transform.from == Placement{Partial{ReduceOp::kAvg}} &&
+           std::get<Partial>(t.from).op == ReduceOp::kSum && mesh.size(t.mesh_dim) > 1);
+    }
   }
   attempt.merged = std::move(merged);
   return attempt;
@@ -221,7 +230,7 @@ std::string missed_merge_warning(const MergeAttempt& attempt, CollectiveKind kin
                                  const DTensorSpec& spec, std::span<const Placement> to) {
   const std::string dims = dims_str(spec.mesh, attempt.dims);
   const std::string what = fmt::format(
-      "redistribute {} -> {} issues {} {} collectives one after another, on mesh dims {}",
+      "redistribute {} -> {} plans {} {} steps one after another, on mesh dims {}",
       placements_str(spec.placements), placements_str(to), count, kind_name(kind), dims);
   switch (attempt.reason) {
     case NoMerge::kNonAscending:
@@ -267,7 +276,17 @@ std::vector<PlannedTransform> merge_over_flattened_meshes(
     MergeAttempt attempt;
     if (run.size() >= 2) attempt = try_merge(run, spec.mesh);
     if (attempt.merged) {
-      if (kind == CollectiveKind::kAllGather) {
+      if (attempt.sum_averaged) {
+        warn(fmt::format(
+            "redistribute {} -> {} reduces mesh dims {} in one {} on flattened mesh \"{}\" with "
+            "avg, the op of the first (a dim of one rank), so the sums over the others are "
+            "averaged: PyTorch 2.15 returns wrong values without a word",
+            placements_str(spec.placements), placements_str(to), dims_str(spec.mesh, attempt.dims),
+            kind_name(kind), (*attempt.merged->flattened->dim_names())[0]));
+      }
+      // A merged gather of _StridedShards is refused before it runs.
+      if (kind == CollectiveKind::kAllGather &&
+          !std::holds_alternative<StridedShard>(attempt.merged->transform.from)) {
         if (std::optional<std::string> wrong =
                 silently_wrong_gather(*attempt.merged, attempt.dims, spec, to))
           warn(std::move(*wrong));

@@ -3,6 +3,7 @@
 #include <deque>
 #include <limits>
 #include <map>
+#include <optional>
 #include <queue>
 #include <set>
 
@@ -10,6 +11,7 @@
 
 #include "src/dtensor/local_shard.hpp"
 #include "src/error.hpp"
+#include "src/tensor/memory_budget.hpp"
 
 namespace meshsim {
 
@@ -40,8 +42,8 @@ std::vector<int64_t> key_of(const State& s) {
 }
 
 // DTensor's per-mesh-dim link model: 87.7 GB/s and 0.6 us a hop within a host; once the mesh
-// dims from the innermost out span more devices than a host holds, a fifth of the bandwidth
-// (x 0.22) and 2.7 us a hop.
+// dims from the innermost out span more devices than a host holds, 0.22 of that bandwidth and
+// 2.7 us a hop.
 struct LinkModel {
   std::vector<int64_t> devices;
   std::vector<double> bandwidth;
@@ -95,6 +97,7 @@ class Planner {
     std::priority_queue<Entry, std::vector<Entry>, std::greater<>> queue;
     queue.push({0.0, 0});
     std::set<std::vector<int64_t>> visited;
+    std::vector<MemoryReservation> held;  // the nodes and visited keys, against the budget
     const std::vector<int64_t> goal = key_of(target_);
     while (!queue.empty()) {
       const size_t at = queue.top().second;
@@ -110,8 +113,14 @@ class Planner {
         if (visited.contains(key_of(next))) continue;
         if (nodes.size() >= kMaxNodes) {
           throw runtime_error(fmt::format(
-              "the redistribute plan search reached {} states without finding the target",
-              kMaxNodes));
+              "redistribute from {} to {}: the min-cost plan search (PyTorch's planner) queued "
+              "{} states without reaching the target, meshsim's bound; the states grow "
+              "exponentially with the mesh dims ({} here)",
+              placements_str(nodes.front().state.placements), placements_str(target_.placements),
+              kMaxNodes, spec_.mesh.ndim()));
+        }
+        if (nodes.size() % kNodesPerReservation == 0) {
+          held.emplace_back(kNodesPerReservation * kBytesPerNode, "the redistribute plan search");
         }
         const double cost = nodes[at].cost + step_cost;
         nodes.push_back({std::move(next), cost, at});
@@ -122,9 +131,12 @@ class Planner {
   }
 
  private:
-  // Far past the states of a mesh of a few dims ((tensor dims + 2) ^ mesh dims times the cut
-  // orders); a bound, so that no input grows the search without end.
-  static constexpr size_t kMaxNodes = 1 << 20;
+  // Past the states a mesh of up to six dims queues (a 2^6 mesh moving a 3-d tensor between two
+  // cut orders: 24,000); a bound, so that no input grows the search without end (a 2^8 mesh
+  // would), held against the memory budget as it grows. meshsim's limit, not PyTorch's.
+  static constexpr size_t kMaxNodes = 1 << 16;
+  static constexpr size_t kNodesPerReservation = 4096;
+  static constexpr uint64_t kBytesPerNode = 512;  // a state, its queue entry and visited key
 
   // DTensor's estimate for a step that changes one mesh dim (one_step_redistribute_cost).
   double step_cost(const State& from, const State& to) const {
@@ -258,6 +270,7 @@ const std::vector<State>& cheapest_path(const DTensorSpec& spec, const State& so
   struct Cached {
     std::vector<int64_t> key;
     std::vector<State> path;
+    std::optional<Error> failure;  // a search past its bound fails the same way on every rank
   };
   thread_local std::deque<Cached> cache;
   // Sizes first, so that keys of different inputs cannot run into each other.
@@ -272,12 +285,20 @@ const std::vector<State>& cheapest_path(const DTensorSpec& spec, const State& so
   key.insert(key.end(), spec.shape.begin(), spec.shape.end());
   const std::vector<int64_t> mesh_shape = spec.mesh.shape();
   key.insert(key.end(), mesh_shape.begin(), mesh_shape.end());
-  for (const Cached& c : cache)
-    if (c.key == key) return c.path;
-  Planner planner(spec, target, devices_per_host);
-  std::vector<State> path = planner.cheapest_path(source);
+  for (const Cached& c : cache) {
+    if (c.key != key) continue;
+    if (c.failure) throw *c.failure;
+    return c.path;
+  }
   if (cache.size() == kCachedPaths) cache.pop_front();
-  cache.push_back({std::move(key), std::move(path)});
+  std::vector<State> path;
+  try {
+    path = Planner(spec, target, devices_per_host).cheapest_path(source);
+  } catch (const Error& e) {
+    cache.push_back({std::move(key), {}, e});
+    throw;
+  }
+  cache.push_back({std::move(key), std::move(path), std::nullopt});
   return cache.back().path;
 }
 

@@ -474,6 +474,8 @@ std::vector<std::string> DeviceMesh::flattened_names() const {
 
 std::optional<DeviceMesh> DeviceMesh::flattened_over(std::span<const size_t> dims) const {
   if (!state_.dim_names) return std::nullopt;
+  MESHSIM_ASSERT(std::is_sorted(dims.begin(), dims.end()) && (dims.empty() || dims.back() < ndim()),
+                 "flattened_over needs ascending mesh dims in range");
   std::vector<Axis> axes;
   for (const size_t d : dims) axes.push_back(state_.layout[d]);
   const MeshLayout wanted({MeshLayout(std::move(axes)).collapse()});
