@@ -19,8 +19,10 @@ namespace {
 bool is_shard(const Placement& p) {
   return sharded_dim(p) >= 0;
 }
-bool is_shard_of(const Placement& p, int64_t dim) {
-  return is_shard(p) && sharded_dim(p) == dim;
+// A plain Shard of `dim`: PyTorch's greedy plan does not count a _StridedShard as one.
+bool is_plain_shard_of(const Placement& p, int64_t dim) {
+  const auto* shard = std::get_if<Shard>(&p);
+  return shard != nullptr && shard->dim == dim;
 }
 bool is_partial(const Placement& p) {
   return std::holds_alternative<Partial>(p);
@@ -362,12 +364,13 @@ std::vector<RedistributeTransform> plan_redistribute(const DTensorSpec& spec,
   const size_t ndim = mesh.ndim();
   if (ndim == 1) return {{0, spec.placements[0], to[0], spec.shape}};
 
-  // The shape each mesh dim sees: the earlier mesh dims' shards already taken.
+  // The shape each mesh dim sees: the earlier mesh dims' plain shards already taken (PyTorch's
+  // greedy plan leaves a _StridedShard's out).
   std::vector<std::vector<int64_t>> logical{spec.shape};
   for (size_t i = 0; i + 1 < ndim; ++i) {
     std::vector<int64_t> next = logical[i];
     const Placement& p = spec.placements[i];
-    if (is_shard(p)) {
+    if (std::holds_alternative<Shard>(p)) {
       next[dim_of(p)] = piece_size(p, next[dim_of(p)], mesh.size(i), coordinate[i]);
     }
     logical.push_back(std::move(next));
@@ -383,11 +386,11 @@ std::vector<RedistributeTransform> plan_redistribute(const DTensorSpec& spec,
     // differently (nested sharding) goes through Replicate.
     for (size_t m = ndim; m-- > 0;) {
       Placement target = to[m];
-      if (is_shard(target)) {
+      if (std::holds_alternative<Shard>(target)) {
         const int64_t dim = sharded_dim(target);
         bool aligned = true;
         for (size_t i = 0; i < m; ++i)
-          aligned = aligned && is_shard_of(current[i], dim) == is_shard_of(to[i], dim);
+          aligned = aligned && is_plain_shard_of(current[i], dim) == is_plain_shard_of(to[i], dim);
         if (!aligned) target = Replicate{};
       }
       if (!(current[m] == target)) {
