@@ -290,16 +290,6 @@ std::optional<ShardOrder> decode_shard_order(std::span<const Placement> placemen
   return order;
 }
 
-// This rank's local shape when every tensor dim is cut by its mesh dims in `order`.
-std::vector<int64_t> shard_order_local_shape(const DTensorSpec& spec, const ShardOrder& order) {
-  std::vector<int64_t> shape = spec.shape;
-  for (size_t d = 0; d < order.size(); ++d) {
-    for (const size_t m : order[d])
-      shape[d] = chunk_range(shape[d], spec.mesh.size(m), (*spec.mesh.coordinate())[m]).second;
-  }
-  return shape;
-}
-
 // "mesh dim 1, then mesh dim 0": the order a tensor dim is cut in.
 std::string cut_order_str(const std::vector<size_t>& mesh_dims) {
   std::vector<std::string> parts;
@@ -312,7 +302,7 @@ std::string cut_order_str(const std::vector<size_t>& mesh_dims) {
 // order's nested cut, and PyTorch plans as if it were.
 std::optional<size_t> layout_differs_from_order(const DTensorSpec& laid_out,
                                                 const ShardOrder& order) {
-  const std::vector<int64_t> by_order = shard_order_local_shape(laid_out, order);
+  const std::vector<int64_t> by_order = shape_after_cuts(laid_out, order);
   const std::vector<int64_t> actual = laid_out.local_shape();
   for (size_t d = 0; d < actual.size(); ++d)
     if (actual[d] != by_order[d]) return d;

@@ -140,8 +140,7 @@ std::optional<std::string> silently_wrong_gather(const PlannedTransform& merged,
   if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return std::nullopt;
   const auto dim = static_cast<size_t>(sharded_dim(merged.transform.from));
   const int64_t n = shape[dim];
-  int64_t ranks = 1;
-  for (const size_t d : dims) ranks *= spec.mesh.size(d);  // at most the world size
+  const int64_t ranks = merged.flattened->size();  // the merged dims' ranks
   const SizeRuns even = chunk_sizes(n, ranks);
   // Even chunks have at most three runs (full, shorter, empty), and so has every outer level of
   // a nesting that ends in them (its pieces are sums of consecutive even chunks): a level with
@@ -199,8 +198,7 @@ MergeAttempt try_merge(std::span<const RedistributeTransform> run, const DeviceM
         sharded_dim(kind == CollectiveKind::kAllGather ? run.front().from : run.front().to));
     for (const RedistributeTransform& t : run)
       if (t.logical_shape[dim] > outermost->logical_shape[dim]) outermost = &t;
-    int64_t ranks = 1;
-    for (const size_t d : attempt.dims) ranks *= mesh.size(d);
+    const int64_t ranks = flattened->size();  // the merged dims' ranks
     if (kind == CollectiveKind::kReduceScatter && outermost->logical_shape[dim] % ranks != 0) {
       attempt.reason = NoMerge::kUnevenShape;
       return attempt;

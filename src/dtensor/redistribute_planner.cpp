@@ -302,21 +302,20 @@ const std::vector<State>& cheapest_path(const DTensorSpec& spec, const State& so
   return cache.back().path;
 }
 
-// The shape mesh dim m's step sees: every other cut of the state taken on this rank, dim by
-// dim in cut order (PyTorch's get_logical_shape, cuts after m included).
-std::vector<int64_t> logical_shape(const DTensorSpec& spec, const State& s, size_t m) {
+}  // namespace
+
+std::vector<int64_t> shape_after_cuts(const DTensorSpec& spec, const ShardOrder& order,
+                                      std::optional<size_t> except) {
   std::vector<int64_t> shape = spec.shape;
   const std::vector<int64_t>& coordinate = *spec.mesh.coordinate();
-  for (size_t d = 0; d < s.order.size(); ++d) {
-    for (const size_t cut : s.order[d]) {
-      if (cut == m) continue;
-      shape[d] = chunk_range(shape[d], spec.mesh.size(cut), coordinate[cut]).second;
+  for (size_t d = 0; d < order.size(); ++d) {
+    for (const size_t m : order[d]) {
+      if (m == except) continue;
+      shape[d] = chunk_range(shape[d], spec.mesh.size(m), coordinate[m]).second;
     }
   }
   return shape;
 }
-
-}  // namespace
 
 std::vector<RedistributeTransform> plan_min_cost(
     const DTensorSpec& spec, std::span<const Placement> from, const ShardOrder& from_order,
@@ -330,7 +329,7 @@ std::vector<RedistributeTransform> plan_min_cost(
     const State& b = path[i + 1];
     for (size_t m = 0; m < a.placements.size(); ++m) {
       if (!(a.placements[m] == b.placements[m]))
-        plan.push_back({m, a.placements[m], b.placements[m], logical_shape(spec, a, m)});
+        plan.push_back({m, a.placements[m], b.placements[m], shape_after_cuts(spec, a.order, m)});
     }
   }
   return plan;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -16,6 +17,11 @@ namespace meshsim {
 
 // By tensor dim: the mesh dims that cut it, first cut first.
 using ShardOrder = std::vector<std::vector<size_t>>;
+
+// This rank's shape of `spec`'s tensor with every tensor dim cut by its mesh dims in `order`,
+// the cut of mesh dim `except` left out (PyTorch's logical shape of a step on that mesh dim).
+std::vector<int64_t> shape_after_cuts(const DTensorSpec& spec, const ShardOrder& order,
+                                      std::optional<size_t> except = std::nullopt);
 
 // The calling rank's plan from `spec` (its placements cut in `from_order`) to `to` cut in
 // `to_order`; every cut in both is a Shard (a decoded _StridedShard becomes the Shard of its
