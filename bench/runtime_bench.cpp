@@ -15,6 +15,7 @@
 
 #include <boost/fiber/barrier.hpp>
 
+#include "sim/report/hang_render.hpp"
 #include "sim/runtime/backend_factory.hpp"
 #include "sim/runtime/fiber_stack.hpp"
 #include "sim/runtime/hang_report.hpp"
@@ -275,7 +276,8 @@ void BM_runtime_deadlock_report(benchmark::State& state) {
         [&] {
           const HangReport report =
               analyze_hang(activity, w.factory.rendezvous(), w.factory.timeout());
-          report_bytes = report.text().size() + report.json().dump().size() + report.dot().size();
+          report_bytes =
+              hang_text(report).size() + hang_json(report).dump().size() + hang_dot(report).size();
           return abort_blocked(activity);
         });
   }

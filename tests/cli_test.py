@@ -63,7 +63,8 @@ r = run("run", "--no-time", "-v", in_root("scenarios", "hang_pp_1f1b_forgotten_s
 lines = r.stdout.splitlines()
 check(r.returncode == 0 and lines[1].strip() == "deadlock: unmatched send/recv",
       f"1F1B hang: cause on the report's first line: {lines[:3]}")
-check("ranks 2-3 wait in their 8th recv from ranks 4-5" in lines[2] and "posted 7 sends" in lines[2],
+check("ranks 4, 5 did not post the send at line 46 (j=6) (`when` false); ranks 2, 3 wait for it "
+      "in their 8th recv" in lines[2] and "7 sends posted" in lines[2],
       f"1F1B hang: the culprits on the second line, one story for both: {lines[2][:200]}")
 check("step failed: aborted" not in r.stdout and "aborted: aborted" not in r.stdout,
       "aborted ranks are not reported as 'step failed: aborted: aborted ...'")
@@ -156,6 +157,23 @@ r = run("--help")
 check(r.returncode == 0 and "run" in r.stdout and "check" in r.stdout, "--help lists commands")
 r = run("check", in_root("scenarios"))
 check(r.returncode == 0 and r.stdout.count(": ok (") >= 8, "check accepts every shipped scenario")
+
+# Warnings are never hidden: a passing run prints their summary by kind, with file:line, before
+# the totals; --warnings-as-errors fails a run that warns and passes one that does not.
+r = run("run", "--no-time", in_root("scenarios", "rng_overlap_quirks.toml"))
+out = r.stdout.splitlines()
+check(r.returncode == 0 and any(l.startswith("warnings: ") and "(rng overlap " in l for l in out),
+      f"warnings: a passing run prints a summary by kind: {out[-8:]}")
+check(any(l.startswith("  scenarios/rng_overlap_quirks.toml:") or
+          "rng_overlap_quirks.toml:24:1: RNG overlap" in l for l in out),
+      f"warnings: the first ones are listed with file:line: {out[-8:]}")
+check(out[-1] == "1 passed, 0 failed", f"warnings: the totals stay the last line: {out[-1:]}")
+r = run("run", "--no-time", "--warnings-as-errors", in_root("scenarios", "rng_overlap_quirks.toml"))
+check(r.returncode == 1 and "with --warnings-as-errors: the run fails" in r.stdout,
+      f"--warnings-as-errors fails a run that warns: {r.returncode}")
+r = run("run", "--no-time", "--warnings-as-errors", in_root("scenarios", "pp_1f1b.toml"))
+check(r.returncode == 0 and "warnings:" not in r.stdout,
+      f"--warnings-as-errors passes a run without warnings: {r.returncode}")
 
 # Checkpoints: a run's directory is removed afterwards; --keep-checkpoints keeps it under
 # DIR/<scenario name>, and two runs write byte-identical files.

@@ -50,6 +50,7 @@ struct RunFlags {
   std::string trace_path;
   bool trace_setup = false;
   bool verbose = false;
+  bool warnings_as_errors = false;
   bool with_time = true;
   std::string schedule = "fifo";
   uint64_t seed = 0;
@@ -239,6 +240,13 @@ int run_command(const std::vector<std::string>& paths, const RunFlags& flags) {
     report.results.push_back(std::move(result));
   }
   if (!report.results.empty()) std::cout << "\n" << format_table(report, flags.with_time);
+  constexpr size_t kWarningsListed = 5;
+  std::cout << format_warnings(report, verbose ? SIZE_MAX : kWarningsListed);
+  const size_t warnings = warning_count(report);
+  if (flags.warnings_as_errors && warnings > 0) {
+    std::cout << fmt::format("{} warning{} with --warnings-as-errors: the run fails\n", warnings,
+                             warnings == 1 ? "" : "s");
+  }
   std::cout << format_totals(report);
   bool written = true;
   if (!flags.json_path.empty()) {
@@ -253,7 +261,8 @@ int run_command(const std::vector<std::string>& paths, const RunFlags& flags) {
   if (options.payload_hashes) written &= write_output(flags.payload_hashes_path, payload_hashes);
   if (!flags.graph_path.empty()) written &= write_graphs(flags.graph_path, graphs);
   if (!written) return kExitUnusable;
-  return exit_code(report);
+  const int code = exit_code(report);
+  return code == kExitPass && flags.warnings_as_errors && warnings > 0 ? kExitFailed : code;
 }
 
 // `meshsim steps`: one row per step kind, its arguments and what it does, in aligned columns
@@ -329,6 +338,8 @@ int main(int argc, char** argv) {
                   "write one line per member of every collective: what it received, hashed "
                   "(compare two backends' files with diff)");
   run->add_flag("-v,--verbose", flags.verbose, "print every failure, hang report and dump");
+  run->add_flag("--warnings-as-errors", flags.warnings_as_errors,
+                "fail the run (exit 1) when any scenario warns");
   run->add_flag("--no-time", no_time, "leave wall-clock times out of the table (diffable output)");
   run->add_option("--schedule", flags.schedule,
                   "fifo (default) or random: a seeded permutation of the ready ranks")

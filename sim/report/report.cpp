@@ -18,6 +18,27 @@ Json location_json(const SourceLocation& where) {
   return Json{{"file", where.file}, {"line", where.line}, {"column", where.column}};
 }
 
+Json warning_texts(const std::vector<Warning>& warnings) {
+  Json out = Json::array();
+  for (const Warning& w : warnings) out.push_back(w.shown());
+  return out;
+}
+
+// How many warnings of each kind, by kind name.
+std::map<std::string, size_t> count_kinds(const std::vector<const Warning*>& warnings) {
+  std::map<std::string, size_t> out;
+  for (const Warning* w : warnings) ++out[w->kind];
+  return out;
+}
+
+Json warning_kinds(const std::vector<Warning>& warnings) {
+  std::vector<const Warning*> all;
+  for (const Warning& w : warnings) all.push_back(&w);
+  Json out = Json::object();
+  for (const auto& [kind, n] : count_kinds(all)) out[kind] = n;
+  return out;
+}
+
 // Report lines told by several ranks, one line per distinct text, in the order first told. A
 // "\t" in the text marks where the ranks go ("file:line:col\t: ..." becomes
 // "file:line:col: ranks 0-3: ..."); a story of the whole run (rank -1) names no rank.
@@ -118,7 +139,7 @@ std::string format_failures(const ScenarioResult& result, size_t limit) {
   }
   expected.append_to(lines);
   add_failures(true);
-  for (const std::string& w : result.warnings) lines.push_back("warning: " + w);
+  for (const Warning& w : result.warnings) lines.push_back("warning: " + w.shown());
   for (size_t i = 0; i < lines.size() && i < limit; ++i) out += "  " + lines[i] + "\n";
   if (lines.size() > limit) {
     out += fmt::format("  ... and {} more (-v shows them all; --json has everything)\n",
@@ -145,6 +166,35 @@ std::string format_table(const RunReport& report, bool with_time) {
                                    r.expectations.size() + r.unlisted_passed + r.unlisted_failed),
                        time);
   }
+  return out;
+}
+
+size_t warning_count(const RunReport& report) {
+  size_t n = 0;
+  for (const ScenarioResult& r : report.results) n += r.warnings.size();
+  return n;
+}
+
+std::string format_warnings(const RunReport& report, size_t listed) {
+  std::vector<const Warning*> all;
+  std::vector<const ScenarioResult*> owner;
+  for (const ScenarioResult& r : report.results) {
+    for (const Warning& w : r.warnings) {
+      all.push_back(&w);
+      owner.push_back(&r);
+    }
+  }
+  if (all.empty()) return "";
+  std::vector<std::string> kinds;
+  for (const auto& [kind, n] : count_kinds(all)) kinds.push_back(fmt::format("{} {}", kind, n));
+  std::string out = fmt::format("warnings: {} ({})\n", all.size(), fmt::join(kinds, ", "));
+  for (size_t i = 0; i < all.size() && i < listed; ++i) {
+    // A warning of the whole run is told with its scenario's file.
+    out += fmt::format("  {}{}\n", all[i]->where.line > 0 ? "" : owner[i]->file + ": ",
+                       all[i]->shown());
+  }
+  if (all.size() > listed)
+    out += fmt::format("  ... and {} more (-v lists them per scenario)\n", all.size() - listed);
   return out;
 }
 
@@ -216,7 +266,8 @@ Json report_json(const RunReport& report, const std::string& version) {
                          {"dumps", std::move(dumps)},
                          {"ranks", std::move(ranks)},
                          {"hang", std::move(scenario_hang)},
-                         {"warnings", r.warnings},
+                         {"warnings", warning_texts(r.warnings)},
+                         {"warning_kinds", warning_kinds(r.warnings)},
                          {"rng",
                           {{"draws", std::move(draws)},
                            {"draws_total", r.draws_total},

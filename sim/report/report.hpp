@@ -25,6 +25,10 @@ struct RunReport {
 std::string format_failures(const ScenarioResult& result, size_t limit);
 // The summary table: scenario, result, ranks, expectations, time (when `with_time`).
 std::string format_table(const RunReport& report, bool with_time);
+// Every run's warnings in a few lines, passing scenarios included: "warnings: 3 (redistribute 2,
+// rng overlap 1)", then the first `listed` with their scenario and location. Empty without any.
+std::string format_warnings(const RunReport& report, size_t listed);
+size_t warning_count(const RunReport& report);
 // "N passed, N failed" plus unusable inputs.
 std::string format_totals(const RunReport& report);
 // The machine-readable report; schema version 1.

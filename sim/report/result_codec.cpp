@@ -65,6 +65,9 @@ Json encode_result(const ScenarioResult& r) {
     failures.push_back(f ? Json::array({where_json(f->where), f->step, f->error_type, f->message})
                          : Json(nullptr));
   }
+  Json warnings = Json::array();
+  for (const Warning& w : r.warnings)
+    warnings.push_back(Json::array({w.kind, w.text, where_json(w.where)}));
   Json draws = Json::array();
   for (const DrawRecord& d : r.draws) draws.push_back(draw_json(d));
   Json overlaps = Json::array();
@@ -87,7 +90,7 @@ Json encode_result(const ScenarioResult& r) {
               {"hang", r.hang ? *r.hang : Json(nullptr)},
               {"hang_dot", r.hang_dot},
               {"outcome_expected", r.outcome_expected},
-              {"warnings", r.warnings},
+              {"warnings", std::move(warnings)},
               {"faults", r.faults},
               {"payload_hashes", r.payload_hashes},
               {"trace", r.trace},
@@ -129,7 +132,10 @@ std::optional<ScenarioResult> decode_result(const Json& j) {
     if (!j.at("hang").is_null()) r.hang = j.at("hang");
     r.hang_dot = j.at("hang_dot").get<std::string>();
     r.outcome_expected = j.at("outcome_expected").get<bool>();
-    r.warnings = j.at("warnings").get<std::vector<std::string>>();
+    for (const Json& w : j.at("warnings")) {
+      r.warnings.push_back(
+          {w.at(0).get<std::string>(), w.at(1).get<std::string>(), where_of(w.at(2))});
+    }
     r.faults = j.at("faults").get<std::vector<std::string>>();
     r.payload_hashes = j.at("payload_hashes").get<std::vector<std::string>>();
     r.trace = j.at("trace");

@@ -44,6 +44,17 @@ struct ExpectationRecord {
   Json expected;
 };
 
+// Something legal that is likely not what the user meant: a redistribute PyTorch plans badly,
+// random numbers drawn twice, groups created with different members. Never hidden: every run
+// prints a summary of them, and --warnings-as-errors fails the run.
+struct Warning {
+  std::string kind;  // what raised it: a step kind ("redistribute"), "rng", "new_group", "report"
+  std::string text;  // with the ranks it happened on, when a rank raised it
+  SourceLocation where;  // the step that raised it (line 0: the run as a whole)
+  // "f.toml:12:1: ranks 0-3: text", or the text alone.
+  std::string shown() const { return where.line > 0 ? where.to_string() + ": " + text : text; }
+};
+
 // A rank that stopped early: an unexpected error, or an expected one that did not happen.
 struct RankFailure {
   SourceLocation where;
@@ -100,8 +111,7 @@ struct ScenarioResult {
   // Whether the scenario declares the outcome (deadlock, desync, timeout, rank_failed): then a
   // hang or failed ranks are what it tests, and only its expectations decide.
   bool outcome_expected = false;
-  // Suspicious but not fatal (process groups created with different members on different ranks).
-  std::vector<std::string> warnings;
+  std::vector<Warning> warnings;
   // With RunOptions::payload_hashes: one line per member of every completed collective.
   std::vector<std::string> payload_hashes;
   // Every fault injected into this run (declared or drawn from --faults-seed).

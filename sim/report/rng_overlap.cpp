@@ -78,8 +78,10 @@ void find_rng_overlaps(ScenarioResult& result) {
   }
   if (steps > kMaxSteps) {
     result.warnings.push_back(
-        fmt::format("the RNG overlap check stopped after {} steps: {} overlaps is a lower bound",
-                    kMaxSteps, result.overlap_count));
+        {"rng overlap",
+         fmt::format("the RNG overlap check stopped after {} steps: {} overlaps is a lower bound",
+                     kMaxSteps, result.overlap_count),
+         {}});
   }
 }
 

@@ -20,27 +20,39 @@ namespace meshsim::sim {
 
 namespace {
 
-// The whole job, as JSON: {"result": ...}, {"unusable": ...} or {"error": ...}. `loaded` hears
-// the scenario's header before it runs.
-Json load_and_run(const std::string& file, const RunOptions& options,
-                  const std::function<void(const Scenario&)>& loaded = {}) {
+// The whole job: its result, or why the file cannot be used. `loaded` hears the scenario's
+// header before it runs. In process, the result is handed over as it is.
+FileOutcome load_and_run(const std::string& file, const RunOptions& options,
+                         const std::function<void(const Scenario&)>& loaded = {}) {
+  FileOutcome out;
   try {
     const Scenario scenario = load_scenario_file(file);
     if (loaded) loaded(scenario);
-    return Json{{"result", encode_result(run_scenario(scenario, options))}};
+    out.result = run_scenario(scenario, options);
   } catch (const InputError& e) {
-    const SourceLocation& w = e.where();
-    return Json{
-        {"unusable",
-         {{"file", w.file}, {"line", w.line}, {"column", w.column}, {"message", e.what()}}}};
+    out.unusable_at = e.where();
+    out.unusable_message = e.what();
   } catch (...) {
     const RankError e = classify_current_exception();
-    return Json{{"error", fmt::format("meshsim could not run this scenario: {}: {}",
-                                      py_error_type_name(e.type), e.message)}};
+    out.unusable_at = SourceLocation{file, 0, 0};
+    out.unusable_message = fmt::format("meshsim could not run this scenario: {}: {}",
+                                       py_error_type_name(e.type), e.message);
   }
+  return out;
 }
 
-FileOutcome outcome_of(const Json& j, const std::string& file) {
+// An outcome across the child-process boundary: {"result": ...} or {"unusable": ...}.
+Json encode_outcome(const FileOutcome& o) {
+  if (o.result) return Json{{"result", encode_result(*o.result)}};
+  const SourceLocation& w = *o.unusable_at;
+  return Json{{"unusable",
+               {{"file", w.file},
+                {"line", w.line},
+                {"column", w.column},
+                {"message", o.unusable_message}}}};
+}
+
+FileOutcome decode_outcome(const Json& j, const std::string& file) {
   FileOutcome out;
   if (j.contains("result")) {
     out.result = decode_result(j.at("result"));
@@ -49,9 +61,6 @@ FileOutcome outcome_of(const Json& j, const std::string& file) {
     out.unusable_at = SourceLocation{u.value("file", file), u.value("line", int64_t{0}),
                                      u.value("column", int64_t{0})};
     out.unusable_message = u.value("message", std::string());
-  } else {
-    out.unusable_at = SourceLocation{file, 0, 0};
-    out.unusable_message = j.value("error", std::string("meshsim could not run this scenario"));
   }
   return out;
 }
@@ -121,14 +130,14 @@ FileOutcome crashed(const std::string& file, const Json& header, int status,
 
 FileOutcome run_scenario_file(const std::string& file, const RunOptions& options,
                               Isolation isolation) {
-  if (isolation == Isolation::kInProcess) return outcome_of(load_and_run(file, options), file);
+  if (isolation == Isolation::kInProcess) return load_and_run(file, options);
   int result_pipe[2];
   int error_pipe[2];
-  if (::pipe(result_pipe) != 0) return outcome_of(load_and_run(file, options), file);
+  if (::pipe(result_pipe) != 0) return load_and_run(file, options);
   if (::pipe(error_pipe) != 0) {
     ::close(result_pipe[0]);
     ::close(result_pipe[1]);
-    return outcome_of(load_and_run(file, options), file);
+    return load_and_run(file, options);
   }
   std::cout.flush();
   std::cerr.flush();
@@ -144,11 +153,11 @@ FileOutcome run_scenario_file(const std::string& file, const RunOptions& options
                                                {"world_size", s.world_size}}) +
                                     "\n");
     };
-    const Json outcome = load_and_run(file, options, header);
-    if (outcome.contains("result")) {
-      write_all(result_pipe[1], json_text(outcome));
+    const FileOutcome outcome = load_and_run(file, options, header);
+    if (outcome.result) {
+      write_all(result_pipe[1], json_text(encode_outcome(outcome)));
     } else {
-      write_all(result_pipe[1], "\n" + json_text(outcome));  // no header: an empty line
+      write_all(result_pipe[1], "\n" + json_text(encode_outcome(outcome)));  // no header line
     }
     _exit(0);  // no destructors, no flushing the parent's buffers twice
   }
@@ -157,7 +166,7 @@ FileOutcome run_scenario_file(const std::string& file, const RunOptions& options
   if (child < 0) {
     ::close(result_pipe[0]);
     ::close(error_pipe[0]);
-    return outcome_of(load_and_run(file, options), file);
+    return load_and_run(file, options);
   }
   std::string result;
   std::string errors;
@@ -174,7 +183,7 @@ FileOutcome run_scenario_file(const std::string& file, const RunOptions& options
                      ? Json(nullptr)
                      : Json::parse(result.substr(newline + 1), nullptr, false);
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && j.is_object()) {
-    FileOutcome out = outcome_of(j, file);
+    FileOutcome out = decode_outcome(j, file);
     if (out.result || out.unusable_at) return out;
   }
   return crashed(file, header, status, errors);

@@ -23,6 +23,7 @@ class ProgramCounter {
   const Step* next();
   // The step last returned, or the repeat being evaluated.
   const Step& current() const { return *steps_[current_]; }
+  size_t index() const { return current_; }  // of current() in the program
   // "mb=3", "mb=3, i=0" inside loops; empty outside.
   std::string loop_position() const;
 

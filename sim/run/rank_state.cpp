@@ -11,7 +11,7 @@ namespace meshsim::sim {
 
 RankState::RankState(const Scenario& scenario, int64_t rank, ScenarioResult& result,
                      BackendFactory& backends, RankActivity& activity, CheckpointDir& checkpoints,
-                     std::vector<std::string>& warnings)
+                     std::vector<Warning>& warnings)
     : scenario_(scenario),
       rank_(rank),
       result_(result),
@@ -35,10 +35,13 @@ RankState::RankState(const Scenario& scenario, int64_t rank, ScenarioResult& res
 }
 
 void RankState::warn(std::string text) {
-  // Bounded: a step in a loop warns once.
-  if (warnings_.size() < 64 &&
-      std::find(warnings_.begin(), warnings_.end(), text) == warnings_.end())
-    warnings_.push_back(std::move(text));
+  // At the step being run, named by its kind. Once per text, as Python's default warning filter
+  // shows a warning once per place in torch: a step in a loop, or several saves, warn once.
+  Warning w{activity_.step.substr(0, activity_.step.find(',')), std::move(text), activity_.where};
+  if (w.kind.empty()) w.kind = "setup";
+  const bool known = std::any_of(warnings_.begin(), warnings_.end(),
+                                 [&](const Warning& o) { return o.text == w.text; });
+  if (warnings_.size() < 64 && !known) warnings_.push_back(std::move(w));
 }
 
 Group RankState::group(const std::string& mesh_name, const std::string& dim) const {

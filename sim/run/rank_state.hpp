@@ -24,7 +24,7 @@ class RankState final : public ExpressionEnv {
   // runner merges in rank order so the report does not depend on the schedule.
   RankState(const Scenario& scenario, int64_t rank, ScenarioResult& result,
             BackendFactory& backends, RankActivity& activity, CheckpointDir& checkpoints,
-            std::vector<std::string>& warnings);
+            std::vector<Warning>& warnings);
 
   int64_t rank() const override { return rank_; }
   int64_t world_size() const override { return scenario_.world_size; }
@@ -118,7 +118,7 @@ class RankState final : public ExpressionEnv {
   RankRng rng_;
   CheckpointDir& checkpoints_;
   bool decouple_backend_at_save_ = false;
-  std::vector<std::string>& warnings_;
+  std::vector<Warning>& warnings_;
   std::vector<std::pair<std::string, int64_t>> loops_;
 };
 

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/report/hang_render.hpp"
 #include "sim/report/rng_overlap.hpp"
 #include "sim/run/checkpoint_dir.hpp"
 #include "sim/run/program_counter.hpp"
@@ -122,49 +123,60 @@ std::vector<std::optional<std::string>> abort_reasons(const HangReport& hang,
 void add_rng_findings(ScenarioResult& result) {
   std::sort(result.rng_state_synced.begin(), result.rng_state_synced.end());
   if (!result.rng_state_synced.empty()) {
-    result.warnings.push_back(fmt::format(
-        "DTensor synchronized the RNG state of rank(s) {} with rank 0's (lazy tracker creation "
-        "broadcasts it over WORLD; PyTorch deprecates this: call torch.manual_seed with the same "
-        "seed on every rank of one SPMD region, one seed per pipeline stage)",
-        rank_ranges(result.rng_state_synced)));
+    result.warnings.push_back(
+        {"rng",
+         fmt::format("DTensor synchronized the RNG state of rank(s) {} with rank 0's (lazy tracker "
+                     "creation broadcasts it over WORLD; PyTorch deprecates this: call "
+                     "torch.manual_seed with the same seed on every rank of one SPMD region, one "
+                     "seed per pipeline stage)",
+                     rank_ranges(result.rng_state_synced)),
+         {}});
   }
   // Rank by rank, each in program order: the report reads the same whatever the schedule.
   std::stable_sort(result.draws.begin(), result.draws.end(),
                    [](const DrawRecord& a, const DrawRecord& b) { return a.rank < b.rank; });
   find_rng_overlaps(result);
   constexpr size_t kListed = 8;
-  for (size_t i = 0; i < result.overlaps.size() && i < kListed; ++i)
-    result.warnings.push_back("RNG overlap: " + describe_overlap(result.overlaps[i]));
+  for (size_t i = 0; i < result.overlaps.size() && i < kListed; ++i) {
+    result.warnings.push_back({"rng overlap",
+                               "RNG overlap: " + describe_overlap(result.overlaps[i]),
+                               result.overlaps[i].first.where});
+  }
   if (result.overlap_count > kListed) {
     result.warnings.push_back(
-        fmt::format("... and {} more RNG overlaps (see --json)", result.overlap_count - kListed));
+        {"rng overlap",
+         fmt::format("... and {} more RNG overlaps (see --json)", result.overlap_count - kListed),
+         {}});
   }
   if (result.draws_total > result.draws.size()) {
-    result.warnings.push_back(fmt::format(
-        "the draw log kept {} of {} draws: later draws are neither listed nor checked for "
-        "overlaps",
-        result.draws.size(), result.draws_total));
+    result.warnings.push_back({"rng",
+                               fmt::format("the draw log kept {} of {} draws: later draws are "
+                                           "neither listed nor checked for overlaps",
+                                           result.draws.size(), result.draws_total),
+                               {}});
   }
   // The report lists the first draws; the overlaps carry their own copies.
   if (result.draws.size() > ScenarioResult::kMaxReportedDraws)
     result.draws.resize(ScenarioResult::kMaxReportedDraws);
 }
 
-// Ranks' own warnings, each text once with the ranks that gave it, in rank order.
-void add_rank_warnings(const std::vector<std::vector<std::string>>& by_rank,
-                       ScenarioResult& result) {
-  std::vector<std::pair<std::string, std::vector<int64_t>>> texts;
-  std::map<std::string, size_t> index;
+// Ranks' own warnings, each (text, step) once with the ranks that gave it, in rank order.
+void add_rank_warnings(const std::vector<std::vector<Warning>>& by_rank, ScenarioResult& result) {
+  std::vector<std::pair<const Warning*, std::vector<int64_t>>> texts;
+  std::map<std::tuple<std::string, std::string, int64_t, int64_t>, size_t> index;
   for (size_t r = 0; r < by_rank.size(); ++r) {
-    for (const std::string& w : by_rank[r]) {
-      const auto [it, added] = index.emplace(w, texts.size());
-      if (added) texts.push_back({w, {}});
+    for (const Warning& w : by_rank[r]) {
+      const auto [it, added] = index.emplace(
+          std::tuple(w.text, w.where.file, w.where.line, w.where.column), texts.size());
+      if (added) texts.push_back({&w, {}});
       texts[it->second].second.push_back(static_cast<int64_t>(r));
     }
   }
-  for (const auto& [text, ranks] : texts) {
+  for (const auto& [w, ranks] : texts) {
     result.warnings.push_back(
-        fmt::format("rank{} {}: {}", ranks.size() > 1 ? "s" : "", rank_ranges(ranks), text));
+        {w->kind,
+         fmt::format("rank{} {}: {}", ranks.size() > 1 ? "s" : "", rank_ranges(ranks), w->text),
+         w->where});
   }
 }
 
@@ -224,13 +236,13 @@ ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options)
                          "hung", r.activity.clock, std::move(args));
       }
     }
-    result.hang_text = report.text();
-    result.hang = report.json();
+    result.hang_text = hang_text(report);
+    result.hang = hang_json(report);
     result.hang_dot = (*result.hang)["dot"].get<std::string>();
   };
 
   CheckpointDir checkpoints(options.keep_checkpoints, scenario.name);
-  std::vector<std::vector<std::string>> rank_warnings(n);
+  std::vector<std::vector<Warning>> rank_warnings(n);
 
   // Crash messages name the rank and its scenario location while this world runs.
   crash::watch(&world.stacks(), &activity);
@@ -246,6 +258,7 @@ ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options)
         ProgramCounter program(scenario.steps, rank);
         // The last step this rank ran (not one its `when` skipped): where a finished rank is.
         SourceLocation last_where;
+        CallSite last_site;
         std::string last_step;
         try {
           while (true) {
@@ -263,6 +276,8 @@ ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options)
             if (step == nullptr) break;
             const std::string position = program.loop_position();
             me.where = step->where;
+            me.site = CallSite::at(static_cast<int32_t>(program.index()), step->where.line,
+                                   step->where.column, step->loop_scope, rank.loops());
             me.in_loop = !position.empty();
             me.step = position.empty() ? step->kind : fmt::format("{}, {}", step->kind, position);
             for (const Fault* fault : faults_at(faults, r, Fault::Trigger::kStep, ++index)) {
@@ -280,11 +295,16 @@ ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options)
                 rank, skipped);
             if (!skipped) {
               last_where = me.where;
+              last_site = me.site;
               last_step = me.step;
+              if (step->communicates()) me.skipped.ran(me.site);
+            } else if (const std::optional<PlannedCall> call = step->planned_call(rank)) {
+              me.skipped.add(*call, me.site);
             }
             if (options.trace) {
-              trace.slice(r, step->kind, "step", started, me.clock,
-                          {{"location", step->where.to_string()}});
+              nlohmann::json args{{"location", step->where.to_string()}};
+              if (!position.empty()) args["iterations"] = position;
+              trace.slice(r, step->kind, "step", started, me.clock, std::move(args));
             }
             if (f) {
               me.state = RankActivity::State::kFailed;
@@ -295,6 +315,7 @@ ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options)
           }
           me.state = RankActivity::State::kFinished;
           me.where = last_where;
+          me.site = last_site;
           me.step = last_step;
         } catch (const InjectedCrash& c) {
           forget_unwound_frames();
@@ -325,22 +346,28 @@ ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options)
       });
   if (backends.timeout())
     keep_hang(analyze_hang(activity, backends.rendezvous(), backends.timeout()));
-  result.warnings = backends.warnings();
+  for (const std::string& w : backends.warnings()) result.warnings.push_back({"new_group", w, {}});
   result.payload_hashes = backends.payload_hashes();
   add_rank_warnings(rank_warnings, result);
   add_rng_findings(result);
   if (result.unlisted_passed + result.unlisted_failed > 0) {
-    result.warnings.push_back(fmt::format(
-        "{} expectations ({} failed) were checked but not listed: the report keeps at most {} "
-        "expectations and dumps (a repeat loop makes many; narrow them with when = ...)",
-        result.unlisted_passed + result.unlisted_failed, result.unlisted_failed,
-        ScenarioResult::kMaxListedRecords));
+    result.warnings.push_back(
+        {"report",
+         fmt::format("{} expectations ({} failed) were checked but not listed: the report keeps "
+                     "at most {} expectations and dumps (a repeat loop makes many; narrow them "
+                     "with when = ...)",
+                     result.unlisted_passed + result.unlisted_failed, result.unlisted_failed,
+                     ScenarioResult::kMaxListedRecords),
+         {}});
   }
   if (result.omitted_values > 0) {
-    result.warnings.push_back(fmt::format(
-        "{} dumped or expected values were left out of the report, which reached its limit of {} "
-        "MiB of values; narrow the dumps and expectations (when = ...) to see them",
-        result.omitted_values, kMaxReportValueBytes >> 20));
+    result.warnings.push_back(
+        {"report",
+         fmt::format("{} dumped or expected values were left out of the report, which reached "
+                     "its limit of {} MiB of values; narrow the dumps and expectations (when = "
+                     "...) to see them",
+                     result.omitted_values, kMaxReportValueBytes >> 20),
+         {}});
   }
   for (const auto& outcome : scenario.outcomes)
     result.expectations.push_back(outcome->check(result));

@@ -121,8 +121,8 @@ void FaultInjectingBackend::before(const Signature& signature, const Group&) {
 void TracingBackend::after(const Signature& signature, const Group& group) {
   // A call refused before it met anyone (bad arguments, not a member) is not a collective.
   if (activity_.meetings_entered == meetings_before_) return;
-  trace_.meeting(rank_, signature, group.id, group.size(), activity_.last_seq, entered_at_,
-                 activity_.clock);
+  trace_.meeting(rank_, activity_.site, signature, group.id, group.size(), activity_.last_seq,
+                 entered_at_, activity_.clock);
 }
 
 }  // namespace meshsim::sim

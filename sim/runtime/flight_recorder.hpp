@@ -1,12 +1,13 @@
 // A rank's last collectives, as NCCL's Flight Recorder keeps them: for each, the group, its
-// sequence number, the signature, the scenario line that called it and how it ended. Hang
-// reports show them and compare them across ranks (first_divergence.hpp).
+// sequence number, the signature, the call site (scenario line and loop iterations) and how it
+// ended. Hang reports show them.
 #pragma once
 
 #include <cstdint>
 #include <string_view>
 #include <vector>
 
+#include "sim/runtime/call_site.hpp"
 #include "src/comm/collective.hpp"
 
 namespace meshsim::sim {
@@ -17,8 +18,7 @@ struct CollectiveRecord {
   int64_t seq = 0;
   int64_t peer = -1;  // send/recv: the other rank
   Signature signature;
-  int64_t line = 0;  // of the scenario step that called it (0: none)
-  int64_t column = 0;
+  CallSite site;            // the scenario step that called it, and its loop iterations
   double entered_at = 0.0;  // virtual seconds
   State state = State::kWaiting;
 };

@@ -7,12 +7,11 @@
 
 #include <fmt/format.h>
 
+#include "sim/runtime/hang_phrases.hpp"
+
 namespace meshsim::sim {
 
 namespace {
-
-constexpr size_t kListMembersUpTo = 64;  // larger groups are described by their size
-constexpr size_t kMaxEdges = 4096;       // larger wait-for graphs are given per collective
 
 const std::vector<int64_t> kNoRanks;
 
@@ -41,80 +40,31 @@ bool has_cycle(const std::vector<std::vector<int64_t>>& edges) {
   return false;
 }
 
-std::string location_text(const RankActivity& a) {
-  return a.where.line > 0 ? fmt::format("{} ({})", a.where.to_string(), a.step) : "(no step)";
-}
-
-// A finished rank's `where` is the last step it ran (steps its `when` skipped do not count).
-std::string finished_text(const RankActivity& a) {
-  return a.where.line > 0 ? fmt::format("finished after {}", location_text(a)) : "finished";
-}
-
-std::string group_text(const OpenWait& w) {
-  return label_with_members(w.channel, *w.members);
-}
-
-// "all_reduce(float32[4], op=sum) on world.tp#1 [4, 5, 6, 7] seq 3"; group creation:
-// "new_group creating world.tp's 2 groups of 2 ([0, 1], ...) (store barrier seq 1)".
-std::string call_text(const OpenWait& w, const Signature& signature) {
-  if (signature.op == CollectiveOp::kNewGroup) {
-    return fmt::format("new_group creating {} (store barrier seq {})",
-                       w.creating.empty() ? "groups" : w.creating, w.seq);
-  }
-  return fmt::format("{} on {} seq {}", signature.describe(), group_text(w), w.seq);
-}
-
-// "rank 3", "ranks 0-2", "ranks 8-1023 (1016 ranks)".
-std::string ranks_text(const std::vector<int64_t>& ranks) {
-  if (ranks.size() == 1) return fmt::format("rank {}", ranks[0]);
-  const std::string list = compact_ranks(ranks);
-  return ranks.size() <= 4 ? fmt::format("ranks {}", list)
-                           : fmt::format("ranks {} ({} ranks)", list, ranks.size());
-}
-
-// Text inside a quoted DOT label.
-std::string dot_escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out;
-}
-
-bool is_p2p(const OpenWait& w) {
-  return w.signature.op == CollectiveOp::kSend || w.signature.op == CollectiveOp::kRecv;
-}
-
-// A send or recv as `rank` calls it, its peer relative to the rank: "recv(float32[4],
-// src=rank-256)", so that a pipeline stage's calls read the same.
-std::string relative_call(const Signature& sig, int64_t rank) {
-  std::string call = sig.describe();
-  if (!sig.root) return call;
-  const std::string key = sig.op == CollectiveOp::kSend ? "dst" : "src";
-  const std::string peer = fmt::format("{}={}", key, *sig.root);
-  if (const size_t at = call.find(peer); at != std::string::npos)
-    call.replace(at, peer.size(), fmt::format("{}=rank{:+}", key, *sig.root - rank));
-  return call;
-}
-
-// "1st", "2nd", "3rd", "4th", ...
-std::string ordinal(int64_t n) {
-  const int64_t tens = n % 100;
-  const char* suffix = (tens >= 11 && tens <= 13) ? "th"
-                       : n % 10 == 1              ? "st"
-                       : n % 10 == 2              ? "nd"
-                       : n % 10 == 3              ? "rd"
-                                                  : "th";
-  return fmt::format("{}{}", n, suffix);
-}
-
 // Builds the root-cause sentences of a report (its kind and culprits already known or found here).
 class RootCause {
  public:
   explicit RootCause(HangReport& r) : r_(r) {}
 
   void explain() {
+    // What went wrong before the hang, where the run shows it: a member that came to a
+    // collective from another call site than the others, or a call its `when` skipped that
+    // others wait for. Those ranks are the culprits; the rest of the report is the consequence.
+    explain_divergence();
+    // Once a member is known to have departed, later skips are its consequences.
+    if (r_.culprits.empty()) explain_skipped_calls();
+    const std::vector<int64_t> root = r_.culprits;
+    explain_hang();
+    say_the_rest();
+    if (!root.empty()) {
+      r_.culprits = root;
+      std::sort(r_.culprits.begin(), r_.culprits.end());
+      r_.culprits.erase(std::unique(r_.culprits.begin(), r_.culprits.end()), r_.culprits.end());
+      r_.blamed_earlier = true;
+    }
+  }
+
+ private:
+  void explain_hang() {
     if (r_.timeout) {
       explain_timeout();
     } else if (!r_.desyncs.empty()) {
@@ -129,11 +79,8 @@ class RootCause {
     } else {
       explain_deadlock();
     }
-    explain_divergence();
-    say_the_rest();
   }
 
- private:
   static constexpr size_t kDesyncsListed = 4;
   static constexpr size_t kOtherWaitsListed = 3;
 
@@ -145,6 +92,73 @@ class RootCause {
     return w < 0 ? nullptr : &r_.waits[static_cast<size_t>(w)];
   }
   void say(std::string line) { r_.summary.push_back(std::move(line)); }
+  // Every rank's runs and skips of the step at `site`, all iterations.
+  SkipLog::Count world_count(const CallSite& site) const {
+    SkipLog::Count sum;
+    for (const HangReport::Rank& r : r_.ranks) {
+      const SkipLog::Count c = r.activity.skipped.count(site);
+      sum.ran += c.ran;
+      sum.skipped += c.skipped;
+    }
+    return sum;
+  }
+  // A skip that is not the step's rule on this rank: it runs the step at least as often as it
+  // skips it, or it skipped it once, before any run, where most of the world runs it. A stage
+  // condition that is always false is neither.
+  bool odd_skip(int64_t rank, const CallSite& site) const {
+    const SkipLog::Count mine = activity(rank).skipped.count(site);
+    if (mine.ran >= mine.skipped) return true;
+    if (mine.skipped > 1) return false;
+    const SkipLog::Count all = world_count(site);
+    return all.ran > all.skipped;
+  }
+  // Whether rank `a`'s skip `t` and rank `b`'s `u` are the same: the same step first skipped in
+  // the same iterations, with the same peer relative to the rank.
+  static bool same_skip(int64_t a, const SkipLog::Tally& t, int64_t b, const SkipLog::Tally& u) {
+    const bool peers_match = t.call.peer < 0 || u.call.peer < 0
+                                 ? t.call.peer < 0 && u.call.peer < 0
+                                 : t.call.peer - a == u.call.peer - b;
+    return t.first == u.first && t.call.op == u.call.op && peers_match;
+  }
+  // Whether no rank that runs `rank`'s program (the ranks that share most of its other skips:
+  // its dp and tp peers in a pipeline stage) made skip `t`, while some such rank exists.
+  bool unique_among_peers(int64_t rank, const SkipLog::Tally& t) const {
+    const std::vector<SkipLog::Tally>& mine = activity(rank).skipped.tallies();
+    size_t best = 1;  // peers share at least one other skip
+    bool peer_made_it = false, any_peer = false;
+    for (const HangReport::Rank& r : r_.ranks) {
+      if (r.rank == rank) continue;
+      size_t common = 0;
+      bool made = false;
+      for (const SkipLog::Tally& u : r.activity.skipped.tallies()) {
+        if (same_skip(rank, t, r.rank, u)) {
+          made = true;
+          continue;
+        }
+        for (const SkipLog::Tally& m : mine) {
+          if (&m != &t && same_skip(rank, m, r.rank, u)) {
+            ++common;
+            break;
+          }
+        }
+      }
+      if (common < best) continue;
+      if (common > best) {
+        best = common;
+        peer_made_it = false;
+      }
+      any_peer = true;
+      peer_made_it = peer_made_it || made;
+    }
+    return any_peer && !peer_made_it;
+  }
+  // A call that is not the step's rule: the rank usually skips the step, or most of the world
+  // does (an extra call in the first iteration).
+  bool odd_call(int64_t rank, const CallSite& site) const {
+    if (activity(rank).skipped.usually_skips(site)) return true;
+    const SkipLog::Count all = world_count(site);
+    return all.skipped > all.ran;
+  }
   // A deadlock's cause is refined by what the sentences find; a desync stays a desync.
   void refine(HangCause cause) {
     if (r_.kind == HangKind::kDeadlock) r_.cause = cause;
@@ -167,18 +181,177 @@ class RootCause {
     return fmt::format("{} at {}", state_name(a.state), location_text(a));
   }
 
-  // Only when it comes before the hang itself: a desync is its own first divergence.
+  // The first meeting whose members came from different call sites, when it is not a desync of
+  // its own: who came from where, and who went wrong there. A rank that skipped another member's
+  // call (`when` false, in a step it usually runs) is the odd one; then a site most of the group
+  // came from is what was meant; in a tie (two tp ranks), a rank that came from a step it
+  // usually skips is the odd one.
   void explain_divergence() {
-    if (!r_.divergence) return;
-    const Divergence& d = *r_.divergence;
-    for (const DesyncRecord& desync : r_.desyncs) {
-      if (desync.group_id == std::to_string(d.group_id) && desync.seq == d.seq) return;
-    }
+    if (!r_.first_divergence) return;
+    const SiteDivergence& d = r_.divergences[*r_.first_divergence];
+    std::vector<int64_t> members = d.missing;
+    for (const auto& [site, who] : d.sites) members.insert(members.end(), who.begin(), who.end());
+    members.insert(members.end(), d.elsewhere.begin(), d.elsewhere.end());
+    std::sort(members.begin(), members.end());
+    const std::string op(collective_op_name(d.signature.op));
     std::vector<std::string> parts;
-    for (const auto& [call, who] : d.calls)
-      parts.push_back(fmt::format("{} called {}", ranks_text(who), call));
-    say(fmt::format("first divergence: {} seq {}: {}", r_.group_labels.at(d.group_id), d.seq,
-                    fmt::join(parts, "; ")));
+    for (size_t i = 0; i < d.sites.size(); ++i) {
+      const auto& [site, who] = d.sites[i];
+      parts.push_back(i == 0
+                          ? fmt::format("{} reached {} seq {} ({}) from {}", ranks_text(who),
+                                        label_with_members(r_.group_labels.at(d.group_id), members),
+                                        d.seq, op, site.text())
+                          : fmt::format("{} from {}", ranks_text(who), site.text()));
+    }
+    if (!d.elsewhere.empty())
+      parts.push_back(fmt::format("{} from other sites", ranks_text(d.elsewhere)));
+    std::string verdict;
+    std::vector<int64_t> odd;
+    const size_t n = d.sites.size();
+    const bool majority = n >= 2 && d.sites[n - 1].second.size() > d.sites[n - 2].second.size();
+    // A skip of another member's call is the strongest evidence, majority or not.
+    for (size_t i = 0; i < n && odd.empty(); ++i) {
+      for (size_t j = 0; j < n && odd.empty(); ++j) {
+        if (i == j) continue;
+        const CallSite& other = d.sites[j].first;
+        for (int64_t rank : d.sites[i].second) {
+          const SkipLog& log = activity(rank).skipped;
+          const SkipLog::Tally* t = log.step(other, d.group_id);
+          if (t != nullptr && skipped_at(*t, other) && odd_skip(rank, other)) odd.push_back(rank);
+        }
+        if (!odd.empty()) {
+          verdict = fmt::format("{} skipped the {} at {} (`when` false)", ranks_text(odd), op,
+                                d.sites[j].first.text());
+        }
+      }
+    }
+    if (odd.empty() && majority) {
+      for (size_t i = 0; i + 1 < n; ++i)
+        odd.insert(odd.end(), d.sites[i].second.begin(), d.sites[i].second.end());
+      odd.insert(odd.end(), d.elsewhere.begin(), d.elsewhere.end());
+      std::sort(odd.begin(), odd.end());
+      verdict = fmt::format("{} went another way than the other {} ({})", ranks_text(odd),
+                            d.sites[n - 1].second.size(), d.sites[n - 1].first.text());
+    }
+    for (size_t i = 0; i < n && odd.empty(); ++i) {
+      const CallSite& site = d.sites[i].first;
+      for (int64_t rank : d.sites[i].second) {
+        if (odd_call(rank, site)) odd.push_back(rank);
+      }
+      if (!odd.empty()) {
+        verdict =
+            fmt::format("{} called the {} at {}, a step {} usually skip{}", ranks_text(odd), op,
+                        site.text(), odd.size() == 1 ? "it" : "they", odd.size() == 1 ? "s" : "");
+      }
+    }
+    say(fmt::format("first divergence: {}{}{}", fmt::join(parts, "; "), verdict.empty() ? "" : ": ",
+                    verdict));
+    mentioned_.insert(members.begin(), members.end());
+    blame(odd);
+  }
+
+  // Waits whose missing member reached the call its peers wait in and skipped it (`when` false,
+  // in a step most ranks run); a whole stage that skipped the same send is one sentence.
+  void explain_skipped_calls() {
+    struct Story {
+      std::vector<int64_t> skippers, waiting;
+      const OpenWait* wait = nullptr;
+      const SkipLog::Tally* tally = nullptr;
+    };
+    std::map<std::tuple<int64_t, int64_t, std::string, int64_t, int, int64_t>, Story> stories;
+    std::vector<Story*> order;
+    for (const OpenWait& w : r_.waits) {
+      if (w.signature.op == CollectiveOp::kNewGroup || mentioned_.contains(w.arrived.front()))
+        continue;
+      std::vector<std::pair<int64_t, const SkipLog::Tally*>> found;  // (skipper, its tally)
+      if (is_p2p(w)) {
+        const int64_t me = w.arrived.front(), peer = *w.signature.root;
+        const CollectiveOp needed =
+            w.signature.op == CollectiveOp::kRecv ? CollectiveOp::kSend : CollectiveOp::kRecv;
+        // A skip none of the peer's own peers made is odd even in the first iteration, where
+        // counts say nothing yet; what its whole stage skips is the program's rule.
+        const SkipLog::Tally* best = nullptr;
+        std::tuple<bool, bool, int64_t> best_key;
+        for (const SkipLog::Tally* t : activity(peer).skipped.with_peer(needed, me)) {
+          const bool unique = unique_among_peers(peer, *t);
+          const bool odd = odd_skip(peer, t->first);
+          if (!odd && !unique) continue;
+          const std::tuple<bool, bool, int64_t> key{!unique, !odd, t->count};
+          if (best == nullptr || key < best_key) {
+            best = t;
+            best_key = key;
+          }
+        }
+        if (best != nullptr) found.emplace_back(peer, best);
+      } else {
+        for (int64_t m : w.missing) {
+          const SkipLog::Tally* t = activity(m).skipped.step(w.site, w.group_number);
+          if (t != nullptr && skipped_at(*t, w.site) && odd_skip(m, w.site))
+            found.emplace_back(m, t);
+        }
+      }
+      for (const auto& [skipper, t] : found) {
+        const CallSite& site = is_p2p(w) ? t->first : w.site;
+        Story& story =
+            stories[{site.line, site.column, site.iterations_text(), is_p2p(w) ? t->count : 0,
+                     static_cast<int>(w.signature.op), is_p2p(w) ? w.seq : 0}];
+        if (story.wait == nullptr) {
+          story.wait = &w;
+          story.tally = t;
+          order.push_back(&story);
+        }
+        story.skippers.push_back(skipper);
+        story.waiting.insert(story.waiting.end(), w.arrived.begin(), w.arrived.end());
+      }
+    }
+    // The most particular story first: one rank's odd skip before what a whole stage skipped.
+    std::stable_sort(order.begin(), order.end(), [](const Story* a, const Story* b) {
+      return a->skippers.size() < b->skippers.size();
+    });
+    for (size_t i = 0; i < order.size() && i < kOtherWaitsListed; ++i) {
+      Story& s = *order[i];
+      for (auto* list : {&s.skippers, &s.waiting}) {
+        std::sort(list->begin(), list->end());
+        list->erase(std::unique(list->begin(), list->end()), list->end());
+      }
+      const OpenWait& w = *s.wait;
+      if (is_p2p(w)) {
+        refine(HangCause::kUnmatchedPointToPoint);
+        const bool recv = w.signature.op == CollectiveOp::kRecv;
+        const char* needed = recv ? "send" : "recv";
+        const std::string what =
+            s.tally->count == 1
+                ? fmt::format("the {} at {}", needed, s.tally->first.text())
+                : fmt::format("{} {}s at line {} (first {}, last {})", s.tally->count, needed,
+                              s.tally->first.line, s.tally->first.text(), s.tally->last.text());
+        std::string line = fmt::format(
+            "{} did not post {} (`when` false); {} wait{} for it in {} {} {} {} ({} seq {})",
+            ranks_text(s.skippers), what, ranks_text(s.waiting), s.waiting.size() == 1 ? "s" : "",
+            s.waiting.size() == 1 ? "its" : "their", ordinal(w.seq), recv ? "recv" : "send",
+            recv ? "from it" : "to it",
+            s.skippers.size() == 1 ? w.channel : fmt::format("{} p2p", w.group), w.seq);
+        const int64_t posted = recv ? w.sends_posted : w.recvs_posted;
+        line += fmt::format(": {} {}{} posted", posted, needed, posted == 1 ? "" : "s");
+        if (w.matched_send.line > 0) {
+          line += fmt::format(", the last pair met at {} (send) and {} (recv)",
+                              w.matched_send.text(), w.matched_recv.text());
+        }
+        if (s.skippers.size() == 1)
+          line += fmt::format("; rank {} then {}", s.skippers[0], now(s.skippers[0]));
+        say(line);
+      } else {
+        refine(HangCause::kMissingRank);
+        say(fmt::format(
+            "{} skipped the {} at {} (`when` false), where {} wait{} for {} ({} seq {})",
+            ranks_text(s.skippers), collective_op_name(w.signature.op), w.site.text(),
+            ranks_text(s.waiting), s.waiting.size() == 1 ? "s" : "",
+            s.skippers.size() == 1 ? "it" : "them", group_text(w), w.seq));
+      }
+      blame(s.skippers);
+      mentioned_.insert(s.waiting.begin(), s.waiting.end());
+    }
+    if (order.size() > kOtherWaitsListed)
+      say(fmt::format("... and {} more calls a `when` skipped", order.size() - kOtherWaitsListed));
   }
 
   void explain_timeout() {
@@ -244,7 +417,7 @@ class RootCause {
       }
       p2p_lines += explain_p2p(w) ? 1 : 0;
     }
-    if (p2p_lines == 0) explain_cycle();
+    if (p2p_lines == 0 && r_.culprits.empty()) explain_cycle();
   }
 
   // Waits (not yet told) that lost a member for good; false when there are none.
@@ -296,7 +469,12 @@ class RootCause {
     const std::string entered = location_text(activity(w.arrived.front()));
     const bool may_be_extra =
         r_.cause == HangCause::kRankExitedEarly || r_.kind == HangKind::kDesync;
-    if (may_be_extra && failed.empty() && !is_p2p(w) && w.arrived.size() < other.size() &&
+    // More ranks finished without it, or as many and the call is one its callers usually skip.
+    const bool fewer = w.arrived.size() < other.size() ||
+                       (w.arrived.size() == other.size() &&
+                        std::all_of(w.arrived.begin(), w.arrived.end(),
+                                    [&](int64_t a) { return odd_call(a, w.site); }));
+    if (may_be_extra && failed.empty() && !is_p2p(w) && fewer &&
         std::all_of(other.begin(), other.end(), [&](int64_t m) {
           return activity(m).state == RankActivity::State::kFinished;
         })) {
@@ -688,12 +866,22 @@ HangReport analyze_hang(const std::vector<RankActivity>& activity, const Rendezv
                    : any_exited       ? HangCause::kRankExitedEarly
                                       : HangCause::kMissingRank;
   }
-  report.divergence = first_divergence(activity);
+  report.divergences = rendezvous.site_divergences();
+  for (size_t i = 0; i < report.divergences.size() && !report.first_divergence; ++i) {
+    const SiteDivergence& d = report.divergences[i];
+    // A desync is its own first divergence.
+    const bool desync =
+        std::any_of(report.desyncs.begin(), report.desyncs.end(), [&](const DesyncRecord& x) {
+          return x.group_id == std::to_string(d.group_id) && x.seq == d.seq;
+        });
+    if (!desync) report.first_divergence = i;
+  }
+  const auto label = [&](int64_t id) {
+    if (!report.group_labels.contains(id)) report.group_labels[id] = rendezvous.group_label(id);
+  };
+  for (const SiteDivergence& d : report.divergences) label(d.group_id);
   for (const RankActivity& a : activity) {
-    for (const CollectiveRecord& c : a.history.records()) {
-      if (!report.group_labels.contains(c.group_id))
-        report.group_labels[c.group_id] = rendezvous.group_label(c.group_id);
-    }
+    for (const CollectiveRecord& c : a.history.records()) label(c.group_id);
   }
   report.legacy_cause = report.cause;
   RootCause(report).explain();  // may refine the cause (point to point)
@@ -717,449 +905,6 @@ std::vector<int64_t> HangReport::missing() const {
 const std::vector<int64_t>& HangReport::waits_for(int64_t rank) const {
   const int64_t w = ranks.at(static_cast<size_t>(rank)).wait;
   return w < 0 ? kNoRanks : waits[static_cast<size_t>(w)].missing;
-}
-
-std::string HangReport::text() const {
-  std::string out = fmt::format("{}: {}\n", hang_kind_name(kind), hang_cause_name(cause));
-  for (const std::string& line : summary) out += "  " + line + "\n";
-  // Ranks with the same story share one line, in order of their lowest rank. A send or recv is
-  // told relative to the rank ("src=rank-256") when other ranks tell the same story that way: a
-  // pipeline stage waiting on the one before is one line, not one per rank.
-  std::vector<std::string> absolute(ranks.size()), relative(ranks.size());
-  std::map<std::string, size_t> relative_count;
-  for (const Rank& r : ranks) {
-    const RankActivity& a = r.activity;
-    std::string& what = absolute[static_cast<size_t>(r.rank)];
-    if (r.wait >= 0) {
-      const auto& w = waits[static_cast<size_t>(r.wait)];
-      what = "blocked in " + call_text(w, r.waiting->signature);
-      if (!w.missing.empty()) what += fmt::format(", waiting for {}", ranks_text(w.missing));
-      const Signature& sig = r.waiting->signature;
-      if ((sig.op == CollectiveOp::kSend || sig.op == CollectiveOp::kRecv) && sig.root) {
-        relative[static_cast<size_t>(r.rank)] = fmt::format(
-            "blocked in {} on {} p2p seq {}, waiting for rank{:+} at {}",
-            relative_call(sig, r.rank), w.group, w.seq, *sig.root - r.rank, location_text(a));
-        ++relative_count[relative[static_cast<size_t>(r.rank)]];
-      }
-    } else if (a.state == RankActivity::State::kFailed ||
-               a.state == RankActivity::State::kAborted) {
-      what = fmt::format("{}: {}", state_name(a.state), a.error);
-    } else if (a.state == RankActivity::State::kFinished) {
-      what = finished_text(a);
-      continue;
-    } else {
-      what = std::string(state_name(a.state));
-    }
-    what += " at " + location_text(a);
-  }
-  std::vector<std::pair<std::string, std::vector<int64_t>>> lines;
-  std::map<std::string, size_t> line_of;
-  for (const Rank& r : ranks) {
-    const std::string& rel = relative[static_cast<size_t>(r.rank)];
-    const std::string& what =
-        !rel.empty() && relative_count[rel] > 1 ? rel : absolute[static_cast<size_t>(r.rank)];
-    auto [it, fresh] = line_of.emplace(what, lines.size());
-    if (fresh) lines.emplace_back(what, std::vector<int64_t>{});
-    lines[it->second].second.push_back(r.rank);
-  }
-  // The culprits' lines first: they are what the summary talks about.
-  std::stable_partition(lines.begin(), lines.end(), [&](const auto& line) {
-    return std::binary_search(culprits.begin(), culprits.end(), line.second.front());
-  });
-  out += "  per rank:\n";
-  for (const auto& [what, who] : lines) {
-    out += fmt::format("    rank{} {}: {}\n", who.size() > 1 ? "s" : "", rank_ranges(who), what);
-  }
-  // Flight recorders: one rank's for each story, the culprits' first (every rank's is in the
-  // JSON).
-  constexpr size_t kHistoriesShown = 6;
-  size_t shown = 0;
-  for (const auto& [what, who] : lines) {
-    if (shown == kHistoriesShown) break;
-    const RankActivity& a = ranks[static_cast<size_t>(who.front())].activity;
-    const std::vector<CollectiveRecord> records = a.history.records();
-    if (records.empty()) continue;
-    out += fmt::format(
-        "    last {} collectives of rank {}{} (of {}, oldest first):\n", records.size(),
-        who.front(), who.size() > 1 ? fmt::format(", the first of ranks {}", rank_ranges(who)) : "",
-        a.history.total());
-    for (const CollectiveRecord& c : records) out += "      " + record_text(who.front(), c) + "\n";
-    ++shown;
-  }
-  return out;
-}
-
-std::string HangReport::record_text(int64_t rank, const CollectiveRecord& c) const {
-  const auto label = group_labels.find(c.group_id);
-  std::string where = label == group_labels.end() ? std::to_string(c.group_id) : label->second;
-  if (c.peer >= 0) {
-    const bool sends = c.signature.op == CollectiveOp::kSend;
-    where += fmt::format(" p2p {}→{}", sends ? rank : c.peer, sends ? c.peer : rank);
-  }
-  return fmt::format("{} seq {}: {} at line {}, {}", where, c.seq, c.signature.describe(), c.line,
-                     record_state_name(c.state));
-}
-
-nlohmann::json HangReport::json() const {
-  nlohmann::json waits_json = nlohmann::json::array();
-  for (const auto& w : waits) {
-    nlohmann::json j{{"group", w.group},
-                     {"group_id", w.group_id},
-                     {"group_size", w.members->size()},
-                     {"seq", w.seq},
-                     {"op", collective_op_name(w.signature.op)},
-                     {"signature", w.signature.describe()},
-                     {"arrived", w.arrived},
-                     {"missing", w.missing}};
-    if (w.members->size() <= kListMembersUpTo) j["group_ranks"] = *w.members;
-    if (!w.creating.empty()) j["creating"] = w.creating;
-    if (w.channel != w.group) j["channel"] = w.channel;
-    // As the per-rank lines print it, members included: "world.tp#1 [4-7]".
-    if (const std::string shown = group_text(w); shown != w.channel) j["shown_as"] = shown;
-    waits_json.push_back(std::move(j));
-  }
-  nlohmann::json ranks_json = nlohmann::json::array();
-  size_t edge_count = 0;
-  for (const Rank& r : ranks) {
-    nlohmann::json j{{"rank", r.rank},
-                     {"state", state_name(r.activity.state)},
-                     {"location",
-                      {{"file", r.activity.where.file},
-                       {"line", r.activity.where.line},
-                       {"column", r.activity.where.column}}},
-                     {"step", r.activity.step},
-                     {"virtual_time_s", r.activity.clock}};
-    if (r.wait >= 0) j["wait"] = r.wait;
-    if (!r.activity.error.empty()) j["error"] = r.activity.error;
-    nlohmann::json history = nlohmann::json::array();
-    for (const CollectiveRecord& c : r.activity.history.records()) {
-      nlohmann::json e{{"group", group_labels.at(c.group_id)},
-                       {"group_id", std::to_string(c.group_id)},
-                       {"seq", c.seq},
-                       {"signature", c.signature.describe()},
-                       {"line", c.line},
-                       {"state", record_state_name(c.state)}};
-      if (c.peer >= 0) e["peer"] = c.peer;
-      history.push_back(std::move(e));
-    }
-    j["history"] = std::move(history);
-    j["history_total"] = r.activity.history.total();
-    edge_count += waits_for(r.rank).size();
-    ranks_json.push_back(std::move(j));
-  }
-  nlohmann::json out{{"kind", hang_kind_name(kind)},
-                     {"cause", hang_cause_name(cause)},
-                     {"summary", summary},
-                     {"culprits", culprits},
-                     {"waits", waits_json},
-                     {"ranks", ranks_json},
-                     {"dot", dot()}};
-  if (edge_count <= kMaxEdges) {
-    nlohmann::json edges = nlohmann::json::array();
-    for (const Rank& r : ranks) {
-      for (int64_t to : waits_for(r.rank)) edges.push_back({r.rank, to});
-    }
-    out["edges"] = edges;
-  } else {
-    out["edges_omitted"] = edge_count;  // arrived x missing of each entry of "waits"
-  }
-  if (legacy_cause != cause) out["cause_aliases"] = {hang_cause_name(legacy_cause)};
-  if (divergence) {
-    nlohmann::json calls = nlohmann::json::array();
-    for (const auto& [call, who] : divergence->calls)
-      calls.push_back({{"call", call}, {"ranks", who}});
-    out["first_divergence"] = {{"group", group_labels.at(divergence->group_id)},
-                               {"group_id", std::to_string(divergence->group_id)},
-                               {"seq", divergence->seq},
-                               {"calls", std::move(calls)}};
-  }
-  if (!desyncs.empty()) {
-    nlohmann::json all = nlohmann::json::array();
-    for (const DesyncRecord& d : desyncs) {
-      nlohmann::json arrivals = nlohmann::json::array();
-      for (const auto& [rank, sig] : d.arrivals) {
-        arrivals.push_back({{"rank", rank},
-                            {"signature", sig.describe()},
-                            {"line", ranks[static_cast<size_t>(rank)].activity.where.line}});
-      }
-      all.push_back({{"group", d.group},
-                     {"group_id", d.group_id},
-                     {"seq", d.seq},
-                     {"arrivals", std::move(arrivals)}});
-    }
-    out["desync"] = all.front();  // the first, as before several were reported
-    out["desyncs"] = std::move(all);
-  }
-  if (timeout) {
-    out["timeout"] = {{"group", timeout->group},
-                      {"group_id", timeout->group_id},
-                      {"seq", timeout->seq},
-                      {"op", timeout->signature.describe()},
-                      {"timed_out", timeout->timed_out},
-                      {"late", timeout->late},
-                      {"waited_s", timeout->waited_s}};
-  }
-  return out;
-}
-
-namespace {
-
-// Strongly connected components (Kosaraju, iterative: no recursion however long a chain), as a
-// component number per node. u -> v lies on a cycle exactly when both share a component.
-std::vector<size_t> components(const std::vector<std::set<size_t>>& edges) {
-  const size_t n = edges.size();
-  std::vector<std::vector<size_t>> reverse(n);
-  for (size_t u = 0; u < n; ++u) {
-    for (size_t v : edges[u]) reverse[v].push_back(u);
-  }
-  // 1. Nodes in order of finishing a depth-first walk.
-  std::vector<size_t> finished;
-  std::vector<bool> seen(n, false);
-  for (size_t start = 0; start < n; ++start) {
-    if (seen[start]) continue;
-    seen[start] = true;
-    std::vector<std::pair<size_t, std::set<size_t>::const_iterator>> stack{
-        {start, edges[start].begin()}};
-    while (!stack.empty()) {
-      auto& [node, next] = stack.back();
-      if (next == edges[node].end()) {
-        finished.push_back(node);
-        stack.pop_back();
-        continue;
-      }
-      const size_t to = *next++;
-      if (!seen[to]) {
-        seen[to] = true;
-        stack.emplace_back(to, edges[to].begin());
-      }
-    }
-  }
-  // 2. Walks of the reversed graph, latest finished first, each one component.
-  constexpr size_t kNone = SIZE_MAX;
-  std::vector<size_t> component(n, kNone);
-  size_t count = 0;
-  for (auto it = finished.rbegin(); it != finished.rend(); ++it) {
-    if (component[*it] != kNone) continue;
-    std::vector<size_t> todo{*it};
-    component[*it] = count;
-    while (!todo.empty()) {
-      const size_t x = todo.back();
-      todo.pop_back();
-      for (size_t y : reverse[x]) {
-        if (component[y] == kNone) {
-          component[y] = count;
-          todo.push_back(y);
-        }
-      }
-    }
-    ++count;
-  }
-  return component;
-}
-
-std::string edge_lines(const std::vector<std::string>& names,
-                       const std::vector<std::set<size_t>>& edges) {
-  const std::vector<size_t> component = components(edges);
-  std::string out;
-  for (size_t u = 0; u < edges.size(); ++u) {
-    for (size_t v : edges[u]) {
-      const bool on_cycle = u == v || component[u] == component[v];
-      out += fmt::format("  {} -> {}{};\n", names[u], names[v],
-                         on_cycle ? " [color=red, penwidth=2]" : "");
-    }
-  }
-  return out;
-}
-
-}  // namespace
-
-std::string HangReport::dot() const {
-  // Titled with the kind and cause (and the collective a watchdog gave up on); culprits drawn
-  // bold in red, the edges of a cycle in red.
-  std::string title = fmt::format("{}: {}", hang_kind_name(kind), hang_cause_name(cause));
-  if (timeout) {
-    title += fmt::format("\\n{} on {} #{} after {} s", dot_escape(timeout->signature.describe()),
-                         dot_escape(timeout->channel), timeout->seq, timeout->waited_s);
-  }
-  std::string out = fmt::format(
-      "digraph wait_for {{\n  rankdir=LR;\n  labelloc=t;\n  label=\"{}\";\n  node [shape=box];\n",
-      title);
-  auto color_of = [](RankActivity::State s) {
-    return s == RankActivity::State::kBlocked    ? "orange"
-           : s == RankActivity::State::kFailed   ? "red"
-           : s == RankActivity::State::kFinished ? "gray"
-                                                 : "black";
-  };
-  auto culprit = [&](int64_t rank) {
-    return std::binary_search(culprits.begin(), culprits.end(), rank);
-  };
-  auto style_of = [&](bool blamed, RankActivity::State state) {
-    return blamed ? std::string("color=red, penwidth=3, style=bold, fontcolor=red")
-                  : fmt::format("color={}", color_of(state));
-  };
-  if (ranks.size() <= kListMembersUpTo) {
-    // Ranks that look the same (state, wait, line, blame, whom they wait for, what they called
-    // in a desync) share one node: a barrier's fan-in is one box, not one per rank.
-    std::map<int64_t, std::string> called;  // a desync's arrivals: rank -> its own signature
-    for (const DesyncRecord& d : desyncs) {
-      for (const auto& [rank, sig] : d.arrivals) called.emplace(rank, sig.describe());
-    }
-    auto role_in_timeout = [&](int64_t rank) -> std::string {
-      if (!timeout) return "";
-      if (std::find(timeout->timed_out.begin(), timeout->timed_out.end(), rank) !=
-          timeout->timed_out.end())
-        return "watchdog fired";
-      if (std::find(timeout->late.begin(), timeout->late.end(), rank) != timeout->late.end())
-        return "late";
-      return "";
-    };
-    using Key =
-        std::tuple<int64_t, int, int64_t, bool, std::vector<int64_t>, std::string, std::string>;
-    std::map<Key, std::vector<int64_t>> by_look;
-    for (const Rank& r : ranks) {
-      const auto it = called.find(r.rank);
-      by_look[{r.wait, static_cast<int>(r.activity.state), r.activity.where.line, culprit(r.rank),
-               waits_for(r.rank), it == called.end() ? "" : it->second, role_in_timeout(r.rank)}]
-          .push_back(r.rank);
-    }
-    std::vector<std::vector<int64_t>> nodes;
-    for (auto& [look, who] : by_look) nodes.push_back(std::move(who));
-    std::sort(nodes.begin(), nodes.end());  // by lowest rank: names stay stable
-    std::vector<size_t> node_of(ranks.size());
-    std::vector<std::string> names;
-    for (size_t n = 0; n < nodes.size(); ++n) {
-      for (int64_t rank : nodes[n]) node_of[static_cast<size_t>(rank)] = n;
-      names.push_back(fmt::format("r{}", nodes[n].front()));
-    }
-    std::vector<std::set<size_t>> edges(nodes.size());
-    for (size_t n = 0; n < nodes.size(); ++n) {
-      const Rank& r = ranks[static_cast<size_t>(nodes[n].front())];
-      std::string label = fmt::format("{} {}\\n{}", nodes[n].size() == 1 ? "rank" : "ranks",
-                                      rank_ranges(nodes[n]), state_name(r.activity.state));
-      const auto own = called.find(r.rank);
-      if (r.wait >= 0) {
-        // In a desync the wait's op is another member's: each node says what it called.
-        const auto& w = waits[static_cast<size_t>(r.wait)];
-        label += own == called.end()
-                     ? fmt::format("\\n{} {} #{}", collective_op_name(w.signature.op),
-                                   dot_escape(w.channel), w.seq)
-                     : fmt::format("\\n{} #{}\\ncalled {}", dot_escape(w.channel), w.seq,
-                                   dot_escape(own->second));
-      }
-      if (const std::string role = role_in_timeout(r.rank); !role.empty()) label += "\\n" + role;
-      if (r.activity.where.line > 0) label += fmt::format("\\nline {}", r.activity.where.line);
-      out += fmt::format("  {} [label=\"{}\", {}];\n", names[n], label,
-                         style_of(culprit(r.rank), r.activity.state));
-      for (int64_t to : waits_for(r.rank)) edges[n].insert(node_of[static_cast<size_t>(to)]);
-    }
-    return out + edge_lines(names, edges) + "}\n";
-  }
-  // Large worlds: one node per kind of collective waited in (op, group, seq and line: the 256
-  // recvs of a pipeline stage are one box), its culprits in a node of their own; one node per
-  // state of the missing ranks not parked anywhere, its culprits apart too.
-  using ClassKey = std::tuple<int, std::string, int64_t, int64_t, int, int64_t>;
-  std::map<ClassKey, size_t> class_of_key;
-  std::vector<size_t> class_of(waits.size());
-  std::vector<std::vector<size_t>> classes;  // wait indices, in order of first appearance
-  for (size_t i = 0; i < waits.size(); ++i) {
-    const OpenWait& w = waits[i];
-    // ... and what the first rank it misses does (parked or not, and where): a stage that waits
-    // for a finished stage is not the one waiting for it.
-    const Rank& target =
-        ranks[static_cast<size_t>(w.missing.empty() ? w.arrived.front() : w.missing.front())];
-    const ClassKey key{static_cast<int>(w.signature.op),
-                       w.group,
-                       w.seq,
-                       ranks[static_cast<size_t>(w.arrived.front())].activity.where.line,
-                       target.wait >= 0 ? -1 : static_cast<int>(target.activity.state),
-                       target.activity.where.line};
-    const auto [it, added] = class_of_key.emplace(key, classes.size());
-    if (added) classes.emplace_back();
-    classes[it->second].push_back(i);
-    class_of[i] = it->second;
-  }
-  std::vector<std::string> names;
-  std::vector<size_t> base(classes.size());
-  std::vector<std::optional<size_t>> blamed_node(classes.size());
-  for (size_t c = 0; c < classes.size(); ++c) {
-    const OpenWait& first = waits[classes[c].front()];
-    std::vector<int64_t> arrived, blamed;
-    for (size_t i : classes[c])
-      arrived.insert(arrived.end(), waits[i].arrived.begin(), waits[i].arrived.end());
-    std::sort(arrived.begin(), arrived.end());
-    std::copy_if(arrived.begin(), arrived.end(), std::back_inserter(blamed), culprit);
-    std::string what =
-        classes[c].size() == 1
-            ? fmt::format("{} {} #{}", collective_op_name(first.signature.op),
-                          dot_escape(first.channel), first.seq)
-            : fmt::format("{} {} #{}\\n{} of them ({}, ...)",
-                          collective_op_name(first.signature.op), dot_escape(first.group),
-                          first.seq, classes[c].size(), dot_escape(first.channel));
-    if (const int64_t line = ranks[static_cast<size_t>(first.arrived.front())].activity.where.line;
-        line > 0)
-      what += fmt::format("\\nline {}", line);
-    auto ranks_line = [](const std::vector<int64_t>& who) {
-      const std::string list = rank_ranges(who);
-      return list.size() > 60 ? list.substr(0, 57) + "..." : list;
-    };
-    base[c] = names.size();
-    names.push_back(fmt::format("w{}", c));
-    if (blamed.size() == arrived.size()) {
-      out += fmt::format("  w{} [label=\"{}\\nranks {} waiting\", {}];\n", c, what,
-                         ranks_line(arrived), style_of(true, RankActivity::State::kBlocked));
-      continue;
-    }
-    std::vector<int64_t> others;
-    std::set_difference(arrived.begin(), arrived.end(), blamed.begin(), blamed.end(),
-                        std::back_inserter(others));
-    out += fmt::format("  w{} [label=\"{}\\n{} waiting: {}\", color=orange];\n", c, what,
-                       others.size(), ranks_line(others));
-    if (blamed.empty()) continue;
-    blamed_node[c] = names.size();
-    names.push_back(fmt::format("w{}c", c));
-    out += fmt::format("  w{}c [label=\"{} {}\\n{}\", {}];\n", c,
-                       blamed.size() == 1 ? "rank" : "ranks", ranks_line(blamed), what,
-                       style_of(true, RankActivity::State::kBlocked));
-  }
-  // Missing ranks not parked anywhere, by state and blame.
-  std::map<std::pair<std::string, bool>, std::vector<int64_t>> elsewhere;
-  for (const OpenWait& w : waits) {
-    for (int64_t m : w.missing) {
-      const Rank& target = ranks[static_cast<size_t>(m)];
-      if (target.wait < 0)
-        elsewhere[{std::string(state_name(target.activity.state)), culprit(m)}].push_back(m);
-    }
-  }
-  std::map<std::pair<std::string, bool>, size_t> state_node;
-  for (auto& [look, who] : elsewhere) {
-    std::sort(who.begin(), who.end());
-    who.erase(std::unique(who.begin(), who.end()), who.end());
-    const std::string list = rank_ranges(who);
-    const std::string name = look.first + (look.second ? "_blamed" : "");
-    state_node[look] = names.size();
-    names.push_back(name);
-    out += fmt::format("  {} [label=\"{}\\nranks {}\", {}];\n", name, look.first,
-                       list.size() > 60 ? list.substr(0, 57) + "..." : list,
-                       look.second ? style_of(true, RankActivity::State::kFinished) : "color=gray");
-  }
-  // A missing rank parked elsewhere points at its collective's node (its culprits' node when it
-  // is one of them); one not parked, at its state's node.
-  auto node_of = [&](int64_t m) {
-    const Rank& target = ranks[static_cast<size_t>(m)];
-    if (target.wait < 0)
-      return state_node.at({std::string(state_name(target.activity.state)), culprit(m)});
-    const size_t c = class_of[static_cast<size_t>(target.wait)];
-    return culprit(m) && blamed_node[c] ? *blamed_node[c] : base[c];
-  };
-  std::vector<std::set<size_t>> edges(names.size());
-  for (size_t i = 0; i < waits.size(); ++i) {
-    const size_t c = class_of[i];
-    for (int64_t m : waits[i].missing) {
-      edges[base[c]].insert(node_of(m));
-      if (blamed_node[c]) edges[*blamed_node[c]].insert(node_of(m));
-    }
-  }
-  return out + edge_lines(names, edges) + "}\n";
 }
 
 }  // namespace meshsim::sim

@@ -1,8 +1,8 @@
-// Explains why a world stopped making progress. It opens with the root cause (the kind, the
-// culprit rank(s), the scenario line where they went another way, and what everyone else waits
-// for), then per rank where it is and what it waits for, and the collectives waited in, with who
-// arrived and who is missing. Text (ranks with the same story share a line), JSON and Graphviz
-// DOT. Sizes stay linear in the world, so a report on tens of thousands of ranks is cheap.
+// Explains why a world stopped making progress: the root cause (the kind, the culprit rank(s),
+// the call site where they went another way, and what everyone else waits for), then per rank
+// where it is and what it waits for, and the collectives waited in, with who arrived and who is
+// missing. The analysis only; sim/report/hang_render.hpp writes it as text, JSON and DOT. Sizes
+// stay linear in the world, so a report on tens of thousands of ranks is cheap.
 #pragma once
 
 #include <map>
@@ -10,12 +10,10 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "sim/runtime/first_divergence.hpp"
 #include "sim/runtime/group_label.hpp"
 #include "sim/runtime/rank_activity.hpp"
 #include "sim/runtime/rendezvous.hpp"
+#include "sim/runtime/site_divergence.hpp"
 #include "sim/runtime/virtual_time.hpp"
 
 namespace meshsim::sim {
@@ -70,8 +68,13 @@ struct HangReport {
   std::vector<OpenWait> waits;
   std::vector<DesyncRecord> desyncs;  // every disagreement, in the order seen
   std::optional<TimeoutRecord> timeout;
-  // Where members of a group first called different things (from the flight recorders).
-  std::optional<Divergence> divergence;
+  // Every group's first meeting whose members came from different call sites, in schedule
+  // order; the first that is not a desync of its own is the report's "first divergence".
+  std::vector<SiteDivergence> divergences;
+  std::optional<size_t> first_divergence;  // index into divergences
+  // Whether the root cause was found before the hang (a departure from the other members' call
+  // sites, or a call a `when` skipped): then `culprits` are the ranks that went wrong there.
+  bool blamed_earlier = false;
   // What reports call the groups the flight recorders name, by id.
   std::map<int64_t, std::string> group_labels;
 
@@ -80,15 +83,6 @@ struct HangReport {
   std::vector<int64_t> missing() const;
   // The ranks `rank` waits for.
   const std::vector<int64_t>& waits_for(int64_t rank) const;
-
-  // The summary, then "  per rank:" and one line per story (report.cpp cuts that section).
-  std::string text() const;
-  // One of `rank`'s records: "world.tp#1 seq 3: all_reduce(float32[4], op=sum) at line 12,
-  // completed"; send/recv name their direction ("WORLD p2p 4→2 seq 7: ...").
-  std::string record_text(int64_t rank, const CollectiveRecord& c) const;
-  nlohmann::json json() const;
-  // Rank-level for small worlds (<= 64 ranks), collective-level otherwise.
-  std::string dot() const;
 };
 
 // Builds the report from the runtime's state at a stall (or after a timeout).

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/runtime/call_site.hpp"
 #include "src/comm/collective.hpp"
 #include "src/comm/group_batch.hpp"
 #include "src/comm/group_table.hpp"
@@ -30,6 +31,7 @@ struct Exchange {
   const std::string* group_operation = nullptr;  // new_group: the call creating them, or empty
   bool arrived = false;
   double arrived_at = 0.0;  // the rank's virtual clock when it arrived
+  CallSite site{};          // where the rank called it
 };
 
 struct Meeting {
@@ -47,6 +49,7 @@ struct Meeting {
   size_t collected = 0;
   bool done = false;
   bool desynced = false;
+  bool sites_differ = false;  // some member came from another call site than the first
   // Filled by the executor: one error for every member, or errors for some.
   std::exception_ptr failure;
   std::map<size_t, std::string> errors;
@@ -54,7 +57,8 @@ struct Meeting {
   size_t size() const { return exchanges.size(); }
   // Member `pos` has returned to its frame (or unwound it): keep only that it arrived, and when.
   void forget_frame(size_t pos) {
-    exchanges[pos] = Exchange{.arrived = true, .arrived_at = exchanges[pos].arrived_at};
+    exchanges[pos] = Exchange{
+        .arrived = true, .arrived_at = exchanges[pos].arrived_at, .site = exchanges[pos].site};
   }
   // The signature member `pos` arrived with.
   const Signature& signature_of(size_t pos) const {

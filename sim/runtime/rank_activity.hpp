@@ -8,7 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "sim/runtime/call_site.hpp"
 #include "sim/runtime/flight_recorder.hpp"
+#include "sim/runtime/skip_log.hpp"
 #include "sim/scenario/source_location.hpp"
 #include "src/comm/collective.hpp"
 
@@ -27,6 +29,7 @@ struct RankActivity {
   enum class State { kRunning, kBlocked, kFinished, kFailed, kAborted };
   State state = State::kRunning;
   SourceLocation where;  // the step being run
+  CallSite site;         // the same step, with its loop iterations
   std::string step;
   bool in_loop = false;  // the step runs inside a repeat loop (its line does not order it)
   std::string error;     // why it failed or was aborted
@@ -37,6 +40,7 @@ struct RankActivity {
   int64_t meetings_entered = 0;
   int64_t last_seq = 0;
   FlightRecorder history;  // its last collectives and point-to-point calls (not new_group)
+  SkipLog skipped;         // the calls its `when`s skipped
 };
 
 inline std::string_view state_name(RankActivity::State state) {

@@ -76,7 +76,7 @@ Meeting& Rendezvous::meeting_at(Channel& channel, int64_t seq, const Group& grou
     m->differing.clear();
     m->exchanges.assign(channel.members->size(), Exchange{});
     m->arrived = m->first = m->collected = 0;
-    m->done = m->desynced = false;
+    m->done = m->desynced = m->sites_differ = false;
     m->failure = nullptr;
     m->errors.clear();
     channel.open.push_back(m);
@@ -118,19 +118,32 @@ void Rendezvous::enter_and_wait(int64_t rank, Channel& channel, size_t pos, cons
   me.last_seq = seq;
   if (signature.op != CollectiveOp::kNewGroup) {
     me.history.enter({group.id, seq, point_to_point ? (*m.members)[1 - pos] : -1, signature,
-                      me.where.line, me.where.column, me.clock, CollectiveRecord::State::kWaiting});
+                      me.site, me.clock, CollectiveRecord::State::kWaiting});
   }
   if (m.arrived == 0) {
     m.first = pos;
     m.signature = signature;
-  } else if (!(m.signature == signature)) {
-    m.desynced = m.desynced || !compatible(m.signature, signature);
-    m.differing.emplace(pos, signature);
+  } else {
+    if (!(m.signature == signature)) {
+      m.desynced = m.desynced || !compatible(m.signature, signature);
+      m.differing.emplace(pos, signature);
+    }
+    // One comparison per arrival; the first such meeting of a group is described once.
+    m.sites_differ = m.sites_differ || (!point_to_point && !(m.exchanges[m.first].site == me.site));
   }
   exchange.arrived = true;
   exchange.arrived_at = me.clock;
+  exchange.site = me.site;
   m.exchanges[pos] = exchange;
   ++m.arrived;
+  if (m.sites_differ && m.arrived == m.size() && !channel.divergence) {
+    channel.divergence = describe_sites(m);
+    channel.divergence->order = divergences_seen_++;
+  }
+  if (point_to_point && !m.desynced && m.arrived == m.size()) {
+    channel.matched[0] = m.exchanges[0].site;
+    channel.matched[1] = m.exchanges[1].site;
+  }
   if (m.desynced) record_desync(m);
   parked_[static_cast<size_t>(rank)] = {&m, pos};
   if (!m.desynced && m.arrived == m.size()) complete(m, executor);
@@ -204,6 +217,58 @@ void Rendezvous::complete(Meeting& m, Executor& executor) {
   }
 }
 
+SiteDivergence Rendezvous::describe_sites(const Meeting& m) const {
+  SiteDivergence d;
+  d.group_id = m.group_id;
+  d.seq = m.seq;
+  d.signature = m.signature;
+  d.entered_at = m.exchanges[m.first].arrived_at;
+  d.complete = m.arrived == m.size();
+  for (size_t i = 0; i < m.size(); ++i) {
+    const Exchange& e = m.exchanges[i];
+    const int64_t rank = (*m.members)[i];
+    if (!e.arrived) {
+      d.missing.push_back(rank);
+      continue;
+    }
+    d.entered_at = std::min(d.entered_at, e.arrived_at);
+    const auto same = std::find_if(d.sites.begin(), d.sites.end(),
+                                   [&](const auto& s) { return s.first == e.site; });
+    if (same != d.sites.end()) {
+      same->second.push_back(rank);  // members are in rank order
+    } else if (d.sites.size() < SiteDivergence::kMaxSites) {
+      d.sites.push_back({e.site, {rank}});
+    } else {
+      d.elsewhere.push_back(rank);
+    }
+  }
+  std::stable_sort(d.sites.begin(), d.sites.end(), [](const auto& a, const auto& b) {
+    return std::pair(a.second.size(), a.second.front()) <
+           std::pair(b.second.size(), b.second.front());
+  });
+  return d;
+}
+
+std::vector<SiteDivergence> Rendezvous::site_divergences() const {
+  std::vector<SiteDivergence> out;
+  for (const std::unique_ptr<Channel>& c : channels_) {
+    if (!c) continue;
+    if (c->divergence) {
+      out.push_back(*c->divergence);
+      continue;
+    }
+    for (const Meeting* m : c->open) {
+      if (m->sites_differ) {
+        out.push_back(describe_sites(*m));
+        out.back().order = UINT64_MAX;  // not complete: after every complete one at its time
+        break;
+      }
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 std::string Rendezvous::group_label(int64_t id) const {
   return sim::group_label(groups_, id, std::to_string(id));
 }
@@ -236,6 +301,12 @@ std::vector<OpenWait> Rendezvous::open_waits(std::vector<int64_t>& wait_of) cons
                  m.signature_of(p.pos),
                  {},
                  {},
+                 {},
+                 m.group_id,
+                 m.exchanges[p.pos].site,
+                 0,
+                 0,
+                 {},
                  {}};
       const Exchange& e = m.exchanges[p.pos];
       if (e.new_groups != nullptr) {
@@ -247,6 +318,20 @@ std::vector<OpenWait> Rendezvous::open_waits(std::vector<int64_t>& wait_of) cons
       }
       for (size_t i = 0; i < m.size(); ++i) {
         (m.exchanges[i].arrived ? w.arrived : w.missing).push_back((*m.members)[i]);
+      }
+      if (m.point_to_point) {
+        const bool sends = m.signature_of(p.pos).op == CollectiveOp::kSend;
+        const int64_t me = (*m.members)[p.pos], peer = (*m.members)[1 - p.pos];
+        const int64_t src = sends ? me : peer, dst = sends ? peer : me;
+        const auto pair = pairs_.find({m.group_id, src, dst});
+        if (pair != pairs_.end()) {
+          const Channel& c = pair->second;
+          const size_t src_pos = src < dst ? 0 : 1;
+          w.sends_posted = c.last_seq[src_pos];
+          w.recvs_posted = c.last_seq[1 - src_pos];
+          w.matched_send = c.matched[src_pos];
+          w.matched_recv = c.matched[1 - src_pos];
+        }
       }
       std::sort(w.arrived.begin(), w.arrived.end());
       std::sort(w.missing.begin(), w.missing.end());

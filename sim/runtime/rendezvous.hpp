@@ -13,6 +13,7 @@
 
 #include "sim/runtime/meeting.hpp"
 #include "sim/runtime/rank_activity.hpp"
+#include "sim/runtime/site_divergence.hpp"
 #include "sim/runtime/world.hpp"
 #include "src/comm/rank_list.hpp"
 
@@ -40,6 +41,14 @@ struct OpenWait {
   std::vector<int64_t> missing;
   // new_group barrier: what the lowest parked rank is creating ("world.tp: 2 groups of 2 ...").
   std::string creating;
+  // Send/recv: the calls its sender and receiver posted on this channel, and where the last pair
+  // that met was called (line 0 when none has).
+  int64_t group_number = 0;  // the group's id (Group::id)
+  CallSite site;             // where the lowest parked rank called it
+  int64_t sends_posted = 0;
+  int64_t recvs_posted = 0;
+  CallSite matched_send;
+  CallSite matched_recv;
 };
 
 class Rendezvous {
@@ -71,6 +80,10 @@ class Rendezvous {
   // kMaxDesyncs; each is a hang of its own, and they may be independent).
   static constexpr size_t kMaxDesyncs = 64;
   const std::vector<DesyncRecord>& desyncs() const { return desyncs_; }
+  // Each group's first meeting whose members came from different call sites (collectives and
+  // group creation; a send and its recv differ by nature), the open meetings' as far as members
+  // arrived; in schedule order.
+  std::vector<SiteDivergence> site_divergences() const;
   // What `rank` is parked in, if anything.
   std::optional<WaitInfo> wait_of(int64_t rank) const;
   // Every meeting with a parked rank, ordered by its lowest parked rank; `wait_of[r]` is the
@@ -84,6 +97,8 @@ class Rendezvous {
     std::vector<int64_t> last_seq;  // by position
     std::deque<Meeting*> open;      // sequence numbers base, base + 1, ...
     int64_t base = 1;
+    std::optional<SiteDivergence> divergence;  // the first complete one
+    CallSite matched[2];                       // send/recv: the last pair's sites, by position
   };
   Channel& channel(const Group& group);
   Channel& pair_channel(const Group& group, int64_t src, int64_t dst);
@@ -92,6 +107,7 @@ class Rendezvous {
                       bool point_to_point);
   Meeting& meeting_at(Channel& channel, int64_t seq, const Group& group, bool point_to_point);
   void record_desync(const Meeting& m);
+  SiteDivergence describe_sites(const Meeting& m) const;
   void complete(Meeting& m, Executor& executor);
   void leave(int64_t rank, Channel& channel, Meeting& m, size_t pos);
 
@@ -110,6 +126,7 @@ class Rendezvous {
   const GroupTable* groups_ = nullptr;
   std::vector<DesyncRecord> desyncs_;
   std::vector<const Meeting*> desynced_;  // the meetings desyncs_ describe (they never recycle)
+  uint64_t divergences_seen_ = 0;
 };
 
 }  // namespace meshsim::sim

@@ -88,8 +88,8 @@ void StoreGroupCreator::store_barrier(const SharedGroupBatch& batch, int64_t fir
                     .group_operation = &operation()},
                    barrier_);
   if (trace_ != nullptr) {
-    trace_->meeting(rank(), sig, kStoreGroupId, store.size(), activity_.last_seq, entered_at,
-                    activity_.clock);
+    trace_->meeting(rank(), activity_.site, sig, kStoreGroupId, store.size(), activity_.last_seq,
+                    entered_at, activity_.clock);
   }
 }
 

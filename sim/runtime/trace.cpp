@@ -37,8 +37,9 @@ void Trace::collective(int64_t rank, std::string meeting, std::string name, doub
   slice(rank, std::move(name), "collective", start_s, end_s, std::move(args));
 }
 
-void Trace::meeting(int64_t rank, const Signature& signature, int64_t group_id, int64_t group_size,
-                    int64_t seq, double start_s, double end_s) {
+void Trace::meeting(int64_t rank, const CallSite& site, const Signature& signature,
+                    int64_t group_id, int64_t group_size, int64_t seq, double start_s,
+                    double end_s) {
   const bool p2p = signature.op == CollectiveOp::kSend || signature.op == CollectiveOp::kRecv;
   const int64_t peer = signature.root.value_or(0);
   const int64_t src = signature.op == CollectiveOp::kSend ? rank : peer;
@@ -55,7 +56,8 @@ void Trace::meeting(int64_t rank, const Signature& signature, int64_t group_id, 
               {"group", shown},
               {"group_id", std::to_string(group_id)},
               {"seq", seq},
-              {"group_size", p2p ? 2 : group_size}});
+              {"group_size", p2p ? 2 : group_size},
+              {"call_site", site.text()}});
 }
 
 nlohmann::json Trace::events(int64_t pid, const std::string& process, int64_t world_size) const {

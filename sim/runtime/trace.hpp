@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sim/runtime/call_site.hpp"
 #include "src/comm/collective.hpp"
 
 namespace meshsim::sim {
@@ -31,8 +32,8 @@ class Trace {
 
   // A collective as `rank` took part in it: "all_reduce world.tp#1 #3" from `start_s` to `end_s`,
   // keyed so that the members of one meeting are joined (send/recv: by direction).
-  void meeting(int64_t rank, const Signature& signature, int64_t group_id, int64_t group_size,
-               int64_t seq, double start_s, double end_s);
+  void meeting(int64_t rank, const CallSite& site, const Signature& signature, int64_t group_id,
+               int64_t group_size, int64_t seq, double start_s, double end_s);
   // What slices call group `id` (group_label.hpp); without it, c10d's number.
   void set_group_labels(std::function<std::string(int64_t)> label) { label_ = std::move(label); }
 

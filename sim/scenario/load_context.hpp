@@ -10,6 +10,7 @@
 
 #include <toml++/toml.h>
 
+#include "sim/runtime/call_site.hpp"
 #include "sim/scenario/expression.hpp"
 #include "sim/scenario/source_location.hpp"
 
@@ -102,6 +103,7 @@ class LoadContext : public ExpressionSchema {
     SourceLocation where;
     size_t step;         // index of its repeat step in the program
     int64_t passes = 1;  // of its body, as far as constant counts tell (outer loops' included)
+    const LoopScope* scope = nullptr;  // names its iterations in call sites
   };
   const std::vector<OpenLoop>& open_loops() const { return loops_; }
   void open_loop(OpenLoop loop) { loops_.push_back(std::move(loop)); }

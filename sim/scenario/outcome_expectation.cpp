@@ -68,6 +68,8 @@ Json observe_hang(const std::string& kind, const ScenarioResult& result) {
   out["cause"] = hang["cause"];
   out["cause_aliases"] = hang.value("cause_aliases", Json::array());
   out["culprits"] = hang["culprits"];
+  // The report's first sentence: where the hang starts.
+  out["root_cause"] = hang["summary"].empty() ? Json("") : hang["summary"][0];
   std::vector<Json> ops, groups, seqs, group_ranks;
   Json aliases = Json::array();
   std::vector<Json> distinct_groups;
@@ -188,6 +190,10 @@ class HangExpectation final : public OutcomeExpectation {
         const Json& old = all["cause_aliases"];
         if (all["cause"] != want && std::find(old.begin(), old.end(), want) == old.end())
           return false;
+      } else if (key == "root_cause") {
+        // Text the first sentence holds: "rank 19 skipped the all_reduce at line 21 (w=2)".
+        if (all[key].get<std::string>().find(want.get<std::string>()) == std::string::npos)
+          return false;
       } else if (key == "waiting_in") {
         // { 0 = "world.tp#0" }: each rank named waits in that group (exactly, any of its names).
         for (const auto& [rank, group] : want.items()) {
@@ -292,8 +298,9 @@ class WarningExpectation final : public OutcomeExpectation {
  public:
   ExpectationRecord check(const ScenarioResult& result) const override {
     Json matching = Json::array();
-    for (const std::string& w : result.warnings) {
-      if (w.find(contains_) != std::string::npos) matching.push_back(w);
+    for (const Warning& w : result.warnings) {
+      if (const std::string shown = w.shown(); shown.find(contains_) != std::string::npos)
+        matching.push_back(shown);
     }
     const bool passed = count_ ? matching.size() == *count_ : !matching.empty();
     Json expected{{"contains", contains_}};
@@ -428,18 +435,20 @@ std::unique_ptr<OutcomeExpectation> parse_outcome(std::string_view key, const to
     if (key == "desync") {
       ctx.only_keys(*table,
                     {"cause", "group", "seq", "ranks", "signatures", "waiting", "missing",
-                     "culprits", "count"},
+                     "culprits", "count", "root_cause"},
                     "desync");
     } else if (key == "timeout") {
-      ctx.only_keys(*table, {"group", "seq", "waiting", "late", "in", "culprits"}, "timeout");
+      ctx.only_keys(*table, {"group", "seq", "waiting", "late", "in", "culprits", "root_cause"},
+                    "timeout");
     } else {
       ctx.only_keys(*table,
                     {"cause", "waiting", "in", "group", "group_ranks", "seq", "missing",
-                     "missing_in", "culprits", "waits_for", "waiting_in"},
+                     "missing_in", "culprits", "waits_for", "waiting_in", "root_cause"},
                     "deadlock");
       check_rank_table(*table, "waits_for", ctx);
       check_rank_table(*table, "waiting_in", ctx);
     }
+    if (const toml::node* r = table->get("root_cause")) ctx.string_of(*r, "root_cause");
     for (const char* ranks : {"culprits", "waiting", "missing", "late", "ranks"}) {
       if (const toml::node* n = table->get(ranks)) check_ranks(*n, ranks, ctx);
     }

@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "sim/report/results.hpp"
+#include "sim/runtime/call_site.hpp"
 #include "sim/runtime/faults.hpp"
+#include "sim/runtime/skip_log.hpp"
 #include "sim/runtime/virtual_time.hpp"
 #include "sim/scenario/expression.hpp"
 #include "sim/scenario/source_location.hpp"
@@ -47,9 +49,15 @@ class Step {
   // Runs on one rank. Model errors propagate as meshsim::Error; the runner checks them against
   // `raises` and attaches the location.
   virtual void run(RankState& rank) const = 0;
+  // The collective or send/recv the step would issue on this rank, for steps that issue one:
+  // what a skipped step (its `when` false) did not call. Never throws; unknowns are -1.
+  virtual std::optional<PlannedCall> planned_call(const RankState&) const { return std::nullopt; }
+  // Whether planned_call() gives one (runs and skips of such steps are counted per rank).
+  virtual bool communicates() const { return false; }
 
   SourceLocation where;
-  std::string kind;  // registry key, for reports
+  const LoopScope* loop_scope = nullptr;  // the innermost repeat around the step
+  std::string kind;                       // registry key, for reports
   std::optional<Expression> when;
   std::optional<RaisesSpec> raises;
   std::optional<LoopMark> loop;  // a repeat or end_repeat
@@ -82,6 +90,7 @@ struct Scenario {
   RngProfile rng_profile = RngProfile::kLatest;
   GpuProfile gpu = *find_gpu("H200");
   std::vector<std::unique_ptr<Step>> steps;
+  std::vector<std::unique_ptr<LoopScope>> loop_scopes;  // the repeats' (call sites point here)
   std::vector<std::unique_ptr<OutcomeExpectation>> outcomes;
   std::vector<Fault> faults;  // [[fault]] entries
 };

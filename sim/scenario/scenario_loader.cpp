@@ -130,7 +130,8 @@ bool is_identifier(const std::string& name) {
 // `[[step]] repeat = { var, count }` (with an optional `when`) or `[[step]] end_repeat = "var"`:
 // opens or closes a loop in `ctx`, linking the two ends in `steps`.
 std::unique_ptr<Step> parse_loop_mark(const toml::table& table, LoadContext& ctx,
-                                      std::vector<std::unique_ptr<Step>>& steps) {
+                                      std::vector<std::unique_ptr<Step>>& steps,
+                                      std::vector<std::unique_ptr<LoopScope>>& scopes) {
   auto step = std::make_unique<LoopStep>();
   step->where = ctx.at(table);
   LoopMark mark;
@@ -169,7 +170,10 @@ std::unique_ptr<Step> parse_loop_mark(const toml::table& table, LoadContext& ctx
     }
     if (const toml::node* w = table.get("when")) step->when = ctx.expression_of(*w, "when");
     step->kind = "repeat";
-    ctx.open_loop({mark.var, step->where, steps.size(), passes});
+    const LoopScope* around = ctx.open_loops().empty() ? nullptr : ctx.open_loops().back().scope;
+    scopes.push_back(std::make_unique<LoopScope>(
+        LoopScope{mark.var, around, around == nullptr ? 1 : around->depth + 1}));
+    ctx.open_loop({mark.var, step->where, steps.size(), passes, scopes.back().get()});
   } else {
     const toml::node& end = *table.get("end_repeat");
     ctx.only_keys(table, {"end_repeat"}, "a [[step]] with end_repeat");
@@ -372,12 +376,13 @@ Scenario load_scenario_text(std::string_view text, const std::string& file) {
   if (const toml::node* faults = doc.get("fault")) s.faults = parse_faults(*faults, ctx);
   for (const Entry& e : entries) {
     if (e.array == "step" && (e.table->contains("repeat") || e.table->contains("end_repeat"))) {
-      s.steps.push_back(parse_loop_mark(*e.table, ctx, s.steps));
+      s.steps.push_back(parse_loop_mark(*e.table, ctx, s.steps, s.loop_scopes));
     } else if (std::unique_ptr<OutcomeExpectation> outcome = parse_outcome_entry(e, ctx)) {
       s.outcomes.push_back(std::move(outcome));
     } else {
       std::unique_ptr<OutcomeExpectation> after_run;
       s.steps.push_back(parse_entry(e, ctx, after_run));
+      if (!ctx.open_loops().empty()) s.steps.back()->loop_scope = ctx.open_loops().back().scope;
       if (after_run) s.outcomes.push_back(std::move(after_run));
     }
   }

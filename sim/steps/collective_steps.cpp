@@ -146,6 +146,25 @@ class CollectiveStep final : public Step {
     }
   }
 
+  bool communicates() const override { return true; }
+  std::optional<PlannedCall> planned_call(const RankState& rank) const override {
+    PlannedCall call{op_, -1, -1};
+    // A skipped step's operands may not be valid on this rank (a stage 0 recv from rank - 8):
+    // what cannot be worked out stays unknown.
+    try {
+      call.group_id = rank.group(group_.mesh, group_.dim).id;
+    } catch (const std::exception&) {
+    }
+    if (op_ == CollectiveOp::kSend || op_ == CollectiveOp::kRecv) {
+      try {
+        const int64_t peer = peer_->evaluate(rank);
+        if (peer >= 0 && peer < rank.world_size()) call.peer = peer;
+      } catch (const std::exception&) {
+      }
+    }
+    return call;
+  }
+
   CollectiveOp op_ = CollectiveOp::kBarrier;
   TensorOperand tensor_;
   GroupOperand group_;

@@ -37,7 +37,7 @@ def main() -> int:
         failures.append("the per-rank detail comes before the root cause")
     if len(lines) > 60:
         failures.append(f"{len(lines)} lines: ranks with the same story should share a line")
-    # The culprit named in KEY_TEXT ("rank 517 went past") has a red box of its own.
+    # The culprit named in KEY_TEXT ("rank 517 skipped ...") has a red box of its own.
     dot = open(graph).read() if os.path.exists(graph) else ""
     culprit = re.match(r"(rank \d+)", key)
     boxes = [line for line in dot.splitlines() if "[label=" in line]

@@ -472,8 +472,11 @@ TEST_CASE("hang expectations: several desyncs, wait-for edges, no hang", "[sim][
       "[[step]]\nrecv = { like = \"zeros(2)\", src = 1, out = \"x\" }\nwhen = \"rank == 0\"\n"
       "[[step]]\nend_repeat = \"i\"\n");
   REQUIRE(short_send.hang_text);
-  CHECK(short_send.hang_text->find("rank 1 posted 1 send to rank 0 and then finished after "
-                                   "t.toml:6:1 (send, i=0)") != std::string::npos);
+  CHECK(short_send.hang_text->find(
+            "rank 1 did not post the send at line 6 (i=1) (`when` false); rank 0 waits for it in "
+            "its 2nd recv from it (WORLD p2p 1→0 seq 2): 1 send posted, the last pair met at line "
+            "6 (i=0) (send) and line 9 (i=0) (recv); rank 1 then finished after t.toml:6:1 "
+            "(send, i=0)") != std::string::npos);
   CHECK(short_send.hang_text->find("ranks 2-3: finished\n") != std::string::npos);
   // Rank tables are checked when the file loads, never silently empty or mistyped.
   CHECK(load_error("[[expect]]\ndeadlock = { waits_for = {} }\n") ==

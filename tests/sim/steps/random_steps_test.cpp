@@ -144,8 +144,10 @@ distinct = { tensor = "x", across = ["dp"] }
   CHECK_FALSE(distinct->passed);
   CHECK(distinct->observed.dump().find("0, 2") != std::string::npos);
   REQUIRE(r.warnings.size() == 1);
-  CHECK_THAT(r.warnings[0], Catch::StartsWith("DTensor synchronized the RNG state of rank(s) 1, 3 "
-                                              "with rank 0's"));
+  CHECK(r.warnings[0].kind == "rng");
+  CHECK_THAT(r.warnings[0].text,
+             Catch::StartsWith("DTensor synchronized the RNG state of rank(s) 1, 3 "
+                               "with rank 0's"));
 
   // Seeded per rank after the tracker exists: replicas differ, and equal says which.
   const ScenarioResult d = run_text(R"toml(

@@ -1,0 +1,44 @@
+#include "sim/runtime/skip_log.hpp"
+
+namespace meshsim::sim {
+
+void SkipLog::bump(const CallSite& site, bool skipped) {
+  if (site.step < 0) return;
+  const auto i = static_cast<size_t>(site.step);
+  if (i >= counts_.size()) counts_.resize(i + 1);
+  // A rank makes at most LoopMark::kMaxCount (2^24) loop passes: no count overflows.
+  ++(skipped ? counts_[i].skipped : counts_[i].ran);
+}
+
+void SkipLog::add(const PlannedCall& call, const CallSite& site) {
+  bump(site, true);
+  for (Tally& t : tallies_) {
+    if (t.first.same_step(site) && t.call.group_id == call.group_id && t.call.peer == call.peer) {
+      t.last = site;
+      ++t.count;
+      return;
+    }
+  }
+  if (tallies_.size() == kMaxTallies) {
+    ++dropped_;
+    return;
+  }
+  tallies_.push_back({call, site, site, 1});
+}
+
+const SkipLog::Tally* SkipLog::step(const CallSite& site, int64_t group_id) const {
+  for (const Tally& t : tallies_) {
+    if (t.first.same_step(site) && (group_id < 0 || t.call.group_id == group_id)) return &t;
+  }
+  return nullptr;
+}
+
+std::vector<const SkipLog::Tally*> SkipLog::with_peer(CollectiveOp op, int64_t peer) const {
+  std::vector<const Tally*> out;
+  for (const Tally& t : tallies_) {
+    if (t.call.op == op && t.call.peer == peer) out.push_back(&t);
+  }
+  return out;
+}
+
+}  // namespace meshsim::sim

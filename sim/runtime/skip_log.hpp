@@ -1,0 +1,73 @@
+// The calls a rank's program reached but did not make because a step's `when` was false: the
+// evidence that lets a hang report say "rank 24 did not post the send at line 40 in i=1" instead
+// of blaming the ranks that wait for it. Bounded per rank, whatever the loops run.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "sim/runtime/call_site.hpp"
+#include "src/comm/collective.hpp"
+
+namespace meshsim::sim {
+
+// A call a step would make: its op, its group, and for send/recv the global rank of its peer.
+struct PlannedCall {
+  CollectiveOp op = CollectiveOp::kBarrier;
+  int64_t group_id = -1;  // -1: not known on this rank (its mesh is not there)
+  int64_t peer = -1;      // -1: not a send/recv, or a peer outside the world
+};
+
+class SkipLog {
+ public:
+  // Distinct (step, group, peer) kept; later ones are counted in `dropped()` only.
+  static constexpr size_t kMaxTallies = 64;
+
+  // Every skip of one step with one group and peer.
+  struct Tally {
+    PlannedCall call;
+    CallSite first;
+    CallSite last;
+    int64_t count = 0;
+  };
+
+  // The rank ran the communicating step at `site`, or skipped it (its `when` false) planning
+  // `call`.
+  void ran(const CallSite& site) { bump(site, false); }
+  void add(const PlannedCall& call, const CallSite& site);
+  // Whether this rank skips the step at `site` more often than it runs it.
+  bool usually_skips(const CallSite& site) const {
+    const Count c = count(site);
+    return c.skipped > c.ran;
+  }
+  struct Count {
+    uint32_t ran = 0;
+    uint32_t skipped = 0;
+  };
+  // This rank's runs and skips of the step at `site`, every iteration together.
+  Count count(const CallSite& site) const {
+    const auto i = static_cast<size_t>(site.step);
+    return site.step >= 0 && i < counts_.size() ? counts_[i] : Count{};
+  }
+  const std::vector<Tally>& tallies() const { return tallies_; }
+  int64_t dropped() const { return dropped_; }
+  // The skips of the step at `site` (any iteration) on `group_id` (or any group for -1), or null.
+  const Tally* step(const CallSite& site, int64_t group_id) const;
+  // The skipped sends (op kSend) or recvs to `peer`, every step, in the order first skipped.
+  std::vector<const Tally*> with_peer(CollectiveOp op, int64_t peer) const;
+
+ private:
+  void bump(const CallSite& site, bool skipped);
+
+  std::vector<Tally> tallies_;  // grows only as far as the rank skips
+  std::vector<Count> counts_;   // by step index, up to the last communicating step run
+  int64_t dropped_ = 0;
+};
+
+// Whether `site` is one of the iterations a tally counted: its first or last (the ones kept).
+inline bool skipped_at(const SkipLog::Tally& t, const CallSite& site) {
+  return t.first == site || t.last == site;
+}
+
+}  // namespace meshsim::sim

@@ -1,0 +1,247 @@
+"""Realistic training schedules as meshsim scenarios, with one planted fault.
+
+A schedule is a [pp, dp, tp] mesh running either Megatron's 1F1B pipeline (activations and
+gradients over point-to-point, a TP all_reduce in every forward and backward, a DP gradient
+all_reduce per train step) or an FSDP layer loop (per layer: the dp all_gather of its weights and a
+TP all_reduce; backward: all_gather, all_reduce and reduce_scatter of its gradient). A fault is
+planted at one rank, train step and loop iteration: a skipped collective, a skipped send or
+recv, an extra collective, or a collective on the wrong group. `Schedule.toml()` writes the
+scenario and `Schedule.planted` says what the report must name: the rank and the call site.
+"""
+
+import random
+
+
+def _rank_expr(offset):
+    return f"rank + {offset}" if offset >= 0 else f"rank - {-offset}"
+
+
+class Schedule:
+    def __init__(self, rng, kind=None):
+        self.rng = rng
+        while True:
+            pp = rng.choice([1, 2, 2, 4, 4, 8]) if kind != "fsdp" else 1
+            if kind == "1f1b" and pp == 1:
+                continue
+            dp = rng.choice([1, 2, 3, 4, 8])
+            tp = rng.choice([1, 2, 2, 4])
+            if 8 <= pp * dp * tp <= 256 and (pp > 1 or dp > 1):
+                break
+        self.pp, self.dp, self.tp = pp, dp, tp
+        self.world = pp * dp * tp
+        self.kind = "1f1b" if pp > 1 else "fsdp"
+        self.steps_per_run = rng.choice([1, 2])
+        self.microbatches = pp + rng.randrange(0, 4)  # 1F1B needs at least pp
+        self.layers = rng.randrange(3, 25)
+        self.lines = []  # (text) of the scenario, one TOML line each
+        self.sites = []  # candidate fault sites: dict(line, step, loop, kind, count_for(rank))
+        self.planted = None
+
+    # --- the mesh and its coordinates ---
+    def coords(self, rank):
+        tp = rank % self.tp
+        dp = (rank // self.tp) % self.dp
+        return rank // (self.tp * self.dp), dp, tp
+
+    def emit(self, text):
+        self.lines.append(text)
+        return len(self.lines)  # 1-based line number of `text`
+
+    def step(self, body, when=None, site=None):
+        """A [[step]] whose first line is the step table's header (its location)."""
+        line = self.emit("  [[step]]")
+        self.emit(f"  {body}")
+        if when is not None:
+            self.emit(f'  when = "{when}"')
+        if site is not None:
+            site["line"] = line
+            site["when"] = when
+            site["body"] = body
+            self.sites.append(site)
+        return line
+
+    def repeat(self, var, count):
+        self.emit("[[step]]")
+        self.emit(f'repeat = {{ var = "{var}", count = "{count}" }}')
+
+    def end(self, var):
+        self.emit("[[step]]")
+        self.emit(f'end_repeat = "{var}"')
+
+    # --- schedules ---
+    def build(self):
+        self.emit("[scenario]")
+        self.emit(f'name = "generated-{self.kind}-{self.pp}x{self.dp}x{self.tp}"')
+        self.emit(f"world_size = {self.world}")
+        self.emit("")
+        self.emit("[[mesh]]")
+        self.emit('name = "world"')
+        self.emit(f"shape = [{self.pp}, {self.dp}, {self.tp}]")
+        self.emit('dims = ["pp", "dp", "tp"]')
+        self.repeat("s", self.steps_per_run)
+        if self.kind == "1f1b":
+            self.one_f_one_b()
+        else:
+            self.fsdp()
+        self.end("s")
+        return self
+
+    def tp_all_reduce(self, loop, count_for, label):
+        if self.tp == 1:
+            return
+        self.step('all_reduce = { tensor = "ones(4)", group = { mesh = "world", dim = "tp" }, '
+                  'out = "x" }', site={"op": "all_reduce", "loop": loop, "count_for": count_for,
+                                       "group": "tp", "label": label})
+
+    def one_f_one_b(self):
+        P, M, K = self.pp, self.microbatches, self.dp * self.tp
+        pp = "coord(world, pp)"
+        warm = lambda r: P - 1 - self.coords(r)[0]
+        steady = lambda r: M - warm(r)
+        self.repeat("w", f"{P - 1} - {pp}")
+        self.step(f'recv = {{ like = "zeros(2)", src = "{_rank_expr(-K)}", out = "act" }}',
+                  f"{pp} > 0",
+                  {"op": "recv", "loop": "w", "count_for": warm, "peer": -K,
+                   "runs": lambda r: self.coords(r)[0] > 0})
+        self.tp_all_reduce("w", warm, "forward")
+        self.step(f'send = {{ tensor = "ones(2)", dst = "{_rank_expr(K)}" }}', f"{pp} < {P - 1}",
+                  {"op": "send", "loop": "w", "count_for": warm, "peer": K,
+                   "runs": lambda r: self.coords(r)[0] < P - 1})
+        self.end("w")
+        self.step(f'recv = {{ like = "zeros(2)", src = "{_rank_expr(-K)}", out = "act" }}',
+                  f"{pp} > 0")
+        self.repeat("j", f"{M} - ({P - 1} - {pp})")
+        self.tp_all_reduce("j", steady, "forward")
+        # Blocking calls pair as Megatron's batched ones do: even stages send first.
+        self.step(f'send = {{ tensor = "ones(2)", dst = "{_rank_expr(K)}" }}',
+                  f"{pp} < {P - 1} and {pp} % 2 == 0",
+                  {"op": "send", "loop": "j", "count_for": steady, "peer": K,
+                   "runs": lambda r: self.coords(r)[0] < P - 1 and self.coords(r)[0] % 2 == 0})
+        self.step(f'recv = {{ like = "zeros(2)", src = "{_rank_expr(K)}", out = "grad" }}',
+                  f"{pp} < {P - 1}",
+                  {"op": "recv", "loop": "j", "count_for": steady, "peer": K,
+                   "runs": lambda r: self.coords(r)[0] < P - 1})
+        self.step(f'send = {{ tensor = "ones(2)", dst = "{_rank_expr(K)}" }}',
+                  f"{pp} < {P - 1} and {pp} % 2 == 1",
+                  {"op": "send", "loop": "j", "count_for": steady, "peer": K,
+                   "runs": lambda r: self.coords(r)[0] < P - 1 and self.coords(r)[0] % 2 == 1})
+        self.tp_all_reduce("j", steady, "backward")
+        self.step(f'send = {{ tensor = "ones(2)", dst = "{_rank_expr(-K)}" }}',
+                  f"{pp} > 0 and {pp} % 2 == 0",
+                  {"op": "send", "loop": "j", "count_for": steady, "peer": -K,
+                   "runs": lambda r: self.coords(r)[0] > 0 and self.coords(r)[0] % 2 == 0})
+        self.step(f'recv = {{ like = "zeros(2)", src = "{_rank_expr(-K)}", out = "act" }}',
+                  f"{pp} > 0 and j < {M - 1} - ({P - 1} - {pp})")
+        self.step(f'send = {{ tensor = "ones(2)", dst = "{_rank_expr(-K)}" }}',
+                  f"{pp} > 0 and {pp} % 2 == 1",
+                  {"op": "send", "loop": "j", "count_for": steady, "peer": -K,
+                   "runs": lambda r: self.coords(r)[0] > 0 and self.coords(r)[0] % 2 == 1})
+        self.end("j")
+        self.repeat("c", f"{P - 1} - {pp}")
+        self.step(f'recv = {{ like = "zeros(2)", src = "{_rank_expr(K)}", out = "grad" }}', None,
+                  {"op": "recv", "loop": "c", "count_for": warm, "peer": K,
+                   "runs": lambda r: True})
+        self.tp_all_reduce("c", warm, "backward")
+        self.step(f'send = {{ tensor = "ones(2)", dst = "{_rank_expr(-K)}" }}', f"{pp} > 0",
+                  {"op": "send", "loop": "c", "count_for": warm, "peer": -K,
+                   "runs": lambda r: self.coords(r)[0] > 0})
+        self.end("c")
+        if self.dp > 1:
+            self.step('all_reduce = { tensor = "ones(2)", op = "avg", group = { mesh = "world", '
+                      'dim = "dp" }, out = "g" }',
+                      site={"op": "all_reduce", "loop": None, "count_for": lambda r: 1,
+                            "group": "dp", "label": "gradient sync"})
+
+    def unshard(self, loop, count_for):
+        """FSDP's all-gather of one layer's weights over dp."""
+        self.step('all_gather_into_tensor = { tensor = "ones(4)", group = { mesh = "world", '
+                  'dim = "dp" }, out = "w" }',
+                  site={"op": "all_gather_into_tensor", "loop": loop, "count_for": count_for,
+                        "group": "dp", "label": "unshard"})
+
+    def fsdp(self):
+        L, D = self.layers, self.dp
+        every = lambda r: L
+        self.repeat("l", L)
+        self.unshard("l", every)
+        self.tp_all_reduce("l", every, "forward")
+        self.end("l")
+        self.repeat("b", L)
+        self.unshard("b", every)
+        self.tp_all_reduce("b", every, "backward")
+        self.step(f'reduce_scatter = {{ tensor = "ones({4 * D})", group = {{ mesh = "world", '
+                  f'dim = "dp" }}, out = "g" }}',
+                  site={"op": "reduce_scatter", "loop": "b", "count_for": every, "group": "dp",
+                        "label": "gradient"})
+        self.end("b")
+
+    # --- faults ---
+    def plant(self):
+        """Plants one fault; False when this schedule offers none of the kind drawn."""
+        rng = self.rng
+        kind = rng.choice(["skip_collective", "skip_collective", "skip_send", "skip_recv",
+                           "extra_collective", "wrong_group"])
+        collective = kind in ("skip_collective", "extra_collective", "wrong_group")
+        sites = [s for s in self.sites if (s["op"] not in ("send", "recv")) == collective]
+        if kind == "skip_send":
+            sites = [s for s in sites if s["op"] == "send"]
+        if kind == "skip_recv":
+            sites = [s for s in sites if s["op"] == "recv"]
+        if kind == "wrong_group":
+            sites = [s for s in sites if self.tp > 1 and self.dp > 1 and s["group"] in ("tp", "dp")]
+        if not sites:
+            return False
+        site = rng.choice(sites)
+        ranks = [r for r in range(self.world)
+                 if site.get("runs", lambda _: True)(r)
+                 and site["count_for"](r) * self.steps_per_run >= 3]
+        if not ranks:
+            return False
+        rank = rng.choice(ranks)
+        s = rng.randrange(self.steps_per_run)
+        loop = site["loop"]
+        k = rng.randrange(site["count_for"](rank)) if loop else None
+        at = f"rank == {rank} and s == {s}" + (f" and {loop} == {k}" if loop else "")
+        iterations = f"s={s}" + (f", {loop}={k}" if loop else "")
+        index = self.lines.index("  [[step]]", site["line"] - 1)
+        if kind in ("skip_collective", "skip_send", "skip_recv", "wrong_group"):
+            when = f"({site['when']}) and not ({at})" if site["when"] else f"not ({at})"
+            self._set_when(index, when)
+            self.planted = {"kind": kind, "rank": rank,
+                            "site": f"line {site['line']} ({iterations})",
+                            "sites": [(site["line"], iterations)]}
+        if kind in ("extra_collective", "wrong_group"):
+            body = site["body"]
+            if kind == "wrong_group":
+                other = "dp" if site["group"] == "tp" else "tp"
+                body = body.replace(f'dim = "{site["group"]}"', f'dim = "{other}"')
+            end = index + 2 + (1 if self.lines[index + 2].startswith("  when = ") else 0)
+            self.lines[end:end] = ["  [[step]]", f"  {body}", f'  when = "{at}"']
+            extra_line = end + 1
+            if kind == "extra_collective":
+                self.planted = {"kind": kind, "rank": rank,
+                                "site": f"line {extra_line} ({iterations})",
+                                "sites": [(extra_line, iterations)]}
+            else:
+                self.planted["sites"].append((extra_line, iterations))
+        return True
+
+    def _set_when(self, index, when):
+        """Sets the `when` of the step whose header is lines[index] (adding one if it has none)."""
+        if index + 2 < len(self.lines) and self.lines[index + 2].startswith("  when = "):
+            self.lines[index + 2] = f'  when = "{when}"'
+        else:
+            self.lines.insert(index + 2, f'  when = "{when}"')
+            # Later sites moved one line down.
+            for s in self.sites:
+                if s["line"] > index + 1:
+                    s["line"] += 1
+
+    def toml(self):
+        return "\n".join(self.lines) + "\n"
+
+
+def generate(seed, kind=None):
+    """A schedule with one planted fault, or None when the draw offers no fault to plant."""
+    schedule = Schedule(random.Random(seed), kind).build()
+    return schedule if schedule.plant() else None
