@@ -52,6 +52,7 @@ class RootCause {
     explain_divergence();
     // Once a member is known to have departed, later skips are its consequences.
     if (r_.culprits.empty()) explain_skipped_calls();
+    if (r_.culprits.empty()) explain_extra_calls();
     const std::vector<int64_t> root = r_.culprits;
     explain_hang();
     say_the_rest();
@@ -149,6 +150,25 @@ class RootCause {
       }
       any_peer = true;
       peer_made_it = peer_made_it || made;
+    }
+    if (any_peer) return !peer_made_it;
+    // A rank with no other skips: its peers are the members of the groups it called
+    // collectives on (its tp and dp groups), as its flight recorder names them.
+    std::set<int64_t> groups;
+    for (const CollectiveRecord& c : activity(rank).history.records()) {
+      if (c.peer < 0) groups.insert(c.group_id);
+    }
+    for (const HangReport::Rank& r : r_.ranks) {
+      if (r.rank == rank) continue;
+      const std::vector<CollectiveRecord> records = r.activity.history.records();
+      if (std::none_of(records.begin(), records.end(), [&](const CollectiveRecord& c) {
+            return c.peer < 0 && groups.contains(c.group_id);
+          })) {
+        continue;
+      }
+      any_peer = true;
+      for (const SkipLog::Tally& u : r.activity.skipped.tallies())
+        peer_made_it = peer_made_it || same_skip(rank, t, r.rank, u);
     }
     return any_peer && !peer_made_it;
   }
@@ -250,6 +270,34 @@ class RootCause {
     blame(odd);
   }
 
+  // Collectives whose callers came from a step they skipped in earlier iterations (a `when` true
+  // once), while the other members are busy elsewhere: the callers made an extra call. (Members
+  // that finished without it are told by explain_extra_collective.)
+  void explain_extra_calls() {
+    for (const OpenWait& w : r_.waits) {
+      if (is_p2p(w) || w.signature.op == CollectiveOp::kNewGroup || w.missing.empty()) continue;
+      if (mentioned_.contains(w.arrived.front()) || w.arrived.size() > w.missing.size()) continue;
+      // Its own earlier iterations, not the world, tell: in a 2-rank order inversion the world
+      // skips each side's step too.
+      const bool odd = std::all_of(w.arrived.begin(), w.arrived.end(), [&](int64_t a) {
+        return activity(a).skipped.usually_skips(w.site);
+      });
+      const bool elsewhere = std::all_of(w.missing.begin(), w.missing.end(),
+                                         [&](int64_t m) { return wait_of(m) != nullptr; });
+      if (!odd || !elsewhere) continue;
+      refine(HangCause::kExtraCollective);
+      blame(w.arrived);
+      mentioned_.insert(w.arrived.begin(), w.arrived.end());
+      say(
+          fmt::format("{} called the {} at {}, a step {} usually skip{}, on {} seq {}; {} wait "
+                      "elsewhere and never call it there",
+                      ranks_text(w.arrived), collective_op_name(w.signature.op), w.site.text(),
+                      w.arrived.size() == 1 ? "it" : "they", w.arrived.size() == 1 ? "s" : "",
+                      group_text(w), w.seq, ranks_text(w.missing)));
+      return;
+    }
+  }
+
   // Waits whose missing member reached the call its peers wait in and skipped it (`when` false,
   // in a step most ranks run); a whole stage that skipped the same send is one sentence.
   void explain_skipped_calls() {
@@ -257,13 +305,15 @@ class RootCause {
       std::vector<int64_t> skippers, waiting;
       const OpenWait* wait = nullptr;
       const SkipLog::Tally* tally = nullptr;
+      bool unique = false;  // none of the skippers' peers made the skip
     };
     std::map<std::tuple<int64_t, int64_t, std::string, int64_t, int, int64_t>, Story> stories;
     std::vector<Story*> order;
     for (const OpenWait& w : r_.waits) {
       if (w.signature.op == CollectiveOp::kNewGroup || mentioned_.contains(w.arrived.front()))
         continue;
-      std::vector<std::pair<int64_t, const SkipLog::Tally*>> found;  // (skipper, its tally)
+      // (skipper, its tally, whether its peers did not make it)
+      std::vector<std::tuple<int64_t, const SkipLog::Tally*, bool>> found;
       if (is_p2p(w)) {
         const int64_t me = w.arrived.front(), peer = *w.signature.root;
         const CollectiveOp needed =
@@ -271,7 +321,7 @@ class RootCause {
         // A skip none of the peer's own peers made is odd even in the first iteration, where
         // counts say nothing yet; what its whole stage skips is the program's rule.
         const SkipLog::Tally* best = nullptr;
-        std::tuple<bool, bool, int64_t> best_key;
+        std::tuple<bool, bool, int64_t> best_key{true, true, 0};
         for (const SkipLog::Tally* t : activity(peer).skipped.with_peer(needed, me)) {
           const bool unique = unique_among_peers(peer, *t);
           const bool odd = odd_skip(peer, t->first);
@@ -282,15 +332,15 @@ class RootCause {
             best_key = key;
           }
         }
-        if (best != nullptr) found.emplace_back(peer, best);
+        if (best != nullptr) found.emplace_back(peer, best, !std::get<0>(best_key));
       } else {
         for (int64_t m : w.missing) {
           const SkipLog::Tally* t = activity(m).skipped.step(w.site, w.group_number);
           if (t != nullptr && skipped_at(*t, w.site) && odd_skip(m, w.site))
-            found.emplace_back(m, t);
+            found.emplace_back(m, t, unique_among_peers(m, *t));
         }
       }
-      for (const auto& [skipper, t] : found) {
+      for (const auto& [skipper, t, unique] : found) {
         const CallSite& site = is_p2p(w) ? t->first : w.site;
         Story& story =
             stories[{site.line, site.column, site.iterations_text(), is_p2p(w) ? t->count : 0,
@@ -300,11 +350,17 @@ class RootCause {
           story.tally = t;
           order.push_back(&story);
         }
+        story.unique = story.unique || unique;
         story.skippers.push_back(skipper);
         story.waiting.insert(story.waiting.end(), w.arrived.begin(), w.arrived.end());
       }
     }
-    // The most particular story first: one rank's odd skip before what a whole stage skipped.
+    // A skip no peer made is the cause; skips the skippers' peers made too are then what the
+    // program does at that point (or what followed), not told. Otherwise the most particular
+    // story first: one rank's odd skip before what a whole stage skipped.
+    if (std::any_of(order.begin(), order.end(), [](const Story* s) { return s->unique; })) {
+      std::erase_if(order, [](const Story* s) { return !s->unique; });
+    }
     std::stable_sort(order.begin(), order.end(), [](const Story* a, const Story* b) {
       return a->skippers.size() < b->skippers.size();
     });
@@ -386,10 +442,31 @@ class RootCause {
       for (size_t i = 0; i + 1 < n; ++i) blame(calls[i].second);
       say(fmt::format("{} seq {}: {}, unlike the others: {}", d.channel, d.seq,
                       fmt::join(parts.begin(), parts.end() - 1, "; "), parts.back()));
+    } else if (const auto [skippers, verdict] = tie_breaker(d); !skippers.empty()) {
+      blame(skippers);
+      say(fmt::format("{} seq {}: {}: {}", d.channel, d.seq, fmt::join(parts, "; "), verdict));
     } else {
       for (const auto& [call, who] : calls) blame(who);
       say(fmt::format("{} seq {}: {}", d.channel, d.seq, fmt::join(parts, "; ")));
     }
+  }
+
+  // In a desync without a majority (two tp ranks): a member that skipped the call another member
+  // makes there (`when` false, in a step it usually runs) is the odd one.
+  std::pair<std::vector<int64_t>, std::string> tie_breaker(const DesyncRecord& d) const {
+    for (const auto& [rank, sig] : d.arrivals) {
+      for (const auto& [other, other_sig] : d.arrivals) {
+        const CallSite& there = activity(other).site;
+        if (other == rank || there.same_step(activity(rank).site)) continue;
+        const SkipLog::Tally* t = activity(rank).skipped.step(there, -1);
+        if (t != nullptr && skipped_at(*t, there) && odd_skip(rank, there)) {
+          return {{rank},
+                  fmt::format("rank {} skipped the {} at {} (`when` false)", rank,
+                              collective_op_name(other_sig.op), there.text())};
+        }
+      }
+    }
+    return {};
   }
 
   // Missing members of `w` that are not parked anywhere (finished, failed, aborted).

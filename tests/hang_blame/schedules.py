@@ -33,6 +33,9 @@ class Schedule:
         self.steps_per_run = rng.choice([1, 2])
         self.microbatches = pp + rng.randrange(0, 4)  # 1F1B needs at least pp
         self.layers = rng.randrange(3, 25)
+        # HSDP: the first mesh dim replicates instead of pipelining.
+        if kind == "hsdp" or (kind is None and pp > 1 and rng.random() < 0.3):
+            self.kind = "hsdp"
         self.lines = []  # (text) of the scenario, one TOML line each
         self.sites = []  # candidate fault sites: dict(line, step, loop, kind, count_for(rank))
         self.planted = None
@@ -77,10 +80,13 @@ class Schedule:
         self.emit("[[mesh]]")
         self.emit('name = "world"')
         self.emit(f"shape = [{self.pp}, {self.dp}, {self.tp}]")
-        self.emit('dims = ["pp", "dp", "tp"]')
+        first = "rep" if self.kind == "hsdp" else "pp"
+        self.emit(f'dims = ["{first}", "dp", "tp"]')
         self.repeat("s", self.steps_per_run)
         if self.kind == "1f1b":
             self.one_f_one_b()
+        elif self.kind == "hsdp":
+            self.hsdp()
         else:
             self.fsdp()
         self.end("s")
@@ -175,6 +181,40 @@ class Schedule:
                         "label": "gradient"})
         self.end("b")
 
+    def collective(self, op, dim, loop, count_for, label, tensor="ones(4)", when=None):
+        out = "w" if op == "all_gather_into_tensor" else "g"
+        self.step(f'{op} = {{ tensor = "{tensor}", group = {{ mesh = "world", dim = "{dim}" }}, '
+                  f'out = "{out}" }}', when,
+                  {"op": op, "loop": loop, "count_for": count_for, "group": dim, "label": label})
+
+    def hsdp(self):
+        """HSDP (replicate x shard) with TP + sequence parallelism: FSDP prefetches the next
+        layer's weights before the current layer runs; each layer all-gathers the sequence over
+        tp and reduce-scatters it back; the backward reduce-scatters gradients over dp; replicas
+        all-reduce them once per train step."""
+        L, D, T = self.layers, self.dp, self.tp
+        every = lambda r: L
+        prefetching = lambda r: L - 1
+        self.collective("all_gather_into_tensor", "dp", None, lambda r: 1, "unshard layer 0")
+        self.repeat("l", L)
+        self.collective("all_gather_into_tensor", "dp", "l", prefetching, "prefetch",
+                        when=f"l < {L - 1}")
+        if T > 1:
+            self.collective("all_gather_into_tensor", "tp", "l", every, "sequence gather")
+            self.collective("reduce_scatter", "tp", "l", every, "sequence scatter",
+                            tensor=f"ones({4 * T})")
+        self.end("l")
+        self.repeat("b", L)
+        self.collective("all_gather_into_tensor", "dp", "b", every, "unshard")
+        if T > 1:
+            self.collective("all_gather_into_tensor", "tp", "b", every, "sequence gather")
+            self.collective("reduce_scatter", "tp", "b", every, "sequence scatter",
+                            tensor=f"ones({4 * T})")
+        self.collective("reduce_scatter", "dp", "b", every, "gradient", tensor=f"ones({4 * D})")
+        self.end("b")
+        self.step('all_reduce = { tensor = "ones(4)", group = { mesh = "world", dim = "rep" }, '
+                  'out = "g" }')
+
     # --- faults ---
     def plant(self):
         """Plants one fault; False when this schedule offers none of the kind drawn."""
@@ -189,6 +229,9 @@ class Schedule:
             sites = [s for s in sites if s["op"] == "recv"]
         if kind == "wrong_group":
             sites = [s for s in sites if self.tp > 1 and self.dp > 1 and s["group"] in ("tp", "dp")]
+        # A collective of one rank completes alone: skipping it is no fault.
+        sizes = {"dp": self.dp, "tp": self.tp}
+        sites = [s for s in sites if sizes.get(s.get("group"), 2) > 1]
         if not sites:
             return False
         site = rng.choice(sites)
