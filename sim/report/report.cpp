@@ -18,9 +18,17 @@ Json location_json(const SourceLocation& where) {
   return Json{{"file", where.file}, {"line", where.line}, {"column", where.column}};
 }
 
+// The texts, as the schema has always listed them; where and what raised each, apart.
 Json warning_texts(const std::vector<Warning>& warnings) {
   Json out = Json::array();
-  for (const Warning& w : warnings) out.push_back(w.shown());
+  for (const Warning& w : warnings) out.push_back(w.text);
+  return out;
+}
+
+Json warning_details(const std::vector<Warning>& warnings) {
+  Json out = Json::array();
+  for (const Warning& w : warnings)
+    out.push_back({{"kind", w.kind}, {"text", w.text}, {"location", location_json(w.where)}});
   return out;
 }
 
@@ -268,6 +276,7 @@ Json report_json(const RunReport& report, const std::string& version) {
                          {"hang", std::move(scenario_hang)},
                          {"warnings", warning_texts(r.warnings)},
                          {"warning_kinds", warning_kinds(r.warnings)},
+                         {"warning_details", warning_details(r.warnings)},
                          {"rng",
                           {{"draws", std::move(draws)},
                            {"draws_total", r.draws_total},

@@ -25,12 +25,4 @@ std::string CallSite::text() const {
   return loops.empty() ? fmt::format("line {}", line) : fmt::format("line {} ({})", line, loops);
 }
 
-uint64_t CallSite::hash() const {
-  uint64_t h = mix(static_cast<uint64_t>(line), static_cast<uint64_t>(column));
-  h = mix(h, outer_hash);
-  for (size_t i = 0; i < depth() && i < kShownDepth; ++i)
-    h = mix(h, static_cast<uint64_t>(static_cast<uint32_t>(iterations[i])));
-  return h;
-}
-
 }  // namespace meshsim::sim

@@ -57,8 +57,6 @@ struct CallSite {
   std::string iterations_text() const;
   // "line 19 (w=2)", "line 7"; "no step" for a call outside the program.
   std::string text() const;
-  // Equal sites hash equally (for rolling histories).
-  uint64_t hash() const;
 
   static uint64_t mix(uint64_t h, uint64_t v) {
     // splitmix64's finalizer over the running value: cheap, and every input bit matters.

@@ -49,12 +49,29 @@ class RootCause {
     // What went wrong before the hang, where the run shows it: a member that came to a
     // collective from another call site than the others, or a call its `when` skipped that
     // others wait for. Those ranks are the culprits; the rest of the report is the consequence.
-    explain_divergence();
+    const Departure departure = first_departure();
+    if (departure.proven) {
+      say(departure.line);
+      blame(departure.odd);
+    }
     // Once a member is known to have departed, later skips are its consequences.
     if (r_.culprits.empty()) explain_skipped_calls();
     if (r_.culprits.empty()) explain_extra_calls();
-    const std::vector<int64_t> root = r_.culprits;
+    std::vector<int64_t> root = r_.culprits;
     explain_hang();
+    if (!departure.line.empty() && !departure.proven) {
+      // Without a skip to prove it, a divergence only leads when the hang's own culprits went
+      // that way too (or it found none): an SPMD branch only rank 0 takes is no fault.
+      const bool shared = std::any_of(departure.odd.begin(), departure.odd.end(), [&](int64_t o) {
+        return std::find(r_.culprits.begin(), r_.culprits.end(), o) != r_.culprits.end();
+      });
+      if (r_.culprits.empty() || (shared && root.empty())) {
+        r_.summary.insert(r_.summary.begin(), departure.line);
+        if (r_.culprits.empty()) root = departure.odd;
+      } else {
+        say(departure.line);
+      }
+    }
     say_the_rest();
     if (!root.empty()) {
       r_.culprits = root;
@@ -102,6 +119,12 @@ class RootCause {
       sum.skipped += c.skipped;
     }
     return sum;
+  }
+  // The rank ran the step in other iterations at least as often as it skipped it: a skip there
+  // is its odd one (a branch only rank 0 takes, skipped on the first pass, is not).
+  bool runs_usually(int64_t rank, const CallSite& site) const {
+    const SkipLog::Count mine = activity(rank).skipped.count(site);
+    return mine.ran > 0 && mine.ran >= mine.skipped;
   }
   // A skip that is not the step's rule on this rank: it runs the step at least as often as it
   // skips it, or it skipped it once, before any run, where most of the world runs it. A stage
@@ -206,8 +229,13 @@ class RootCause {
   // call (`when` false, in a step it usually runs) is the odd one; then a site most of the group
   // came from is what was meant; in a tie (two tp ranks), a rank that came from a step it
   // usually skips is the odd one.
-  void explain_divergence() {
-    if (!r_.first_divergence) return;
+  struct Departure {
+    std::string line;          // "first divergence: ..."; empty without one
+    std::vector<int64_t> odd;  // who went another way, when that is known
+    bool proven = false;       // they skipped another member's call, or made one they usually skip
+  };
+  Departure first_departure() const {
+    if (!r_.first_divergence) return {};
     const SiteDivergence& d = r_.divergences[*r_.first_divergence];
     std::vector<int64_t> members = d.missing;
     for (const auto& [site, who] : d.sites) members.insert(members.end(), who.begin(), who.end());
@@ -237,7 +265,8 @@ class RootCause {
         for (int64_t rank : d.sites[i].second) {
           const SkipLog& log = activity(rank).skipped;
           const SkipLog::Tally* t = log.step(other, d.group_id);
-          if (t != nullptr && skipped_at(*t, other) && odd_skip(rank, other)) odd.push_back(rank);
+          if (t != nullptr && skipped_at(*t, other) && runs_usually(rank, other))
+            odd.push_back(rank);
         }
         if (!odd.empty()) {
           verdict = fmt::format("{} skipped the {} at {} (`when` false)", ranks_text(odd), op,
@@ -245,6 +274,7 @@ class RootCause {
         }
       }
     }
+    const bool skipped = !odd.empty();
     if (odd.empty() && majority) {
       for (size_t i = 0; i + 1 < n; ++i)
         odd.insert(odd.end(), d.sites[i].second.begin(), d.sites[i].second.end());
@@ -253,21 +283,25 @@ class RootCause {
       verdict = fmt::format("{} went another way than the other {} ({})", ranks_text(odd),
                             d.sites[n - 1].second.size(), d.sites[n - 1].first.text());
     }
+    // A call from a step the rank skipped in its other iterations is proof too; a step the rest
+    // of the world skips is only a vote.
+    bool proven = skipped;
     for (size_t i = 0; i < n && odd.empty(); ++i) {
       const CallSite& site = d.sites[i].first;
       for (int64_t rank : d.sites[i].second) {
         if (odd_call(rank, site)) odd.push_back(rank);
       }
+      proven = std::all_of(odd.begin(), odd.end(),
+                           [&](int64_t o) { return activity(o).skipped.usually_skips(site); });
       if (!odd.empty()) {
         verdict =
             fmt::format("{} called the {} at {}, a step {} usually skip{}", ranks_text(odd), op,
                         site.text(), odd.size() == 1 ? "it" : "they", odd.size() == 1 ? "s" : "");
       }
     }
-    say(fmt::format("first divergence: {}{}{}", fmt::join(parts, "; "), verdict.empty() ? "" : ": ",
-                    verdict));
-    mentioned_.insert(members.begin(), members.end());
-    blame(odd);
+    return {fmt::format("first divergence: {}{}{}", fmt::join(parts, "; "),
+                        verdict.empty() ? "" : ": ", verdict),
+            odd, proven && !odd.empty()};
   }
 
   // Collectives whose callers came from a step they skipped in earlier iterations (a `when` true
@@ -282,18 +316,22 @@ class RootCause {
       const bool odd = std::all_of(w.arrived.begin(), w.arrived.end(), [&](int64_t a) {
         return activity(a).skipped.usually_skips(w.site);
       });
-      const bool elsewhere = std::all_of(w.missing.begin(), w.missing.end(),
-                                         [&](int64_t m) { return wait_of(m) != nullptr; });
-      if (!odd || !elsewhere) continue;
+      // The other members went past this very iteration without calling it (their `when` was
+      // false there): gradient accumulation's last-microbatch all_reduce is no extra call.
+      const bool passed = std::all_of(w.missing.begin(), w.missing.end(), [&](int64_t m) {
+        const SkipLog::Tally* t = activity(m).skipped.step(w.site, w.group_number);
+        return wait_of(m) != nullptr && t != nullptr && skipped_at(*t, w.site);
+      });
+      if (!odd || !passed) continue;
       refine(HangCause::kExtraCollective);
       blame(w.arrived);
       mentioned_.insert(w.arrived.begin(), w.arrived.end());
-      say(
-          fmt::format("{} called the {} at {}, a step {} usually skip{}, on {} seq {}; {} wait "
-                      "elsewhere and never call it there",
-                      ranks_text(w.arrived), collective_op_name(w.signature.op), w.site.text(),
-                      w.arrived.size() == 1 ? "it" : "they", w.arrived.size() == 1 ? "s" : "",
-                      group_text(w), w.seq, ranks_text(w.missing)));
+      say(fmt::format(
+          "{} called the {} at {}, a step {} usually skip{}, on {} seq {}; {} "
+          "skipped it there and wait{} elsewhere",
+          ranks_text(w.arrived), collective_op_name(w.signature.op), w.site.text(),
+          w.arrived.size() == 1 ? "it" : "they", w.arrived.size() == 1 ? "s" : "", group_text(w),
+          w.seq, ranks_text(w.missing), w.missing.size() == 1 ? "s" : ""));
       return;
     }
   }

@@ -138,7 +138,6 @@ void Rendezvous::enter_and_wait(int64_t rank, Channel& channel, size_t pos, cons
   ++m.arrived;
   if (m.sites_differ && m.arrived == m.size() && !channel.divergence) {
     channel.divergence = describe_sites(m);
-    channel.divergence->order = divergences_seen_++;
   }
   if (point_to_point && !m.desynced && m.arrived == m.size()) {
     channel.matched[0] = m.exchanges[0].site;
@@ -260,7 +259,6 @@ std::vector<SiteDivergence> Rendezvous::site_divergences() const {
     for (const Meeting* m : c->open) {
       if (m->sites_differ) {
         out.push_back(describe_sites(*m));
-        out.back().order = UINT64_MAX;  // not complete: after every complete one at its time
         break;
       }
     }

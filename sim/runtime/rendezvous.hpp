@@ -126,7 +126,6 @@ class Rendezvous {
   const GroupTable* groups_ = nullptr;
   std::vector<DesyncRecord> desyncs_;
   std::vector<const Meeting*> desynced_;  // the meetings desyncs_ describe (they never recycle)
-  uint64_t divergences_seen_ = 0;
 };
 
 }  // namespace meshsim::sim

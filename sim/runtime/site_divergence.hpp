@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -19,7 +20,6 @@ struct SiteDivergence {
   int64_t seq = 0;
   Signature signature;      // the first arrival's
   double entered_at = 0.0;  // the earliest arrival's virtual clock
-  uint64_t order = 0;       // among divergences, the order the rendezvous saw them
   bool complete = false;    // every member arrived
   // Members by the site they came from, fewest first (ties: lowest rank first); past kMaxSites
   // distinct sites, the rest are only listed as `elsewhere`.
@@ -28,9 +28,11 @@ struct SiteDivergence {
   std::vector<int64_t> elsewhere;
   std::vector<int64_t> missing;  // members that never arrived (an open meeting)
 
-  // Schedule order: earliest entered, then first seen.
+  // Earliest entered (virtual time does not depend on the schedule), then complete before open,
+  // then by group and seq: the same first divergence under every schedule.
   friend bool operator<(const SiteDivergence& a, const SiteDivergence& b) {
-    return a.entered_at != b.entered_at ? a.entered_at < b.entered_at : a.order < b.order;
+    return std::tuple(a.entered_at, !a.complete, a.group_id, a.seq) <
+           std::tuple(b.entered_at, !b.complete, b.group_id, b.seq);
   }
 };
 
