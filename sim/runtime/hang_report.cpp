@@ -1,6 +1,7 @@
 #include "sim/runtime/hang_report.hpp"
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <set>
 #include <tuple>
@@ -110,15 +111,17 @@ class RootCause {
     return w < 0 ? nullptr : &r_.waits[static_cast<size_t>(w)];
   }
   void say(std::string line) { r_.summary.push_back(std::move(line)); }
-  // Every rank's runs and skips of the step at `site`, all iterations.
+  // Every rank's runs and skips of the step at `site`, all iterations (summed once per step).
   SkipLog::Count world_count(const CallSite& site) const {
-    SkipLog::Count sum;
-    for (const HangReport::Rank& r : r_.ranks) {
-      const SkipLog::Count c = r.activity.skipped.count(site);
-      sum.ran += c.ran;
-      sum.skipped += c.skipped;
+    const auto [it, fresh] = world_counts_.try_emplace(site.step);
+    if (fresh) {
+      for (const HangReport::Rank& r : r_.ranks) {
+        const SkipLog::Count c = r.activity.skipped.count(site);
+        it->second.ran += c.ran;
+        it->second.skipped += c.skipped;
+      }
     }
-    return sum;
+    return it->second;
   }
   // The rank ran the step in other iterations at least as often as it skipped it: a skip there
   // is its odd one (a branch only rank 0 takes, skipped on the first pass, is not).
@@ -136,64 +139,78 @@ class RootCause {
     const SkipLog::Count all = world_count(site);
     return all.ran > all.skipped;
   }
-  // Whether rank `a`'s skip `t` and rank `b`'s `u` are the same: the same step first skipped in
-  // the same iterations, with the same peer relative to the rank.
-  static bool same_skip(int64_t a, const SkipLog::Tally& t, int64_t b, const SkipLog::Tally& u) {
-    const bool peers_match = t.call.peer < 0 || u.call.peer < 0
-                                 ? t.call.peer < 0 && u.call.peer < 0
-                                 : t.call.peer - a == u.call.peer - b;
-    return t.first == u.first && t.call.op == u.call.op && peers_match;
+  // A skip as ranks compare them: the step first skipped, in which iterations, the op, and the
+  // peer relative to the rank (a stage's skipped sends to the next stage are one key).
+  using SkipKey = std::tuple<int64_t, int64_t, std::array<int32_t, CallSite::kShownDepth>, uint64_t,
+                             int, int64_t>;
+  static SkipKey key_of(int64_t rank, const SkipLog::Tally& t) {
+    const CallSite& f = t.first;
+    return {f.line,
+            f.column,
+            f.iterations,
+            f.outer_hash,
+            static_cast<int>(t.call.op),
+            t.call.peer < 0 ? INT64_MIN : t.call.peer - rank};
+  }
+  // Which ranks made each skip, and which ranks called collectives on each group (their flight
+  // recorders): built once per report, so that comparing a rank with its peers is not a pass
+  // over the world per wait.
+  void index_ranks() const {
+    if (indexed_) return;
+    indexed_ = true;
+    groups_of_.resize(r_.ranks.size());
+    for (const HangReport::Rank& r : r_.ranks) {
+      for (const SkipLog::Tally& u : r.activity.skipped.tallies())
+        skip_makers_[key_of(r.rank, u)].push_back(r.rank);
+      std::set<int64_t> groups;
+      for (const CollectiveRecord& c : r.activity.history.records()) {
+        if (c.peer < 0) groups.insert(c.group_id);
+      }
+      for (int64_t g : groups) group_members_[g].push_back(r.rank);
+      groups_of_[static_cast<size_t>(r.rank)].assign(groups.begin(), groups.end());
+    }
   }
   // Whether no rank that runs `rank`'s program (the ranks that share most of its other skips:
-  // its dp and tp peers in a pipeline stage) made skip `t`, while some such rank exists.
+  // its dp and tp peers in a pipeline stage; without other skips, the members of its collective
+  // groups) made skip `t`, while some such rank exists. Ranks with the same skips get the same
+  // answer, computed once.
   bool unique_among_peers(int64_t rank, const SkipLog::Tally& t) const {
-    const std::vector<SkipLog::Tally>& mine = activity(rank).skipped.tallies();
-    size_t best = 1;  // peers share at least one other skip
-    bool peer_made_it = false, any_peer = false;
-    for (const HangReport::Rank& r : r_.ranks) {
-      if (r.rank == rank) continue;
-      size_t common = 0;
-      bool made = false;
-      for (const SkipLog::Tally& u : r.activity.skipped.tallies()) {
-        if (same_skip(rank, t, r.rank, u)) {
-          made = true;
-          continue;
+    index_ranks();
+    const SkipKey mine = key_of(rank, t);
+    std::vector<SkipKey> others;
+    for (const SkipLog::Tally& m : activity(rank).skipped.tallies()) {
+      if (&m != &t) others.push_back(key_of(rank, m));
+    }
+    std::sort(others.begin(), others.end());
+    others.erase(std::unique(others.begin(), others.end()), others.end());
+    const std::vector<int64_t>& groups = groups_of_[static_cast<size_t>(rank)];
+    auto memo_key = std::tuple(others, mine, others.empty() ? groups : std::vector<int64_t>{});
+    if (const auto it = unique_memo_.find(memo_key); it != unique_memo_.end()) return it->second;
+    std::map<int64_t, size_t> common;
+    for (const SkipKey& k : others) {
+      for (int64_t r : skip_makers_[k]) {
+        if (r != rank) ++common[r];
+      }
+    }
+    size_t best = 0;
+    for (const auto& [r, n] : common) best = std::max(best, n);
+    std::set<int64_t> peers;
+    for (const auto& [r, n] : common) {
+      if (best > 0 && n == best) peers.insert(r);
+    }
+    if (peers.empty()) {
+      for (int64_t g : groups) {
+        for (int64_t r : group_members_[g]) {
+          if (r != rank) peers.insert(r);
         }
-        for (const SkipLog::Tally& m : mine) {
-          if (&m != &t && same_skip(rank, m, r.rank, u)) {
-            ++common;
-            break;
-          }
-        }
       }
-      if (common < best) continue;
-      if (common > best) {
-        best = common;
-        peer_made_it = false;
-      }
-      any_peer = true;
-      peer_made_it = peer_made_it || made;
     }
-    if (any_peer) return !peer_made_it;
-    // A rank with no other skips: its peers are the members of the groups it called
-    // collectives on (its tp and dp groups), as its flight recorder names them.
-    std::set<int64_t> groups;
-    for (const CollectiveRecord& c : activity(rank).history.records()) {
-      if (c.peer < 0) groups.insert(c.group_id);
-    }
-    for (const HangReport::Rank& r : r_.ranks) {
-      if (r.rank == rank) continue;
-      const std::vector<CollectiveRecord> records = r.activity.history.records();
-      if (std::none_of(records.begin(), records.end(), [&](const CollectiveRecord& c) {
-            return c.peer < 0 && groups.contains(c.group_id);
-          })) {
-        continue;
-      }
-      any_peer = true;
-      for (const SkipLog::Tally& u : r.activity.skipped.tallies())
-        peer_made_it = peer_made_it || same_skip(rank, t, r.rank, u);
-    }
-    return any_peer && !peer_made_it;
+    const std::vector<int64_t>& makers = skip_makers_[mine];
+    const bool made = std::any_of(makers.begin(), makers.end(),
+                                  [&](int64_t r) { return r != rank && peers.contains(r); });
+    const bool unique = !peers.empty() && !made;
+    unique_memo_.emplace(std::move(memo_key), unique);
+    return unique;
   }
   // A call that is not the step's rule: the rank usually skips the step, or most of the world
   // does (an extra call in the first iteration).
@@ -887,7 +904,15 @@ class RootCause {
   }
 
   HangReport& r_;
-  std::set<int64_t> mentioned_;  // ranks the sentences so far name
+  std::set<int64_t> mentioned_;
+  // Caches of the comparisons across ranks (filled as the sentences need them).
+  mutable std::map<int32_t, SkipLog::Count> world_counts_;
+  mutable bool indexed_ = false;
+  mutable std::map<SkipKey, std::vector<int64_t>> skip_makers_;
+  mutable std::map<int64_t, std::vector<int64_t>> group_members_;
+  mutable std::vector<std::vector<int64_t>> groups_of_;
+  mutable std::map<std::tuple<std::vector<SkipKey>, SkipKey, std::vector<int64_t>>, bool>
+      unique_memo_;  // ranks the sentences so far name
 };
 
 }  // namespace
