@@ -242,10 +242,10 @@ class RootCause {
   }
 
   // The first meeting whose members came from different call sites, when it is not a desync of
-  // its own: who came from where, and who went wrong there. A rank that skipped another member's
-  // call (`when` false, in a step it usually runs) is the odd one; then a site most of the group
-  // came from is what was meant; in a tie (two tp ranks), a rank that came from a step it
-  // usually skips is the odd one.
+  // its own: who came from where, and who went wrong there. Proven: a rank that skipped another
+  // member's call (`when` false, in a step it usually runs), or came from a step it skips in its
+  // other iterations. Only voted: the site most of the group came from, or a step the world
+  // skips; explain() then lets the hang's own culprits stand.
   struct Departure {
     std::string line;          // "first divergence: ..."; empty without one
     std::vector<int64_t> odd;  // who went another way, when that is known

@@ -19,10 +19,7 @@ void SkipLog::add(const PlannedCall& call, const CallSite& site) {
       return;
     }
   }
-  if (tallies_.size() == kMaxTallies) {
-    ++dropped_;
-    return;
-  }
+  if (tallies_.size() == kMaxTallies) return;
   tallies_.push_back({call, site, site, 1});
 }
 

@@ -21,7 +21,7 @@ struct PlannedCall {
 
 class SkipLog {
  public:
-  // Distinct (step, group, peer) kept; later ones are counted in `dropped()` only.
+  // Distinct (step, group, peer) kept; skips of further ones are not recorded.
   static constexpr size_t kMaxTallies = 64;
 
   // Every skip of one step with one group and peer.
@@ -51,7 +51,6 @@ class SkipLog {
     return site.step >= 0 && i < counts_.size() ? counts_[i] : Count{};
   }
   const std::vector<Tally>& tallies() const { return tallies_; }
-  int64_t dropped() const { return dropped_; }
   // The skips of the step at `site` (any iteration) on `group_id` (or any group for -1), or null.
   const Tally* step(const CallSite& site, int64_t group_id) const;
   // The skipped sends (op kSend) or recvs to `peer`, every step, in the order first skipped.
@@ -62,7 +61,6 @@ class SkipLog {
 
   std::vector<Tally> tallies_;  // grows only as far as the rank skips
   std::vector<Count> counts_;   // by step index, up to the last communicating step run
-  int64_t dropped_ = 0;
 };
 
 // Whether `site` is one of the iterations a tally counted: its first or last (the ones kept).
