@@ -1,8 +1,12 @@
 // Whole scenarios at scale, as `meshsim run` runs them: meshes over 16,384 and 65,536 ranks (the
 // scale suite in tests/scale checks their peak memory), and a WORLD all_reduce over 65,536 meta
-// ranks. The time is the load and the run together.
+// ranks. The time is the load and the run together. A 16,384-rank pipeline hang runs beside the
+// same job without its bug: the difference is what the hang costs (its report, text and JSON,
+// and aborting the ranks that wait).
 #include <benchmark/benchmark.h>
 
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "sim/run/runner.hpp"
@@ -13,15 +17,31 @@ namespace {
 
 using namespace meshsim::sim;
 
-void run_file(benchmark::State& state, const std::string& name, int64_t ranks) {
-  const std::string path = std::string(MESHSIM_SOURCE_ROOT) + "/tests/scale/" + name;
+std::string scale_file(const std::string& name) {
+  return std::string(MESHSIM_SOURCE_ROOT) + "/tests/scale/" + name;
+}
+
+void run_text(benchmark::State& state, const std::string& text, const std::string& path,
+              int64_t ranks) {
   meshsim::MemoryBudget::set_limit(uint64_t{8} << 30);
   for (auto _ : state) {
-    const Scenario scenario = load_scenario_file(path);
+    const Scenario scenario = load_scenario_text(text, path);
     const ScenarioResult result = run_scenario(scenario);
     if (!result.passed()) state.SkipWithError(("scenario failed: " + path).c_str());
   }
   state.SetItemsProcessed(state.iterations() * ranks);
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+void run_file(benchmark::State& state, const std::string& name, int64_t ranks) {
+  const std::string path = scale_file(name);
+  run_text(state, read_text(path), path, ranks);
 }
 
 // init_device_mesh([2048, 8]) on 16,384 ranks, an all_reduce on every tp group. Target: <= 2 s.
@@ -35,6 +55,32 @@ void BM_scale_mesh_8x1024x8_65536(benchmark::State& state) {
   run_file(state, "mesh_65536.toml", 65536);
 }
 BENCHMARK(BM_scale_mesh_8x1024x8_65536)->Unit(benchmark::kMillisecond)->Iterations(1);
+
+// Megatron 1F1B on [8, 256, 8] (16,384 ranks): rank 5003 skips a TP all_reduce in warmup and the
+// job hangs at the end of the step; the report must name it (its expectation says so).
+void BM_scale_hang_pp_tp_16384(benchmark::State& state) {
+  run_file(state, "hang_pp_tp_16384.toml", 16384);
+}
+BENCHMARK(BM_scale_hang_pp_tp_16384)->Unit(benchmark::kMillisecond)->Iterations(1);
+
+// The floor: the same job without the bug (and without the expectation of a hang) runs to the end.
+void BM_scale_hang_pp_tp_16384_floor(benchmark::State& state) {
+  const std::string path = scale_file("hang_pp_tp_16384.toml");
+  std::string text = read_text(path);
+  const auto replace = [&](const std::string& from, const std::string& to) {
+    const size_t at = text.find(from);
+    if (at == std::string::npos) return false;
+    text.replace(at, from.size(), to);
+    return true;
+  };
+  if (!replace("not (rank == 5003 and w == 2)", "true") || !replace("[[expect]]", "") ||
+      !replace("deadlock = {", "# deadlock = {")) {
+    state.SkipWithError("hang_pp_tp_16384.toml no longer has its planted bug");
+    return;
+  }
+  run_text(state, text, path, 16384);
+}
+BENCHMARK(BM_scale_hang_pp_tp_16384_floor)->Unit(benchmark::kMillisecond)->Iterations(1);
 
 }  // namespace
 

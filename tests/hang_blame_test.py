@@ -8,7 +8,10 @@ wrong group), runs them all through `meshsim run --json`, and checks that the re
 summary lines name the planted call site with its iterations and that the planted rank is a
 culprit. The schedules without the fault must run to the end: the generator is checked too.
 
-Usage: hang_blame_test.py MESHSIM [CASES] [SEED] [KNOWN_MISSES]
+Usage: hang_blame_test.py MESHSIM [CASES] [SEED] [KNOWN_MISSES] [KIND]
+
+KIND draws every schedule of one kind (1f1b, interleaved, fsdp, hsdp); by default 1F1B, FSDP and
+HSDP schedules are mixed.
 
 KNOWN_MISSES (default 0) is how many of these cases the analysis is known to miss: the test fails
 when it misses more. Cases are deterministic for a seed, so the count only moves with the code.
@@ -27,6 +30,7 @@ MESHSIM = sys.argv[1]
 CASES = int(sys.argv[2]) if len(sys.argv) > 2 else 1000
 SEED = int(sys.argv[3]) if len(sys.argv) > 3 else 1
 KNOWN_MISSES = int(sys.argv[4]) if len(sys.argv) > 4 else 0
+KIND = sys.argv[5] if len(sys.argv) > 5 else None
 BATCH = 200  # scenarios per meshsim run
 BASELINES = 40  # fault-free schedules run first
 
@@ -56,7 +60,7 @@ def main():
         # 1. The generator's schedules are valid training programs: no fault, no hang.
         paths = []
         for i in range(BASELINES):
-            schedule = schedules.Schedule(schedules.random.Random(SEED * 100003 + i)).build()
+            schedule = schedules.Schedule(schedules.random.Random(SEED * 100003 + i), KIND).build()
             path = os.path.join(tmp, f"baseline_{i}.toml")
             with open(path, "w") as f:
                 f.write(schedule.toml())
@@ -69,7 +73,7 @@ def main():
         cases, seed, kinds = [], SEED * 1000003, {}
         while len(cases) < CASES:
             seed += 1
-            schedule = schedules.generate(seed)
+            schedule = schedules.generate(seed, KIND)
             if schedule is None:
                 continue
             path = os.path.join(tmp, f"case_{len(cases)}.toml")

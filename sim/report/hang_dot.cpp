@@ -180,9 +180,11 @@ std::string hang_dot(const HangReport& report) {
     }
     return out + edge_lines(names, edges) + "}\n";
   }
-  // Large worlds: one node per kind of collective waited in (op, group, seq and line: the 256
-  // recvs of a pipeline stage are one box), its culprits in a node of their own; one node per
-  // state of the missing ranks not parked anywhere, its culprits apart too.
+  // Large worlds: one node per kind of collective waited in (op, the group or the mesh dim of its
+  // group, seq and line: the 256 recvs of a pipeline stage are one box, and so are the dp
+  // all_reduces of all its dp groups), its culprits in a node of their own; one node per state of
+  // the missing ranks not parked anywhere, its culprits apart too.
+  const auto family = [](const std::string& group) { return group.substr(0, group.find('#')); };
   using ClassKey = std::tuple<int, std::string, int64_t, int64_t, int, int64_t>;
   std::map<ClassKey, size_t> class_of_key;
   std::vector<size_t> class_of(report.waits.size());
@@ -195,7 +197,7 @@ std::string hang_dot(const HangReport& report) {
         report
             .ranks[static_cast<size_t>(w.missing.empty() ? w.arrived.front() : w.missing.front())];
     const ClassKey key{static_cast<int>(w.signature.op),
-                       w.group,
+                       family(w.group),
                        w.seq,
                        report.ranks[static_cast<size_t>(w.arrived.front())].activity.where.line,
                        target.wait >= 0 ? -1 : static_cast<int>(target.activity.state),
@@ -220,7 +222,7 @@ std::string hang_dot(const HangReport& report) {
             ? fmt::format("{} {} #{}", collective_op_name(first.signature.op),
                           dot_escape(first.channel), first.seq)
             : fmt::format("{} {} #{}\\n{} of them ({}, ...)",
-                          collective_op_name(first.signature.op), dot_escape(first.group),
+                          collective_op_name(first.signature.op), dot_escape(family(first.group)),
                           first.seq, classes[c].size(), dot_escape(first.channel));
     if (const int64_t line =
             report.ranks[static_cast<size_t>(first.arrived.front())].activity.where.line;
@@ -266,7 +268,8 @@ std::string hang_dot(const HangReport& report) {
     const std::string name = look.first + (look.second ? "_blamed" : "");
     state_node[look] = names.size();
     names.push_back(name);
-    out += fmt::format("  {} [label=\"{}\\nranks {}\", {}];\n", name, look.first,
+    out += fmt::format("  {} [label=\"{}\\n{} {}\", {}];\n", name, look.first,
+                       who.size() == 1 ? "rank" : "ranks",
                        list.size() > 60 ? list.substr(0, 57) + "..." : list,
                        look.second ? style_of(true, RankActivity::State::kFinished) : "color=gray");
   }

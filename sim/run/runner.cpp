@@ -299,7 +299,7 @@ ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options)
               last_step = me.step;
               if (step->communicates()) me.skipped.ran(me.site);
             } else if (const std::optional<PlannedCall> call = step->planned_call(rank)) {
-              me.skipped.add(*call, me.site);
+              me.skipped.add(*call, me.site, me.calls.count());
             }
             if (options.trace) {
               nlohmann::json args{{"location", step->where.to_string()}};

@@ -70,4 +70,10 @@ std::string label_with_members(const std::string& label, const std::vector<int64
   return fmt::format("{} [{}] ({} ranks)", label, compact_ranks(members), members.size());
 }
 
+std::string label_dim(const std::string& label) {
+  const size_t dot = label.find('.'), hash = label.find('#');
+  if (dot == std::string::npos || hash == std::string::npos || hash < dot) return {};
+  return label.substr(dot + 1, hash - dot - 1);
+}
+
 }  // namespace meshsim::sim

@@ -19,6 +19,8 @@ std::string group_label(const GroupTable* groups, int64_t id, const std::string&
 std::string meeting_label(const Meeting& m);
 // Its group's label alone ("world.pp#0" for a send/recv on it).
 std::string meeting_group_label(const Meeting& m);
+// The mesh dim a label names ("tp" for "world.tp#6"); empty for WORLD and other groups.
+std::string label_dim(const std::string& label);
 // "world.tp#6 [4-7]", "pair [0, 2]"; large groups by their shape: "world.dp#0 [0, 8, ..., 1016]
 // (128 ranks)"; WORLD alone (everyone is in it).
 std::string label_with_members(const std::string& label, const std::vector<int64_t>& members);

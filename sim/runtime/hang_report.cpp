@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "sim/runtime/hang_phrases.hpp"
+#include "sim/runtime/history_departure.hpp"
 
 namespace meshsim::sim {
 
@@ -51,14 +52,25 @@ class RootCause {
     // collective from another call site than the others, or a call its `when` skipped that
     // others wait for. Those ranks are the culprits; the rest of the report is the consequence.
     const Departure departure = first_departure();
+    const Departure by_peers = history_departure();
     if (departure.proven) {
-      say(departure.line);
+      // The peers that made the call, when their histories tell the same story.
+      const bool same = by_peers.proven && by_peers.odd == departure.odd &&
+                        !departure.skipped.empty() && by_peers.skipped == departure.skipped;
+      say(same ? fmt::format("{}, which {} called", departure.line, by_peers.peers)
+               : departure.line);
       blame(departure.odd);
+    } else if (by_peers.proven) {
+      say(by_peers.line);
+      blame(by_peers.odd);
     }
     // Once a member is known to have departed, later skips are its consequences.
     if (r_.culprits.empty()) explain_skipped_calls();
     if (r_.culprits.empty()) explain_extra_calls();
-    std::vector<int64_t> root = r_.culprits;
+    // Every desync is a bug of its own: one found by symmetry does not stand for the others.
+    const bool by_symmetry_only = !departure.proven && by_peers.proven;
+    std::vector<int64_t> root =
+        by_symmetry_only && r_.kind == HangKind::kDesync ? std::vector<int64_t>{} : r_.culprits;
     explain_hang();
     if (!departure.line.empty() && !departure.proven) {
       // Without a skip to prove it, a divergence only leads when the hang's own culprits went
@@ -102,6 +114,7 @@ class RootCause {
 
   static constexpr size_t kDesyncsListed = 4;
   static constexpr size_t kOtherWaitsListed = 3;
+  static constexpr size_t kPeersListed = 8;
 
   const RankActivity& activity(int64_t rank) const {
     return r_.ranks[static_cast<size_t>(rank)].activity;
@@ -152,6 +165,18 @@ class RootCause {
             static_cast<int>(t.call.op),
             t.call.peer < 0 ? INT64_MIN : t.call.peer - rank};
   }
+  // The same skip in any iteration: a stage's last-iteration skip is one key for every stage.
+  using StepKey = std::tuple<int64_t, int64_t, int, int64_t>;
+  static StepKey step_key_of(int64_t rank, const SkipLog::Tally& t) {
+    return {t.first.line, t.first.column, static_cast<int>(t.call.op),
+            t.call.peer < 0 ? INT64_MIN : t.call.peer - rank};
+  }
+  // How many ranks skipped that step (any iteration): the fewer, the less it is the program's
+  // rule.
+  size_t step_skippers(int64_t rank, const SkipLog::Tally& t) const {
+    index_ranks();
+    return step_skippers_[step_key_of(rank, t)];
+  }
   // Which ranks made each skip, and which ranks called collectives on each group (their flight
   // recorders): built once per report, so that comparing a rank with its peers is not a pass
   // over the world per wait.
@@ -160,12 +185,12 @@ class RootCause {
     indexed_ = true;
     groups_of_.resize(r_.ranks.size());
     for (const HangReport::Rank& r : r_.ranks) {
-      for (const SkipLog::Tally& u : r.activity.skipped.tallies())
+      for (const SkipLog::Tally& u : r.activity.skipped.tallies()) {
         skip_makers_[key_of(r.rank, u)].push_back(r.rank);
-      std::set<int64_t> groups;
-      for (const CollectiveRecord& c : r.activity.history.records()) {
-        if (c.peer < 0) groups.insert(c.group_id);
+        ++step_skippers_[step_key_of(r.rank, u)];
       }
+      const std::set<int64_t> groups(r.activity.history.groups().begin(),
+                                     r.activity.history.groups().end());
       for (int64_t g : groups) group_members_[g].push_back(r.rank);
       groups_of_[static_cast<size_t>(r.rank)].assign(groups.begin(), groups.end());
     }
@@ -250,6 +275,8 @@ class RootCause {
     std::string line;          // "first divergence: ..."; empty without one
     std::vector<int64_t> odd;  // who went another way, when that is known
     bool proven = false;       // they skipped another member's call, or made one they usually skip
+    std::string skipped;       // the call site they skipped, when that is the verdict
+    std::string peers;         // "its dp peers 17, 21, 23": who made that call (by symmetry)
   };
   Departure first_departure() const {
     if (!r_.first_divergence) return {};
@@ -270,28 +297,60 @@ class RootCause {
     }
     if (!d.elsewhere.empty())
       parts.push_back(fmt::format("{} from other sites", ranks_text(d.elsewhere)));
-    std::string verdict;
+    std::string verdict, skipped_site;
     std::vector<int64_t> odd;
     const size_t n = d.sites.size();
     const bool majority = n >= 2 && d.sites[n - 1].second.size() > d.sites[n - 2].second.size();
-    // A skip of another member's call is the strongest evidence, majority or not.
+    // A skip of another member's call is the strongest evidence, majority or not: of a step the
+    // rank usually runs, or of an earlier iteration of the very step it came from (all earlier
+    // meetings agreed, so it is the one that got ahead).
     for (size_t i = 0; i < n && odd.empty(); ++i) {
       for (size_t j = 0; j < n && odd.empty(); ++j) {
         if (i == j) continue;
         const CallSite& other = d.sites[j].first;
+        const CallSite& mine = d.sites[i].first;
+        const bool earlier_pass = mine.same_step(other) && mine.outer_hash == other.outer_hash &&
+                                  other.iterations < mine.iterations;
         for (int64_t rank : d.sites[i].second) {
-          const SkipLog& log = activity(rank).skipped;
-          const SkipLog::Tally* t = log.step(other, d.group_id);
-          if (t != nullptr && skipped_at(*t, other) && runs_usually(rank, other))
+          if (activity(rank).skipped.skipped(other, d.group_id) &&
+              (earlier_pass || runs_usually(rank, other)))
             odd.push_back(rank);
         }
         if (!odd.empty()) {
+          skipped_site = d.sites[j].first.text();
           verdict = fmt::format("{} skipped the {} at {} (`when` false)", ranks_text(odd), op,
-                                d.sites[j].first.text());
+                                skipped_site);
         }
       }
     }
-    const bool skipped = !odd.empty();
+    bool proven = !odd.empty();
+    // A call from a site every other member went past in that very iteration without calling it
+    // (their `when` false there), while its callers did not skip the others' sites: an extra
+    // call. (Two branches that each make the call skip each other's site: no one is odd.)
+    for (size_t i = 0; i < n && odd.empty() && d.elsewhere.empty(); ++i) {
+      const CallSite& site = d.sites[i].first;
+      bool others_skipped = true, callers_skipped = false;
+      for (size_t j = 0; j < n; ++j) {
+        if (j == i) continue;
+        others_skipped = others_skipped && !site.same_step(d.sites[j].first);
+        for (int64_t other : d.sites[j].second)
+          others_skipped = others_skipped && activity(other).skipped.skipped(site, d.group_id);
+        for (int64_t caller : d.sites[i].second) {
+          callers_skipped =
+              callers_skipped || activity(caller).skipped.skipped(d.sites[j].first, d.group_id);
+        }
+      }
+      if (!others_skipped || callers_skipped) continue;
+      odd = d.sites[i].second;
+      proven = true;
+      std::vector<int64_t> others;
+      for (size_t j = 0; j < n; ++j) {
+        if (j != i) others.insert(others.end(), d.sites[j].second.begin(), d.sites[j].second.end());
+      }
+      std::sort(others.begin(), others.end());
+      verdict = fmt::format("{} called the {} at {}, which {} skipped there (`when` false)",
+                            ranks_text(odd), op, site.text(), ranks_text(others));
+    }
     if (odd.empty() && majority) {
       for (size_t i = 0; i + 1 < n; ++i)
         odd.insert(odd.end(), d.sites[i].second.begin(), d.sites[i].second.end());
@@ -302,7 +361,6 @@ class RootCause {
     }
     // A call from a step the rank skipped in its other iterations is proof too; a step the rest
     // of the world skips is only a vote.
-    bool proven = skipped;
     for (size_t i = 0; i < n && odd.empty(); ++i) {
       const CallSite& site = d.sites[i].first;
       for (int64_t rank : d.sites[i].second) {
@@ -318,7 +376,73 @@ class RootCause {
     }
     return {fmt::format("first divergence: {}{}{}", fmt::join(parts, "; "),
                         verdict.empty() ? "" : ": ", verdict),
-            odd, proven && !odd.empty()};
+            odd,
+            proven && !odd.empty(),
+            skipped_site,
+            {}};
+  }
+
+  // Blame by symmetry: members of a group whose call histories depart from the majority's (ranks
+  // that run the same program), where the departure is a call they skipped and the majority made,
+  // or made and the majority skipped.
+  Departure history_departure() const {
+    index_ranks();
+    const std::optional<HistoryDeparture> d = earliest_history_departure(
+        group_members_, [&](int64_t r) -> const CallHistory& { return activity(r).calls; });
+    if (!d) return {};
+    // A skip between the last agreeing checkpoint and the first differing one (a skip right at
+    // it precedes the call that differs).
+    const auto in_window = [&](uint64_t calls) { return calls >= d->agreed && calls <= d->differ; };
+    // The iteration of a tally the window holds.
+    const auto skip_in_window = [&](const SkipLog::Tally& t) -> std::optional<CallSite> {
+      if (in_window(t.calls_before_first)) return t.first;
+      if (in_window(t.calls_before_last)) return t.last;
+      return std::nullopt;
+    };
+    const auto none_skipped = [&](const std::vector<int64_t>& ranks, const CallSite& site) {
+      return std::none_of(ranks.begin(), ranks.end(),
+                          [&](int64_t r) { return activity(r).skipped.skipped(site, -1); });
+    };
+    const auto all_skipped = [&](const std::vector<int64_t>& ranks, const CallSite& site) {
+      return std::all_of(ranks.begin(), ranks.end(),
+                         [&](int64_t r) { return activity(r).skipped.skipped(site, -1); });
+    };
+    // Calls the odd ones skipped and the majority made, and the other way round.
+    std::optional<std::pair<CallSite, CollectiveOp>> odd_skip, peers_skip;
+    for (int64_t o : d->odd) {
+      for (const SkipLog::Tally& t : activity(o).skipped.tallies()) {
+        const std::optional<CallSite> site = skip_in_window(t);
+        if (!odd_skip && site && none_skipped(d->peers, *site)) odd_skip.emplace(*site, t.call.op);
+      }
+    }
+    for (const SkipLog::Tally& t : activity(d->peers.front()).skipped.tallies()) {
+      const std::optional<CallSite> site = skip_in_window(t);
+      if (!peers_skip && site && none_skipped(d->odd, *site) && all_skipped(d->peers, *site))
+        peers_skip.emplace(*site, t.call.op);
+    }
+    // Both: two branches that each make a call (rank 0's broadcast and everyone else's), no fault.
+    if (odd_skip.has_value() == peers_skip.has_value()) return {};
+    const std::string dim = label_dim(r_.group_labels.at(d->group_id));
+    std::string peers = fmt::format("{} {}peers {}", d->odd.size() == 1 ? "its" : "their",
+                                    dim.empty() ? "" : dim + " ", compact_ranks(d->peers));
+    if (d->peers.size() > kPeersListed) peers += fmt::format(" ({} ranks)", d->peers.size());
+    if (odd_skip) {
+      const auto& [site, op] = *odd_skip;
+      std::vector<int64_t> skippers;
+      for (int64_t x : d->odd) {
+        if (activity(x).skipped.skipped(site, -1)) skippers.push_back(x);
+      }
+      return {fmt::format("{} skipped the {} at {} (`when` false), which {} called",
+                          ranks_text(skippers), collective_op_name(op), site.text(), peers),
+              skippers, true, site.text(), peers};
+    }
+    const auto& [site, op] = *peers_skip;
+    return {fmt::format("{} called the {} at {}, which {} skipped (`when` false)",
+                        ranks_text(d->odd), collective_op_name(op), site.text(), peers),
+            d->odd,
+            true,
+            {},
+            peers};
   }
 
   // Collectives whose callers came from a step they skipped in earlier iterations (a `when` true
@@ -336,8 +460,7 @@ class RootCause {
       // The other members went past this very iteration without calling it (their `when` was
       // false there): gradient accumulation's last-microbatch all_reduce is no extra call.
       const bool passed = std::all_of(w.missing.begin(), w.missing.end(), [&](int64_t m) {
-        const SkipLog::Tally* t = activity(m).skipped.step(w.site, w.group_number);
-        return wait_of(m) != nullptr && t != nullptr && skipped_at(*t, w.site);
+        return wait_of(m) != nullptr && activity(m).skipped.skipped(w.site, w.group_number);
       });
       if (!odd || !passed) continue;
       refine(HangCause::kExtraCollective);
@@ -360,7 +483,8 @@ class RootCause {
       std::vector<int64_t> skippers, waiting;
       const OpenWait* wait = nullptr;
       const SkipLog::Tally* tally = nullptr;
-      bool unique = false;  // none of the skippers' peers made the skip
+      bool unique = false;       // none of the skippers' peers made the skip
+      size_t rarity = SIZE_MAX;  // the fewest ranks that skipped one of its steps, any iteration
     };
     std::map<std::tuple<int64_t, int64_t, std::string, int64_t, int, int64_t>, Story> stories;
     std::vector<Story*> order;
@@ -406,18 +530,20 @@ class RootCause {
           order.push_back(&story);
         }
         story.unique = story.unique || unique;
+        story.rarity = std::min(story.rarity, step_skippers(skipper, *t));
         story.skippers.push_back(skipper);
         story.waiting.insert(story.waiting.end(), w.arrived.begin(), w.arrived.end());
       }
     }
     // A skip no peer made is the cause; skips the skippers' peers made too are then what the
     // program does at that point (or what followed), not told. Otherwise the most particular
-    // story first: one rank's odd skip before what a whole stage skipped.
+    // story first: a step fewer ranks ever skipped (every stage skipping its last iteration is a
+    // rule), then one rank's odd skip before what a whole stage skipped.
     if (std::any_of(order.begin(), order.end(), [](const Story* s) { return s->unique; })) {
       std::erase_if(order, [](const Story* s) { return !s->unique; });
     }
     std::stable_sort(order.begin(), order.end(), [](const Story* a, const Story* b) {
-      return a->skippers.size() < b->skippers.size();
+      return std::pair(a->rarity, a->skippers.size()) < std::pair(b->rarity, b->skippers.size());
     });
     for (size_t i = 0; i < order.size() && i < kOtherWaitsListed; ++i) {
       Story& s = *order[i];
@@ -909,6 +1035,7 @@ class RootCause {
   mutable std::map<int32_t, SkipLog::Count> world_counts_;
   mutable bool indexed_ = false;
   mutable std::map<SkipKey, std::vector<int64_t>> skip_makers_;
+  mutable std::map<StepKey, size_t> step_skippers_;
   mutable std::map<int64_t, std::vector<int64_t>> group_members_;
   mutable std::vector<std::vector<int64_t>> groups_of_;
   mutable std::map<std::tuple<std::vector<SkipKey>, SkipKey, std::vector<int64_t>>, bool>
@@ -1022,6 +1149,7 @@ HangReport analyze_hang(const std::vector<RankActivity>& activity, const Rendezv
   for (const SiteDivergence& d : report.divergences) label(d.group_id);
   for (const RankActivity& a : activity) {
     for (const CollectiveRecord& c : a.history.records()) label(c.group_id);
+    for (int64_t g : a.history.groups()) label(g);
   }
   report.legacy_cause = report.cause;
   RootCause(report).explain();  // may refine the cause (point to point)

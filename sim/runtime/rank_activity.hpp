@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/runtime/call_history.hpp"
 #include "sim/runtime/call_site.hpp"
 #include "sim/runtime/flight_recorder.hpp"
 #include "sim/runtime/skip_log.hpp"
@@ -41,6 +42,7 @@ struct RankActivity {
   int64_t last_seq = 0;
   FlightRecorder history;  // its last collectives and point-to-point calls (not new_group)
   SkipLog skipped;         // the calls its `when`s skipped
+  CallHistory calls;       // every call it entered, hashed
 };
 
 inline std::string_view state_name(RankActivity::State state) {

@@ -119,6 +119,7 @@ void Rendezvous::enter_and_wait(int64_t rank, Channel& channel, size_t pos, cons
   if (signature.op != CollectiveOp::kNewGroup) {
     me.history.enter({group.id, seq, point_to_point ? (*m.members)[1 - pos] : -1, signature,
                       me.site, me.clock, CollectiveRecord::State::kWaiting});
+    me.calls.add(me.site, signature.op);
   }
   if (m.arrived == 0) {
     m.first = pos;

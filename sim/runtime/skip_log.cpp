@@ -10,17 +10,18 @@ void SkipLog::bump(const CallSite& site, bool skipped) {
   ++(skipped ? counts_[i].skipped : counts_[i].ran);
 }
 
-void SkipLog::add(const PlannedCall& call, const CallSite& site) {
+void SkipLog::add(const PlannedCall& call, const CallSite& site, uint64_t calls_before) {
   bump(site, true);
   for (Tally& t : tallies_) {
     if (t.first.same_step(site) && t.call.group_id == call.group_id && t.call.peer == call.peer) {
       t.last = site;
+      t.calls_before_last = calls_before;
       ++t.count;
       return;
     }
   }
   if (tallies_.size() == kMaxTallies) return;
-  tallies_.push_back({call, site, site, 1});
+  tallies_.push_back({call, site, site, 1, calls_before, calls_before});
 }
 
 const SkipLog::Tally* SkipLog::step(const CallSite& site, int64_t group_id) const {
@@ -28,6 +29,17 @@ const SkipLog::Tally* SkipLog::step(const CallSite& site, int64_t group_id) cons
     if (t.first.same_step(site) && (group_id < 0 || t.call.group_id == group_id)) return &t;
   }
   return nullptr;
+}
+
+bool SkipLog::skipped(const CallSite& site, int64_t group_id) const {
+  const Tally* t = step(site, group_id);
+  if (t == nullptr) return false;
+  if (skipped_at(*t, site)) return true;
+  // Iterations of one step compare in loop order while the loops further out agree.
+  const bool same_outer =
+      t->first.outer_hash == site.outer_hash && t->last.outer_hash == site.outer_hash;
+  return count(site).ran == 0 && same_outer && t->first.iterations <= site.iterations &&
+         site.iterations <= t->last.iterations;
 }
 
 std::vector<const SkipLog::Tally*> SkipLog::with_peer(CollectiveOp op, int64_t peer) const {

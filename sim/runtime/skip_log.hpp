@@ -30,12 +30,14 @@ class SkipLog {
     CallSite first;
     CallSite last;
     int64_t count = 0;
+    uint64_t calls_before_first = 0;  // the calls the rank had made (CallHistory) at each
+    uint64_t calls_before_last = 0;
   };
 
   // The rank ran the communicating step at `site`, or skipped it (its `when` false) planning
-  // `call`.
+  // `call`, having made `calls_before` calls.
   void ran(const CallSite& site) { bump(site, false); }
-  void add(const PlannedCall& call, const CallSite& site);
+  void add(const PlannedCall& call, const CallSite& site, uint64_t calls_before);
   // Whether this rank skips the step at `site` more often than it runs it.
   bool usually_skips(const CallSite& site) const {
     const Count c = count(site);
@@ -53,6 +55,10 @@ class SkipLog {
   const std::vector<Tally>& tallies() const { return tallies_; }
   // The skips of the step at `site` (any iteration) on `group_id` (or any group for -1), or null.
   const Tally* step(const CallSite& site, int64_t group_id) const;
+  // Whether this rank's `when` was false at exactly `site` (that step and iteration) on
+  // `group_id` (-1: any): it is the first or last skip kept, or lies between them on a rank that
+  // never ran the step.
+  bool skipped(const CallSite& site, int64_t group_id) const;
   // The skipped sends (op kSend) or recvs to `peer`, every step, in the order first skipped.
   std::vector<const Tally*> with_peer(CollectiveOp op, int64_t peer) const;
 

@@ -1,8 +1,9 @@
 """Realistic training schedules as meshsim scenarios, with one planted fault.
 
-A schedule is a [pp, dp, tp] mesh running either Megatron's 1F1B pipeline (activations and
+A schedule is a [pp, dp, tp] mesh running Megatron's 1F1B pipeline (activations and
 gradients over point-to-point, a TP all_reduce in every forward and backward, a DP gradient
-all_reduce per train step) or an FSDP layer loop (per layer: the dp all_gather of its weights and a
+all_reduce per train step), its interleaved variant (several model chunks per stage, the last
+stage feeding the first), or an FSDP layer loop (per layer: the dp all_gather of its weights and a
 TP all_reduce; backward: all_gather, all_reduce and reduce_scatter of its gradient). A fault is
 planted at one rank, train step and loop iteration: a skipped collective, a skipped send or
 recv, an extra collective, or a collective on the wrong group. `Schedule.toml()` writes the
@@ -21,7 +22,7 @@ class Schedule:
         self.rng = rng
         while True:
             pp = rng.choice([1, 2, 2, 4, 4, 8]) if kind != "fsdp" else 1
-            if kind == "1f1b" and pp == 1:
+            if kind in ("1f1b", "interleaved") and pp == 1:
                 continue
             dp = rng.choice([1, 2, 3, 4, 8])
             tp = rng.choice([1, 2, 2, 4])
@@ -36,6 +37,10 @@ class Schedule:
         # HSDP: the first mesh dim replicates instead of pipelining.
         if kind == "hsdp" or (kind is None and pp > 1 and rng.random() < 0.3):
             self.kind = "hsdp"
+        elif kind == "interleaved":
+            self.kind = "interleaved"
+            self.chunks = rng.choice([2, 2, 3, 4])
+            self.microbatches = pp * rng.choice([1, 2, 2, 3])  # a multiple of pp
         self.lines = []  # (text) of the scenario, one TOML line each
         self.sites = []  # candidate fault sites: dict(line, step, loop, kind, count_for(rank))
         self.planted = None
@@ -85,6 +90,8 @@ class Schedule:
         self.repeat("s", self.steps_per_run)
         if self.kind == "1f1b":
             self.one_f_one_b()
+        elif self.kind == "interleaved":
+            self.interleaved()
         elif self.kind == "hsdp":
             self.hsdp()
         else:
@@ -152,11 +159,100 @@ class Schedule:
                   {"op": "send", "loop": "c", "count_for": warm, "peer": -K,
                    "runs": lambda r: self.coords(r)[0] > 0})
         self.end("c")
+        self.dp_gradient_sync()
+
+    def dp_gradient_sync(self):
+        """The data-parallel all_reduce of the gradients at the end of a pipeline's train step."""
         if self.dp > 1:
             self.step('all_reduce = { tensor = "ones(2)", op = "avg", group = { mesh = "world", '
                       'dim = "dp" }, out = "g" }',
                       site={"op": "all_reduce", "loop": None, "count_for": lambda r: 1,
                             "group": "dp", "label": "gradient sync"})
+
+    def interleaved(self):
+        """Megatron's interleaved 1F1B: each stage holds `chunks` model chunks; virtual microbatch
+        i runs chunk (i // pp) % chunks forward (the reverse order backward), so activations of
+        the last stage go on to the first stage's next chunk. Every iteration ends in one batched
+        exchange with both neighbours, which blocking calls pair as Megatron's batch does: even
+        stages talk to the next stage first, odd stages to the previous one."""
+        P, V, M, K = self.pp, self.chunks, self.microbatches, self.dp * self.tp
+        N, W = M * V, self.world
+        pp = "coord(world, pp)"
+        stage = lambda r: self.coords(r)[0]
+        # All warmup when there are as many microbatches as stages (Megatron's rule).
+        warm = (lambda r: N) if M == P else (lambda r: min(N, (P - 1 - stage(r)) * 2 + (V - 1) * P))
+        warm_text = f"{N}" if M == P else f"min({N}, ({P - 1} - {pp}) * 2 + {(V - 1) * P})"
+        steady = lambda r: N - warm(r)
+        chunk_text = lambda i: f"(({i}) // {P}) % {V}"
+        chunk = lambda i: (i // P) % V
+        nxt, prv = f"(rank + {K}) % {W}", f"(rank + {W - K}) % {W}"
+
+        # (body, when text, peer offset, runs_at(rank, iteration)) of each call.
+        def recv_f(i_text, i, extra_text=None, extra=lambda r, k: True):
+            return (f'recv = {{ like = "zeros(2)", src = "{prv}", out = "act" }}',
+                    f"not ({pp} == 0 and {chunk_text(i_text)} == 0)"
+                    + (f" and {extra_text}" if extra_text else ""), -K,
+                    lambda r, k: not (stage(r) == 0 and chunk(i(r, k)) == 0) and extra(r, k))
+
+        def send_f(i_text, i):
+            return (f'send = {{ tensor = "ones(2)", dst = "{nxt}" }}',
+                    f"not ({pp} == {P - 1} and {chunk_text(i_text)} == {V - 1})", K,
+                    lambda r, k: not (stage(r) == P - 1 and chunk(i(r, k)) == V - 1))
+
+        def recv_b(i_text, i, extra_text=None, extra=lambda r, k: True):
+            return (f'recv = {{ like = "zeros(2)", src = "{nxt}", out = "grad" }}',
+                    f"not ({pp} == {P - 1} and {chunk_text(i_text)} == 0)"
+                    + (f" and {extra_text}" if extra_text else ""), K,
+                    lambda r, k: not (stage(r) == P - 1 and chunk(i(r, k)) == 0) and extra(r, k))
+
+        def send_b(i_text, i):
+            return (f'send = {{ tensor = "ones(2)", dst = "{prv}" }}',
+                    f"not ({pp} == 0 and {chunk_text(i_text)} == {V - 1})", -K,
+                    lambda r, k: not (stage(r) == 0 and chunk(i(r, k)) == V - 1))
+
+        def exchange(loop, count_for, to_next, to_prev):
+            for parity, calls in ((0, to_next), (None, to_prev), (1, to_next)):
+                for body, when, peer, runs_at in calls:
+                    if parity is not None:
+                        when = f"({when}) and {pp} % 2 == {parity}"
+                        runs_at = (lambda ra, pa: lambda r, k: ra(r, k) and stage(r) % 2 == pa)(
+                            runs_at, parity)
+                    self.step(body, when, {"op": body.split(" ")[0], "loop": loop,
+                                           "count_for": count_for, "peer": peer,
+                                           "runs_at": runs_at})
+
+        # (The backward of virtual microbatch i runs chunk V - 1 - chunk(i): its gradient comes
+        # from the next stage unless that is the last stage's chunk V - 1, that is chunk(i) == 0.)
+        self.step(*recv_f("0", lambda r, k: 0)[:2])
+        self.repeat("w", warm_text)
+        self.tp_all_reduce("w", warm, "forward")
+        exchange("w", warm,
+                 [send_f("w", lambda r, k: k),
+                  recv_b("0", lambda r, k: 0, f"w == {warm_text} - 1 and {warm_text} < {N}",
+                         lambda r, k: k == warm(r) - 1 and warm(r) < N)],
+                 [recv_f("w + 1", lambda r, k: k + 1, f"w + 1 < {N}", lambda r, k: k + 1 < N)])
+        self.end("w")
+        self.repeat("j", f"{N} - {warm_text}")
+        self.tp_all_reduce("j", steady, "forward")
+        self.tp_all_reduce("j", steady, "backward")
+        exchange("j", steady,
+                 [send_f(f"{warm_text} + j", lambda r, k: warm(r) + k),
+                  recv_b("j + 1", lambda r, k: k + 1, f"j + 1 < {N}", lambda r, k: k + 1 < N)],
+                 [recv_f(f"{warm_text} + j + 1", lambda r, k: warm(r) + k + 1,
+                         f"{warm_text} + j + 1 < {N}", lambda r, k: warm(r) + k + 1 < N),
+                  send_b("j", lambda r, k: k)])
+        self.end("j")
+        # All warmup: the first backward's gradient comes on its own.
+        self.step(*recv_b("0", lambda r, k: 0, f"{warm_text} == {N}")[:2])
+        self.repeat("c", warm_text)
+        self.tp_all_reduce("c", warm, "backward")
+        first = lambda r, k: N - warm(r) + k
+        exchange("c", warm,
+                 [recv_b(f"{N} - {warm_text} + c + 1", lambda r, k: first(r, k) + 1,
+                         f"{N} - {warm_text} + c + 1 < {N}", lambda r, k: first(r, k) + 1 < N)],
+                 [send_b(f"{N} - {warm_text} + c", first)])
+        self.end("c")
+        self.dp_gradient_sync()
 
     def unshard(self, loop, count_for):
         """FSDP's all-gather of one layer's weights over dp."""
@@ -244,6 +340,12 @@ class Schedule:
         s = rng.randrange(self.steps_per_run)
         loop = site["loop"]
         k = rng.randrange(site["count_for"](rank)) if loop else None
+        if "runs_at" in site:
+            # Only an iteration where the call is made can lose it.
+            made = [i for i in range(site["count_for"](rank)) if site["runs_at"](rank, i)]
+            if not made:
+                return False
+            k = rng.choice(made)
         at = f"rank == {rank} and s == {s}" + (f" and {loop} == {k}" if loop else "")
         iterations = f"s={s}" + (f", {loop}={k}" if loop else "")
         index = self.lines.index("  [[step]]", site["line"] - 1)

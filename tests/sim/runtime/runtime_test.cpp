@@ -599,7 +599,7 @@ TEST_CASE("runtime: in a tie, the member that skipped the other's call is the cu
       const std::vector<std::pair<std::string, int64_t>> loops{{"w", w}};
       me.site = CallSite::at(5, 19, 3, &loop, loops);
       if (r == 1 && w == 2) {
-        me.skipped.add({CollectiveOp::kAllReduce, 0, -1}, me.site);
+        me.skipped.add({CollectiveOp::kAllReduce, 0, -1}, me.site, me.calls.count());
         continue;
       }
       me.skipped.ran(me.site);

@@ -1,0 +1,31 @@
+// Blame by symmetry: the members of a group in an SPMD job (a pipeline stage's dp peers, a pure
+// data-parallel world) run the same program, so their call histories agree call for call. The
+// first checkpoint where most members still agree and a few do not says who departed, and between
+// which calls; the hang report then names the step from what those ranks skipped.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "sim/runtime/call_history.hpp"
+
+namespace meshsim::sim {
+
+struct HistoryDeparture {
+  int64_t group_id = 0;
+  std::vector<int64_t> odd;    // the members whose histories depart
+  std::vector<int64_t> peers;  // the majority, whose histories agree
+  uint64_t agreed = 0;         // calls every member made alike
+  uint64_t differ = 0;         // by this many calls, the odd ones differ from the majority
+};
+
+// The earliest departure (fewest calls agreed, then lowest group) among `groups` (id -> members,
+// sorted; groups of fewer than three members cannot have a majority and are passed over).
+std::optional<HistoryDeparture> earliest_history_departure(
+    const std::map<int64_t, std::vector<int64_t>>& groups,
+    const std::function<const CallHistory&(int64_t)>& history_of);
+
+}  // namespace meshsim::sim
