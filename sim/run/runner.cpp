@@ -182,7 +182,11 @@ void add_rank_warnings(const std::vector<std::vector<Warning>>& by_rank, Scenari
 
 }  // namespace
 
-ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options) {
+namespace {
+
+// One run; `wanted` gets the probe the hang report asks for, if any.
+ScenarioResult run_once(const Scenario& scenario, const RunOptions& options,
+                        std::optional<ProbeRequest>& wanted) {
   const auto start = std::chrono::steady_clock::now();
   ScenarioResult result;
   result.name = scenario.name;
@@ -196,6 +200,13 @@ ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options)
 
   World world(scenario.world_size, options.world);
   std::vector<RankActivity> activity(n);
+  if (options.probe) {
+    for (int64_t r : options.probe->ranks) {
+      if (r >= 0 && static_cast<size_t>(r) < n)
+        activity[static_cast<size_t>(r)].skipped.probe(options.probe->from_calls,
+                                                       options.probe->to_calls);
+    }
+  }
   BackendOptions backend;
   backend.kind = options.backend;
   backend.cost = scenario.cost;
@@ -218,6 +229,7 @@ ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options)
   // The first stall or timeout is the one reported; later stalls (after aborts) only abort.
   auto keep_hang = [&](const HangReport& report) {
     if (result.hang) return;
+    wanted = report.probe;
     // The hung collective, as a slice that never ends on every rank blocked in it; a hung
     // new_group too, even when its completed store barriers are left out (--trace-setup).
     if (options.trace) {
@@ -378,6 +390,24 @@ ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options)
   result.wall_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return result;
+}
+
+}  // namespace
+
+ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options) {
+  std::optional<ProbeRequest> wanted;
+  ScenarioResult first = run_once(scenario, options, wanted);
+  // The simulated backend runs the same schedule again (deterministic, and cheap next to a real
+  // job); real devices and a kept checkpoint directory are not run twice.
+  if (!wanted || options.probe || options.backend != BackendKind::kSim ||
+      options.keep_checkpoints) {
+    return first;
+  }
+  RunOptions again = options;
+  again.probe = std::move(wanted);
+  ScenarioResult second = run_once(scenario, again, wanted);
+  second.wall_ms += first.wall_ms;
+  return second;
 }
 
 uint64_t json_weight(const Json& value) {

@@ -5,6 +5,7 @@
 
 #include "sim/report/results.hpp"
 #include "sim/runtime/backend_factory.hpp"
+#include "sim/runtime/hang_report.hpp"
 #include "sim/runtime/world.hpp"
 #include "sim/scenario/scenario.hpp"
 
@@ -29,6 +30,9 @@ struct RunOptions {
   // --keep-checkpoints DIR: save steps write under DIR/<scenario name>, kept after the run;
   // otherwise under a temporary directory removed when the run ends.
   std::optional<std::string> keep_checkpoints;
+  // Set on the second run of a hang whose report asked for it: these ranks record their skips in
+  // a window of calls (HangReport::probe). A run with a probe is not run again.
+  std::optional<ProbeRequest> probe;
 };
 
 // Every rank runs the steps in order as a fiber. A step whose `when` is false is skipped; a model

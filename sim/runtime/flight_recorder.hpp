@@ -3,7 +3,6 @@
 // ended. Hang reports show them.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -45,10 +44,6 @@ class FlightRecorder {
   static constexpr size_t kCapacity = 8;
 
   void enter(const CollectiveRecord& record) {
-    if (record.peer < 0 && groups_.size() < kCapacity &&
-        std::find(groups_.begin(), groups_.end(), record.group_id) == groups_.end()) {
-      groups_.push_back(record.group_id);
-    }
     if (records_.size() < kCapacity) {
       records_.push_back(record);
     } else {
@@ -71,12 +66,8 @@ class FlightRecorder {
   }
   // Every collective the rank entered, including those the ring has dropped.
   uint64_t total() const { return total_; }
-  // The groups of its collectives (not send/recv), the first kCapacity of them, in the order
-  // first entered, however long ago.
-  const std::vector<int64_t>& groups() const { return groups_; }
 
  private:
-  std::vector<int64_t> groups_;
   std::vector<CollectiveRecord> records_;
   uint64_t total_ = 0;
 };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <deque>
 #include <map>
 #include <set>
 #include <tuple>
@@ -63,6 +64,11 @@ class RootCause {
     } else if (by_peers.proven) {
       say(by_peers.line);
       blame(by_peers.odd);
+      // What followed (a head-to-head recv, say) does not rename it.
+      refine(by_peers.cause);
+      cause_fixed_ = true;
+    } else if (by_peers.probe) {
+      r_.probe = by_peers.probe;
     }
     // Once a member is known to have departed, later skips are its consequences.
     if (r_.culprits.empty()) explain_skipped_calls();
@@ -177,6 +183,13 @@ class RootCause {
     index_ranks();
     return step_skippers_[step_key_of(rank, t)];
   }
+  // Whether fewer than half of the ranks that skipped the step of `t` (any iteration) skipped it
+  // between two runs of it, as `rank` did: a one-off skip, not a pattern of the program.
+  bool isolated_is_rare(int64_t rank, const SkipLog::Tally& t) const {
+    index_ranks();
+    const StepKey key = step_key_of(rank, t);
+    return 2 * isolated_skippers_[key] < step_skippers_[key];
+  }
   // Which ranks made each skip, and which ranks called collectives on each group (their flight
   // recorders): built once per report, so that comparing a rank with its peers is not a pass
   // over the world per wait.
@@ -184,15 +197,21 @@ class RootCause {
     if (indexed_) return;
     indexed_ = true;
     groups_of_.resize(r_.ranks.size());
+    // Groups short of the whole world: what WORLD joins runs many programs (a pipeline's).
+    for (const auto& [id, members] : r_.groups) {
+      if (members->size() < 2 || members->size() >= r_.ranks.size()) continue;
+      group_members_[id] = *members;
+      for (int64_t m : *members) {
+        if (m >= 0 && static_cast<size_t>(m) < r_.ranks.size())
+          groups_of_[static_cast<size_t>(m)].push_back(id);
+      }
+    }
     for (const HangReport::Rank& r : r_.ranks) {
       for (const SkipLog::Tally& u : r.activity.skipped.tallies()) {
         skip_makers_[key_of(r.rank, u)].push_back(r.rank);
         ++step_skippers_[step_key_of(r.rank, u)];
+        if (u.isolated > 0) ++isolated_skippers_[step_key_of(r.rank, u)];
       }
-      const std::set<int64_t> groups(r.activity.history.groups().begin(),
-                                     r.activity.history.groups().end());
-      for (int64_t g : groups) group_members_[g].push_back(r.rank);
-      groups_of_[static_cast<size_t>(r.rank)].assign(groups.begin(), groups.end());
     }
   }
   // Whether no rank that runs `rank`'s program (the ranks that share most of its other skips:
@@ -246,7 +265,7 @@ class RootCause {
   }
   // A deadlock's cause is refined by what the sentences find; a desync stays a desync.
   void refine(HangCause cause) {
-    if (r_.kind == HangKind::kDeadlock) r_.cause = cause;
+    if (r_.kind == HangKind::kDeadlock && !cause_fixed_) r_.cause = cause;
   }
   void blame(const std::vector<int64_t>& ranks) {
     r_.culprits.insert(r_.culprits.end(), ranks.begin(), ranks.end());
@@ -277,6 +296,8 @@ class RootCause {
     bool proven = false;       // they skipped another member's call, or made one they usually skip
     std::string skipped;       // the call site they skipped, when that is the verdict
     std::string peers;         // "its dp peers 17, 21, 23": who made that call (by symmetry)
+    std::optional<ProbeRequest> probe;          // a departure by symmetry the skip logs cannot name
+    HangCause cause = HangCause::kMissingRank;  // what the departure makes of a deadlock
   };
   Departure first_departure() const {
     if (!r_.first_divergence) return {};
@@ -379,7 +400,9 @@ class RootCause {
             odd,
             proven && !odd.empty(),
             skipped_site,
-            {}};
+            {},
+            {},
+            HangCause::kMissingRank};
   }
 
   // Blame by symmetry: members of a group whose call histories depart from the majority's (ranks
@@ -387,8 +410,11 @@ class RootCause {
   // or made and the majority skipped.
   Departure history_departure() const {
     index_ranks();
-    const std::optional<HistoryDeparture> d = earliest_history_departure(
-        group_members_, [&](int64_t r) -> const CallHistory& { return activity(r).calls; });
+    const auto history = [&](int64_t r) -> const CallHistory& { return activity(r).calls; };
+    std::optional<HistoryDeparture> d = earliest_history_departure(group_members_, history);
+    // Without a group of three that tells, the ranks its groups join (a pipeline stage's dp x tp
+    // ranks) run one program too.
+    if (!d) d = earliest_history_departure(joined_by_groups(), history);
     if (!d) return {};
     // A skip between the last agreeing checkpoint and the first differing one (a skip right at
     // it precedes the call that differs).
@@ -399,13 +425,18 @@ class RootCause {
       if (in_window(t.calls_before_last)) return t.last;
       return std::nullopt;
     };
+    // What a skip log shows, and a probed second run adds.
+    const auto skipped = [&](int64_t r, const CallSite& site) {
+      const SkipLog& log = activity(r).skipped;
+      return log.skipped(site, -1) ||
+             std::any_of(log.probed().begin(), log.probed().end(),
+                         [&](const SkipLog::Probed& p) { return p.site == site; });
+    };
     const auto none_skipped = [&](const std::vector<int64_t>& ranks, const CallSite& site) {
-      return std::none_of(ranks.begin(), ranks.end(),
-                          [&](int64_t r) { return activity(r).skipped.skipped(site, -1); });
+      return std::none_of(ranks.begin(), ranks.end(), [&](int64_t r) { return skipped(r, site); });
     };
     const auto all_skipped = [&](const std::vector<int64_t>& ranks, const CallSite& site) {
-      return std::all_of(ranks.begin(), ranks.end(),
-                         [&](int64_t r) { return activity(r).skipped.skipped(site, -1); });
+      return std::all_of(ranks.begin(), ranks.end(), [&](int64_t r) { return skipped(r, site); });
     };
     // Calls the odd ones skipped and the majority made, and the other way round.
     std::optional<std::pair<CallSite, CollectiveOp>> odd_skip, peers_skip;
@@ -414,15 +445,33 @@ class RootCause {
         const std::optional<CallSite> site = skip_in_window(t);
         if (!odd_skip && site && none_skipped(d->peers, *site)) odd_skip.emplace(*site, t.call.op);
       }
+      // A second run's record of every skip in the window (SkipLog::probe).
+      for (const SkipLog::Probed& p : activity(o).skipped.probed()) {
+        if (!odd_skip && in_window(p.calls_before) && none_skipped(d->peers, p.site))
+          odd_skip.emplace(p.site, p.call.op);
+      }
     }
     for (const SkipLog::Tally& t : activity(d->peers.front()).skipped.tallies()) {
       const std::optional<CallSite> site = skip_in_window(t);
       if (!peers_skip && site && none_skipped(d->odd, *site) && all_skipped(d->peers, *site))
         peers_skip.emplace(*site, t.call.op);
     }
+    for (const SkipLog::Probed& p : activity(d->peers.front()).skipped.probed()) {
+      if (!peers_skip && in_window(p.calls_before) && none_skipped(d->odd, p.site) &&
+          all_skipped(d->peers, p.site))
+        peers_skip.emplace(p.site, p.call.op);
+    }
     // Both: two branches that each make a call (rank 0's broadcast and everyone else's), no fault.
-    if (odd_skip.has_value() == peers_skip.has_value()) return {};
-    const std::string dim = label_dim(r_.group_labels.at(d->group_id));
+    if (odd_skip.has_value() && peers_skip.has_value()) return {};
+    if (!odd_skip && !peers_skip) {
+      // The peers are probed too: a skip of theirs in the window is the program's rule.
+      Departure unnamed;
+      unnamed.probe = ProbeRequest{d->odd, d->agreed, d->differ};
+      unnamed.probe->ranks.insert(unnamed.probe->ranks.end(), d->peers.begin(), d->peers.end());
+      return unnamed;
+    }
+    const auto label = r_.group_labels.find(d->group_id);
+    const std::string dim = label == r_.group_labels.end() ? "" : label_dim(label->second);
     std::string peers = fmt::format("{} {}peers {}", d->odd.size() == 1 ? "its" : "their",
                                     dim.empty() ? "" : dim + " ", compact_ranks(d->peers));
     if (d->peers.size() > kPeersListed) peers += fmt::format(" ({} ranks)", d->peers.size());
@@ -430,11 +479,18 @@ class RootCause {
       const auto& [site, op] = *odd_skip;
       std::vector<int64_t> skippers;
       for (int64_t x : d->odd) {
-        if (activity(x).skipped.skipped(site, -1)) skippers.push_back(x);
+        if (skipped(x, site)) skippers.push_back(x);
       }
       return {fmt::format("{} skipped the {} at {} (`when` false), which {} called",
                           ranks_text(skippers), collective_op_name(op), site.text(), peers),
-              skippers, true, site.text(), peers};
+              skippers,
+              true,
+              site.text(),
+              peers,
+              {},
+              op == CollectiveOp::kSend || op == CollectiveOp::kRecv
+                  ? HangCause::kUnmatchedPointToPoint
+                  : HangCause::kMissingRank};
     }
     const auto& [site, op] = *peers_skip;
     return {fmt::format("{} called the {} at {}, which {} skipped (`when` false)",
@@ -442,7 +498,39 @@ class RootCause {
             d->odd,
             true,
             {},
-            peers};
+            peers,
+            {},
+            HangCause::kExtraCollective};
+  }
+
+  // The sets of ranks that collective groups join (union of every group's members), by the
+  // negative ids -1, -2, ... (no group has one), those of one rank left out.
+  std::map<int64_t, std::vector<int64_t>> joined_by_groups() const {
+    std::vector<int64_t> parent(r_.ranks.size());
+    for (size_t i = 0; i < parent.size(); ++i) parent[i] = static_cast<int64_t>(i);
+    const auto root = [&](int64_t x) {
+      while (parent[static_cast<size_t>(x)] != x) {
+        parent[static_cast<size_t>(x)] =
+            parent[static_cast<size_t>(parent[static_cast<size_t>(x)])];
+        x = parent[static_cast<size_t>(x)];
+      }
+      return x;
+    };
+    for (const auto& [group, members] : group_members_) {
+      for (int64_t m : members) {
+        const int64_t a = root(members.front()), b = root(m);
+        if (a != b) parent[static_cast<size_t>(std::max(a, b))] = std::min(a, b);
+      }
+    }
+    std::map<int64_t, std::vector<int64_t>> by_root;
+    for (size_t i = 0; i < parent.size(); ++i)
+      by_root[root(static_cast<int64_t>(i))].push_back(static_cast<int64_t>(i));
+    std::map<int64_t, std::vector<int64_t>> out;
+    int64_t id = -1;
+    for (auto& [r, members] : by_root) {
+      if (members.size() > 1) out[id--] = std::move(members);
+    }
+    return out;
   }
 
   // Collectives whose callers came from a step they skipped in earlier iterations (a `when` true
@@ -502,6 +590,19 @@ class RootCause {
         const SkipLog::Tally* best = nullptr;
         std::tuple<bool, bool, int64_t> best_key{true, true, 0};
         for (const SkipLog::Tally* t : activity(peer).skipped.with_peer(needed, me)) {
+          // One skip inside a stretch of runs, where few ranks have one: that skip alone.
+          if (t->isolated == 1 && isolated_is_rare(peer, *t)) {
+            SkipLog::Tally& one = isolated_.emplace_back(*t);
+            one.first = one.last = t->first_isolated;
+            one.calls_before_first = one.calls_before_last = t->calls_before_isolated;
+            one.count = 1;
+            const std::tuple<bool, bool, int64_t> key{false, false, 1};
+            if (best == nullptr || key < best_key) {
+              best = &one;
+              best_key = key;
+            }
+            continue;
+          }
           const bool unique = unique_among_peers(peer, *t);
           const bool odd = odd_skip(peer, t->first);
           if (!odd && !unique) continue;
@@ -515,7 +616,8 @@ class RootCause {
       } else {
         for (int64_t m : w.missing) {
           const SkipLog::Tally* t = activity(m).skipped.step(w.site, w.group_number);
-          if (t != nullptr && skipped_at(*t, w.site) && odd_skip(m, w.site))
+          if (t != nullptr && activity(m).skipped.skipped(w.site, w.group_number) &&
+              odd_skip(m, w.site))
             found.emplace_back(m, t, unique_among_peers(m, *t));
         }
       }
@@ -640,7 +742,7 @@ class RootCause {
         const CallSite& there = activity(other).site;
         if (other == rank || there.same_step(activity(rank).site)) continue;
         const SkipLog::Tally* t = activity(rank).skipped.step(there, -1);
-        if (t != nullptr && skipped_at(*t, there) && odd_skip(rank, there)) {
+        if (t != nullptr && activity(rank).skipped.skipped(there, -1) && odd_skip(rank, there)) {
           return {{rank},
                   fmt::format("rank {} skipped the {} at {} (`when` false)", rank,
                               collective_op_name(other_sig.op), there.text())};
@@ -1030,12 +1132,15 @@ class RootCause {
   }
 
   HangReport& r_;
+  bool cause_fixed_ = false;  // a departure named the cause; the sentences after it keep it
   std::set<int64_t> mentioned_;
   // Caches of the comparisons across ranks (filled as the sentences need them).
   mutable std::map<int32_t, SkipLog::Count> world_counts_;
   mutable bool indexed_ = false;
   mutable std::map<SkipKey, std::vector<int64_t>> skip_makers_;
   mutable std::map<StepKey, size_t> step_skippers_;
+  mutable std::map<StepKey, size_t> isolated_skippers_;
+  mutable std::deque<SkipLog::Tally> isolated_;  // one-skip tallies the stories point at
   mutable std::map<int64_t, std::vector<int64_t>> group_members_;
   mutable std::vector<std::vector<int64_t>> groups_of_;
   mutable std::map<std::tuple<std::vector<SkipKey>, SkipKey, std::vector<int64_t>>, bool>
@@ -1149,8 +1254,9 @@ HangReport analyze_hang(const std::vector<RankActivity>& activity, const Rendezv
   for (const SiteDivergence& d : report.divergences) label(d.group_id);
   for (const RankActivity& a : activity) {
     for (const CollectiveRecord& c : a.history.records()) label(c.group_id);
-    for (int64_t g : a.history.groups()) label(g);
   }
+  report.groups = rendezvous.collective_groups();
+  for (const auto& [id, members] : report.groups) label(id);
   report.legacy_cause = report.cause;
   RootCause(report).explain();  // may refine the cause (point to point)
   return report;

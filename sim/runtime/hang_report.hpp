@@ -49,6 +49,15 @@ std::string_view hang_cause_name(HangCause cause);
 enum class HangKind { kDeadlock, kDesync, kTimeout };
 std::string_view hang_kind_name(HangKind kind);
 
+// Ranks whose call histories depart from their peers' between two checkpoints, without a skip
+// the report could name there: a second run of the same scenario (deterministic) records their
+// skips in that window (SkipLog::probe).
+struct ProbeRequest {
+  std::vector<int64_t> ranks;
+  uint64_t from_calls = 0;
+  uint64_t to_calls = 0;
+};
+
 struct HangReport {
   HangKind kind = HangKind::kDeadlock;
   HangCause cause = HangCause::kMissingRank;
@@ -75,6 +84,10 @@ struct HangReport {
   // Whether the root cause was found before the hang (a departure from the other members' call
   // sites, or a call a `when` skipped): then `culprits` are the ranks that went wrong there.
   bool blamed_earlier = false;
+  // Set when a second run with these probes would name the departure (and none was probed yet).
+  std::optional<ProbeRequest> probe;
+  // The groups collectives were called on, with all their members.
+  std::vector<std::pair<int64_t, RankList>> groups;
   // What reports call the groups the flight recorders name, by id.
   std::map<int64_t, std::string> group_labels;
 

@@ -272,6 +272,14 @@ std::string Rendezvous::group_label(int64_t id) const {
   return sim::group_label(groups_, id, std::to_string(id));
 }
 
+std::vector<std::pair<int64_t, RankList>> Rendezvous::collective_groups() const {
+  std::vector<std::pair<int64_t, RankList>> out;
+  for (size_t i = 1; i < channels_.size(); ++i) {
+    if (channels_[i]) out.emplace_back(static_cast<int64_t>(i) - 1, channels_[i]->members);
+  }
+  return out;
+}
+
 std::optional<WaitInfo> Rendezvous::wait_of(int64_t rank) const {
   const Parked& p = parked_[static_cast<size_t>(rank)];
   if (p.meeting == nullptr || !world_.is_parked(rank)) return std::nullopt;

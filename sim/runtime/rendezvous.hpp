@@ -75,6 +75,9 @@ class Rendezvous {
   void set_group_table(const GroupTable* groups) { groups_ = groups; }
   // What reports call group `id` (group_label.hpp).
   std::string group_label(int64_t id) const;
+  // Every group a collective was called on (new_group's store left out), by id, with all its
+  // members, those that never called it too.
+  std::vector<std::pair<int64_t, RankList>> collective_groups() const;
 
   // Every meeting whose members disagreed, in the order the disagreement was seen (at most
   // kMaxDesyncs; each is a hang of its own, and they may be independent).

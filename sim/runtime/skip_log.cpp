@@ -2,26 +2,51 @@
 
 namespace meshsim::sim {
 
-void SkipLog::bump(const CallSite& site, bool skipped) {
-  if (site.step < 0) return;
+SkipLog::Trail* SkipLog::bump(const CallSite& site, bool skipped) {
+  if (site.step < 0) return nullptr;
   const auto i = static_cast<size_t>(site.step);
-  if (i >= counts_.size()) counts_.resize(i + 1);
+  if (i >= counts_.size()) {
+    counts_.resize(i + 1);
+    trails_.resize(i + 1);
+  }
   // A rank makes at most LoopMark::kMaxCount (2^24) loop passes: no count overflows.
   ++(skipped ? counts_[i].skipped : counts_[i].ran);
+  return &trails_[i];
+}
+
+void SkipLog::ran(const CallSite& site) {
+  Trail* trail = bump(site, false);
+  if (trail == nullptr) return;
+  if (trail->last_skipped && trail->skip_after_run && trail->tally >= 0) {
+    Tally& t = tallies_[static_cast<size_t>(trail->tally)];
+    if (t.isolated++ == 0) {
+      t.first_isolated = t.last;
+      t.calls_before_isolated = t.calls_before_last;
+    }
+  }
+  trail->last_skipped = false;
 }
 
 void SkipLog::add(const PlannedCall& call, const CallSite& site, uint64_t calls_before) {
-  bump(site, true);
-  for (Tally& t : tallies_) {
+  Trail* trail = bump(site, true);
+  if (trail != nullptr) *trail = {-1, true, !trail->last_skipped && count(site).ran > 0};
+  if (probe_ && calls_before >= probe_->first && calls_before <= probe_->second &&
+      probed_.size() < kMaxProbed) {
+    probed_.push_back({call, site, calls_before});
+  }
+  for (size_t i = 0; i < tallies_.size(); ++i) {
+    Tally& t = tallies_[i];
     if (t.first.same_step(site) && t.call.group_id == call.group_id && t.call.peer == call.peer) {
       t.last = site;
       t.calls_before_last = calls_before;
       ++t.count;
+      if (trail != nullptr) trail->tally = static_cast<int32_t>(i);
       return;
     }
   }
   if (tallies_.size() == kMaxTallies) return;
-  tallies_.push_back({call, site, site, 1, calls_before, calls_before});
+  if (trail != nullptr) trail->tally = static_cast<int32_t>(tallies_.size());
+  tallies_.push_back({call, site, site, 1, calls_before, calls_before, 0, {}, 0});
 }
 
 const SkipLog::Tally* SkipLog::step(const CallSite& site, int64_t group_id) const {
@@ -34,7 +59,7 @@ const SkipLog::Tally* SkipLog::step(const CallSite& site, int64_t group_id) cons
 bool SkipLog::skipped(const CallSite& site, int64_t group_id) const {
   const Tally* t = step(site, group_id);
   if (t == nullptr) return false;
-  if (skipped_at(*t, site)) return true;
+  if (skipped_at(*t, site) || (t->isolated > 0 && t->first_isolated == site)) return true;
   // Iterations of one step compare in loop order while the loops further out agree.
   const bool same_outer =
       t->first.outer_hash == site.outer_hash && t->last.outer_hash == site.outer_hash;

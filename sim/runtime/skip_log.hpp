@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "sim/runtime/call_site.hpp"
@@ -32,11 +33,16 @@ class SkipLog {
     int64_t count = 0;
     uint64_t calls_before_first = 0;  // the calls the rank had made (CallHistory) at each
     uint64_t calls_before_last = 0;
+    // Skips between two runs of the step (run, skip, run): a `when` false once inside a stretch
+    // of runs, which first and last do not show when the step's rule skips it elsewhere too.
+    int64_t isolated = 0;
+    CallSite first_isolated;  // the first of them
+    uint64_t calls_before_isolated = 0;
   };
 
   // The rank ran the communicating step at `site`, or skipped it (its `when` false) planning
   // `call`, having made `calls_before` calls.
-  void ran(const CallSite& site) { bump(site, false); }
+  void ran(const CallSite& site);
   void add(const PlannedCall& call, const CallSite& site, uint64_t calls_before);
   // Whether this rank skips the step at `site` more often than it runs it.
   bool usually_skips(const CallSite& site) const {
@@ -59,14 +65,35 @@ class SkipLog {
   // `group_id` (-1: any): it is the first or last skip kept, or lies between them on a rank that
   // never ran the step.
   bool skipped(const CallSite& site, int64_t group_id) const;
+  // Record every skip made with between `from` and `to` calls made (the window where a hang
+  // report found this rank's history departing from its peers'), up to kMaxProbed of them: a
+  // deterministic second run names the skip that tallies merged with others.
+  static constexpr size_t kMaxProbed = 64;
+  struct Probed {
+    PlannedCall call;
+    CallSite site;
+    uint64_t calls_before = 0;
+  };
+  void probe(uint64_t from, uint64_t to) { probe_ = {from, to}; }
+  const std::vector<Probed>& probed() const { return probed_; }
   // The skipped sends (op kSend) or recvs to `peer`, every step, in the order first skipped.
   std::vector<const Tally*> with_peer(CollectiveOp op, int64_t peer) const;
 
  private:
-  void bump(const CallSite& site, bool skipped);
+  // The last passes of one step: whether the latest was a skip that came right after a run, and
+  // its tally (whose `last` it is).
+  struct Trail {
+    int32_t tally = -1;  // -1: not kept
+    bool last_skipped = false;
+    bool skip_after_run = false;
+  };
+  Trail* bump(const CallSite& site, bool skipped);  // null for a call outside the program
 
   std::vector<Tally> tallies_;  // grows only as far as the rank skips
   std::vector<Count> counts_;   // by step index, up to the last communicating step run
+  std::vector<Trail> trails_;   // the same
+  std::optional<std::pair<uint64_t, uint64_t>> probe_;
+  std::vector<Probed> probed_;
 };
 
 // Whether `site` is one of the iterations a tally counted: its first or last (the ones kept).

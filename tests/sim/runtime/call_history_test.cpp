@@ -72,7 +72,8 @@ TEST_CASE("history departure: no majority, too few members, or no departure: non
   // Four programs (a pipeline's stages): each rank's calls come from steps of its own.
   std::vector<CallHistory> h(4);
   for (int32_t r = 0; r < 4; ++r) {
-    for (int32_t c = 0; c < 100; ++c) h[static_cast<size_t>(r)].add(site(r, c), CollectiveOp::kSend);
+    for (int32_t c = 0; c < 100; ++c)
+      h[static_cast<size_t>(r)].add(site(r, c), CollectiveOp::kSend);
   }
   const auto of = [&](int64_t r) -> const CallHistory& { return h[static_cast<size_t>(r)]; };
   CHECK_FALSE(earliest_history_departure({{0, {0, 1, 2, 3}}}, of));  // all differ
