@@ -197,14 +197,19 @@ class RootCause {
     if (indexed_) return;
     indexed_ = true;
     groups_of_.resize(r_.ranks.size());
-    // Groups short of the whole world: what WORLD joins runs many programs (a pipeline's).
+    // A rank's peers by group are those of groups short of WORLD (which joins every program of
+    // a pipeline); WORLD is still compared where it is the only group.
     for (const auto& [id, members] : r_.groups) {
-      if (members->size() < 2 || members->size() >= r_.ranks.size()) continue;
-      group_members_[id] = *members;
+      std::vector<int64_t>& in = group_members_[id];
       for (int64_t m : *members) {
-        if (m >= 0 && static_cast<size_t>(m) < r_.ranks.size())
-          groups_of_[static_cast<size_t>(m)].push_back(id);
+        if (m >= 0 && static_cast<size_t>(m) < r_.ranks.size()) in.push_back(m);
       }
+      if (in.size() < 2) {
+        group_members_.erase(id);
+        continue;
+      }
+      if (in.size() >= r_.ranks.size()) continue;
+      for (int64_t m : in) groups_of_[static_cast<size_t>(m)].push_back(id);
     }
     for (const HangReport::Rank& r : r_.ranks) {
       for (const SkipLog::Tally& u : r.activity.skipped.tallies()) {
@@ -408,21 +413,50 @@ class RootCause {
   // Blame by symmetry: members of a group whose call histories depart from the majority's (ranks
   // that run the same program), where the departure is a call they skipped and the majority made,
   // or made and the majority skipped.
+  // The earliest departure that names its call, else the earliest one a probe could name.
   Departure history_departure() const {
     index_ranks();
     const auto history = [&](int64_t r) -> const CallHistory& { return activity(r).calls; };
-    std::optional<HistoryDeparture> d = earliest_history_departure(group_members_, history);
+    // WORLD only where it is the one group (a data-parallel job): next to a mesh's groups, a
+    // rank alone in a branch is told by them (or by the hang) better.
+    std::map<int64_t, std::vector<int64_t>> compared;
+    for (const auto& [id, members] : group_members_) {
+      if (members.size() < r_.ranks.size()) compared.emplace(id, members);
+    }
+    if (compared.empty()) compared = group_members_;
+    std::vector<HistoryDeparture> found = history_departures(compared, history);
     // Without a group of three that tells, the ranks its groups join (a pipeline stage's dp x tp
     // ranks) run one program too.
-    if (!d) d = earliest_history_departure(joined_by_groups(), history);
-    if (!d) return {};
-    // A skip between the last agreeing checkpoint and the first differing one (a skip right at
-    // it precedes the call that differs).
+    if (found.empty()) found = history_departures(joined_by_groups(), history);
+    std::optional<ProbeRequest> probe;
+    for (const HistoryDeparture& d : found) {
+      Departure named = named_departure(d);
+      if (named.proven) return named;
+      if (!probe) probe = named.probe;
+    }
+    Departure unnamed;
+    unnamed.probe = probe;
+    return unnamed;
+  }
+
+  // What the odd members of `d` skipped and its majority made (or the other way round), between
+  // the last agreeing checkpoint and the first differing one; unnamed, a probe of that window.
+  Departure named_departure(const HistoryDeparture& dep) const {
+    const HistoryDeparture* d = &dep;
+    // Made with `agreed` to `differ - 1` calls, a skip comes before the call that differs; one
+    // right at `differ` is counted for telling two branches apart only.
     const auto in_window = [&](uint64_t calls) { return calls >= d->agreed && calls <= d->differ; };
-    // The iteration of a tally the window holds.
-    const auto skip_in_window = [&](const SkipLog::Tally& t) -> std::optional<CallSite> {
-      if (in_window(t.calls_before_first)) return t.first;
-      if (in_window(t.calls_before_last)) return t.last;
+    const auto strictly_in = [&](uint64_t calls) {
+      return calls >= d->agreed && calls < d->differ;
+    };
+    // The iteration of a tally the window holds, and whether it comes before the call that
+    // differs.
+    const auto skip_in_window =
+        [&](const SkipLog::Tally& t) -> std::optional<std::pair<CallSite, bool>> {
+      if (in_window(t.calls_before_first)) return {{t.first, strictly_in(t.calls_before_first)}};
+      if (t.isolated > 0 && in_window(t.calls_before_isolated))
+        return {{t.first_isolated, strictly_in(t.calls_before_isolated)}};
+      if (in_window(t.calls_before_last)) return {{t.last, strictly_in(t.calls_before_last)}};
       return std::nullopt;
     };
     // What a skip log shows, and a probed second run adds.
@@ -438,36 +472,50 @@ class RootCause {
     const auto all_skipped = [&](const std::vector<int64_t>& ranks, const CallSite& site) {
       return std::all_of(ranks.begin(), ranks.end(), [&](int64_t r) { return skipped(r, site); });
     };
-    // Calls the odd ones skipped and the majority made, and the other way round.
-    std::optional<std::pair<CallSite, CollectiveOp>> odd_skip, peers_skip;
+    // Calls the odd ones skipped and the majority made, and the other way round: any in the
+    // window tells two branches apart; the first before the differing call names it.
+    struct Found {
+      bool any = false;
+      std::optional<std::pair<CallSite, CollectiveOp>> named;
+      void add(const CallSite& site, CollectiveOp op, bool before) {
+        any = true;
+        if (before && !named) named.emplace(site, op);
+      }
+    };
+    Found odd_found, peers_found;
     for (int64_t o : d->odd) {
       for (const SkipLog::Tally& t : activity(o).skipped.tallies()) {
-        const std::optional<CallSite> site = skip_in_window(t);
-        if (!odd_skip && site && none_skipped(d->peers, *site)) odd_skip.emplace(*site, t.call.op);
+        if (const auto w = skip_in_window(t); w && none_skipped(d->peers, w->first))
+          odd_found.add(w->first, t.call.op, w->second);
       }
       // A second run's record of every skip in the window (SkipLog::probe).
       for (const SkipLog::Probed& p : activity(o).skipped.probed()) {
-        if (!odd_skip && in_window(p.calls_before) && none_skipped(d->peers, p.site))
-          odd_skip.emplace(p.site, p.call.op);
+        if (in_window(p.calls_before) && none_skipped(d->peers, p.site))
+          odd_found.add(p.site, p.call.op, strictly_in(p.calls_before));
       }
     }
-    for (const SkipLog::Tally& t : activity(d->peers.front()).skipped.tallies()) {
-      const std::optional<CallSite> site = skip_in_window(t);
-      if (!peers_skip && site && none_skipped(d->odd, *site) && all_skipped(d->peers, *site))
-        peers_skip.emplace(*site, t.call.op);
+    const SkipLog& first_peer = activity(d->peers.front()).skipped;
+    for (const SkipLog::Tally& t : first_peer.tallies()) {
+      if (const auto w = skip_in_window(t);
+          w && none_skipped(d->odd, w->first) && all_skipped(d->peers, w->first))
+        peers_found.add(w->first, t.call.op, w->second);
     }
-    for (const SkipLog::Probed& p : activity(d->peers.front()).skipped.probed()) {
-      if (!peers_skip && in_window(p.calls_before) && none_skipped(d->odd, p.site) &&
+    for (const SkipLog::Probed& p : first_peer.probed()) {
+      if (in_window(p.calls_before) && none_skipped(d->odd, p.site) &&
           all_skipped(d->peers, p.site))
-        peers_skip.emplace(p.site, p.call.op);
+        peers_found.add(p.site, p.call.op, strictly_in(p.calls_before));
     }
     // Both: two branches that each make a call (rank 0's broadcast and everyone else's), no fault.
-    if (odd_skip.has_value() && peers_skip.has_value()) return {};
+    if (odd_found.any && peers_found.any) return {};
+    const std::optional<std::pair<CallSite, CollectiveOp>>& odd_skip = odd_found.named;
+    const std::optional<std::pair<CallSite, CollectiveOp>>& peers_skip = peers_found.named;
     if (!odd_skip && !peers_skip) {
-      // The peers are probed too: a skip of theirs in the window is the program's rule.
+      // A few peers are probed too: a skip of theirs in the window is the program's rule.
       Departure unnamed;
       unnamed.probe = ProbeRequest{d->odd, d->agreed, d->differ};
-      unnamed.probe->ranks.insert(unnamed.probe->ranks.end(), d->peers.begin(), d->peers.end());
+      const size_t probed_peers = std::min(d->peers.size(), kPeersListed);
+      unnamed.probe->ranks.insert(unnamed.probe->ranks.end(), d->peers.begin(),
+                                  d->peers.begin() + static_cast<ptrdiff_t>(probed_peers));
       return unnamed;
     }
     const auto label = r_.group_labels.find(d->group_id);
@@ -477,12 +525,16 @@ class RootCause {
     if (d->peers.size() > kPeersListed) peers += fmt::format(" ({} ranks)", d->peers.size());
     if (odd_skip) {
       const auto& [site, op] = *odd_skip;
+      const bool from_probe = std::none_of(d->odd.begin(), d->odd.end(), [&](int64_t x) {
+        return activity(x).skipped.skipped(site, -1);
+      });
       std::vector<int64_t> skippers;
       for (int64_t x : d->odd) {
         if (skipped(x, site)) skippers.push_back(x);
       }
-      return {fmt::format("{} skipped the {} at {} (`when` false), which {} called",
-                          ranks_text(skippers), collective_op_name(op), site.text(), peers),
+      return {fmt::format("{} skipped the {} at {} (`when` false), which {} called{}",
+                          ranks_text(skippers), collective_op_name(op), site.text(), peers,
+                          from_probe ? " (found by a second run of the same schedule)" : ""),
               skippers,
               true,
               site.text(),
@@ -503,8 +555,8 @@ class RootCause {
             HangCause::kExtraCollective};
   }
 
-  // The sets of ranks that collective groups join (union of every group's members), by the
-  // negative ids -1, -2, ... (no group has one), those of one rank left out.
+  // The sets of ranks that collective groups short of WORLD join (union of their members), by
+  // negative ids (no group has one), those of one rank left out.
   std::map<int64_t, std::vector<int64_t>> joined_by_groups() const {
     std::vector<int64_t> parent(r_.ranks.size());
     for (size_t i = 0; i < parent.size(); ++i) parent[i] = static_cast<int64_t>(i);
@@ -517,6 +569,7 @@ class RootCause {
       return x;
     };
     for (const auto& [group, members] : group_members_) {
+      if (members.size() >= r_.ranks.size()) continue;  // WORLD joins every program
       for (int64_t m : members) {
         const int64_t a = root(members.front()), b = root(m);
         if (a != b) parent[static_cast<size_t>(std::max(a, b))] = std::min(a, b);
@@ -525,11 +578,14 @@ class RootCause {
     std::map<int64_t, std::vector<int64_t>> by_root;
     for (size_t i = 0; i < parent.size(); ++i)
       by_root[root(static_cast<int64_t>(i))].push_back(static_cast<int64_t>(i));
-    std::map<int64_t, std::vector<int64_t>> out;
-    int64_t id = -1;
+    std::vector<std::vector<int64_t>> sets;
     for (auto& [r, members] : by_root) {
-      if (members.size() > 1) out[id--] = std::move(members);
+      if (members.size() > 1) sets.push_back(std::move(members));
     }
+    // Ids in the order of the sets' lowest ranks: -n, ..., -1.
+    std::map<int64_t, std::vector<int64_t>> out;
+    for (size_t i = 0; i < sets.size(); ++i)
+      out[static_cast<int64_t>(i) - static_cast<int64_t>(sets.size())] = std::move(sets[i]);
     return out;
   }
 

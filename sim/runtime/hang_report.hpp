@@ -84,7 +84,7 @@ struct HangReport {
   // Whether the root cause was found before the hang (a departure from the other members' call
   // sites, or a call a `when` skipped): then `culprits` are the ranks that went wrong there.
   bool blamed_earlier = false;
-  // Set when a second run with these probes would name the departure (and none was probed yet).
+  // Set when a second run of the same schedule with these probes would name the departure.
   std::optional<ProbeRequest> probe;
   // The groups collectives were called on, with all their members.
   std::vector<std::pair<int64_t, RankList>> groups;

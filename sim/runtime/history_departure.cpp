@@ -47,6 +47,13 @@ std::optional<HistoryDeparture> departure_in(int64_t group_id, const std::vector
       continue;
     }
     if (2 * best_len <= hashes.size()) return std::nullopt;  // no majority: not one program
+    // The others must agree among themselves: two minorities (a pipeline group's first and last
+    // stage next to its middle ones) are several programs, not one departure.
+    const size_t other = best_start == 0 ? best_len : 0;
+    for (size_t i = 0; i < hashes.size(); ++i) {
+      const bool in_best = i >= best_start && i < best_start + best_len;
+      if (!in_best && hashes[i].first != hashes[other].first) return std::nullopt;
+    }
     HistoryDeparture d{group_id, {}, {}, agreed, calls};
     for (size_t i = 0; i < hashes.size(); ++i) {
       (i >= best_start && i < best_start + best_len ? d.peers : d.odd).push_back(hashes[i].second);
@@ -60,16 +67,20 @@ std::optional<HistoryDeparture> departure_in(int64_t group_id, const std::vector
 
 }  // namespace
 
-std::optional<HistoryDeparture> earliest_history_departure(
+std::vector<HistoryDeparture> history_departures(
     const std::map<int64_t, std::vector<int64_t>>& groups,
     const std::function<const CallHistory&(int64_t)>& history_of) {
-  std::optional<HistoryDeparture> earliest;
+  std::vector<HistoryDeparture> out;
   for (const auto& [id, members] : groups) {
     if (members.size() < 3) continue;
     std::optional<HistoryDeparture> d = departure_in(id, members, history_of);
-    if (d && (!earliest || d->agreed < earliest->agreed)) earliest = std::move(d);
+    if (!d) continue;
+    out.push_back(std::move(*d));
   }
-  return earliest;
+  std::stable_sort(
+      out.begin(), out.end(),
+      [](const HistoryDeparture& a, const HistoryDeparture& b) { return a.agreed < b.agreed; });
+  return out;
 }
 
 }  // namespace meshsim::sim

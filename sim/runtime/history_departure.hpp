@@ -1,7 +1,7 @@
-// Blame by symmetry: the members of a group in an SPMD job (a pipeline stage's dp peers, a pure
-// data-parallel world) run the same program, so their call histories agree call for call. The
-// first checkpoint where most members still agree and a few do not says who departed, and between
-// which calls; the hang report then names the step from what those ranks skipped.
+// Blame by symmetry: the members of a group in an SPMD job (a pipeline stage's dp peers, the
+// ranks of a data-parallel group) run the same program, so their call histories agree call for
+// call. The first checkpoint where most members still agree and a few do not says who departed, and
+// between which calls; the hang report then names the step from what those ranks skipped.
 #pragma once
 
 #include <cstdint>
@@ -22,9 +22,11 @@ struct HistoryDeparture {
   uint64_t differ = 0;         // by this many calls, the odd ones differ from the majority
 };
 
-// The earliest departure (fewest calls agreed, then lowest group) among `groups` (id -> members,
-// sorted; groups of fewer than three members cannot have a majority and are passed over).
-std::optional<HistoryDeparture> earliest_history_departure(
+// Every group's departure, earliest first (fewest calls agreed, then the order of `groups`), among
+// `groups` (id -> members, sorted). Groups of fewer than three members cannot have a majority;
+// where the members outside the majority do not agree among themselves either, the group runs
+// several programs (one rank per pipeline stage): both are passed over.
+std::vector<HistoryDeparture> history_departures(
     const std::map<int64_t, std::vector<int64_t>>& groups,
     const std::function<const CallHistory&(int64_t)>& history_of);
 

@@ -1,5 +1,7 @@
 #include "sim/runtime/skip_log.hpp"
 
+#include <algorithm>
+
 namespace meshsim::sim {
 
 SkipLog::Trail* SkipLog::bump(const CallSite& site, bool skipped) {
@@ -11,7 +13,15 @@ SkipLog::Trail* SkipLog::bump(const CallSite& site, bool skipped) {
   }
   // A rank makes at most LoopMark::kMaxCount (2^24) loop passes: no count overflows.
   ++(skipped ? counts_[i].skipped : counts_[i].ran);
-  return &trails_[i];
+  // A new pass of the outer loops starts the trail again: the innermost loop's first skip is not
+  // between two runs of it.
+  const size_t shown = std::min(site.depth(), CallSite::kShownDepth);
+  uint64_t outer = site.outer_hash;
+  for (size_t k = 0; k + 1 < shown; ++k)
+    outer = CallSite::mix(outer, static_cast<uint32_t>(site.iterations[k]));
+  Trail& trail = trails_[i];
+  if (trail.outer != outer) trail = {outer, -1, false, false, false};
+  return &trail;
 }
 
 void SkipLog::ran(const CallSite& site) {
@@ -25,11 +35,12 @@ void SkipLog::ran(const CallSite& site) {
     }
   }
   trail->last_skipped = false;
+  trail->last_ran = true;
 }
 
 void SkipLog::add(const PlannedCall& call, const CallSite& site, uint64_t calls_before) {
   Trail* trail = bump(site, true);
-  if (trail != nullptr) *trail = {-1, true, !trail->last_skipped && count(site).ran > 0};
+  if (trail != nullptr) *trail = {trail->outer, -1, false, true, trail->last_ran};
   if (probe_ && calls_before >= probe_->first && calls_before <= probe_->second &&
       probed_.size() < kMaxProbed) {
     probed_.push_back({call, site, calls_before});

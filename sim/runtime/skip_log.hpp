@@ -80,10 +80,12 @@ class SkipLog {
   std::vector<const Tally*> with_peer(CollectiveOp op, int64_t peer) const;
 
  private:
-  // The last passes of one step: whether the latest was a skip that came right after a run, and
-  // its tally (whose `last` it is).
+  // The last passes of one step in one pass of its outer loops: whether the latest was a skip
+  // that came right after a run, and its tally (whose `last` it is).
   struct Trail {
+    uint64_t outer = 0;  // the iterations of the loops around the innermost, hashed
     int32_t tally = -1;  // -1: not kept
+    bool last_ran = false;
     bool last_skipped = false;
     bool skip_after_run = false;
   };

@@ -46,7 +46,9 @@ TEST_CASE("call history: checkpoints cover the whole history as it grows", "[sim
       if (const auto a = shorter.hash_at(c)) CHECK(*a == *h.hash_at(c));
     }
   }
-  CHECK(history(10).hash_at(10) != history(10, 3).hash_at(10));
+  // Nine calls with one left out are not the first nine.
+  REQUIRE(history(10, 3).count() == 9);
+  CHECK(history(10, 3).hash_at(9) != history(9).hash_at(9));
   CHECK(history(0).hash_at(1) == std::nullopt);
 }
 
@@ -55,9 +57,10 @@ TEST_CASE("history departure: the member that left a call out, and where", "[sim
     std::vector<CallHistory> h;
     for (int64_t r = 0; r < 4; ++r) h.push_back(history(1000, r == 2 ? skip : -1));
     const std::map<int64_t, std::vector<int64_t>> groups{{7, {0, 1, 2, 3}}};
-    const auto d = earliest_history_departure(
+    const auto all = history_departures(
         groups, [&](int64_t r) -> const CallHistory& { return h[static_cast<size_t>(r)]; });
-    REQUIRE(d);
+    REQUIRE(all.size() == 1);
+    const HistoryDeparture* d = &all.front();
     CHECK(d->group_id == 7);
     CHECK(d->odd == std::vector<int64_t>{2});
     CHECK(d->peers == std::vector<int64_t>{0, 1, 3});
@@ -76,13 +79,20 @@ TEST_CASE("history departure: no majority, too few members, or no departure: non
       h[static_cast<size_t>(r)].add(site(r, c), CollectiveOp::kSend);
   }
   const auto of = [&](int64_t r) -> const CallHistory& { return h[static_cast<size_t>(r)]; };
-  CHECK_FALSE(earliest_history_departure({{0, {0, 1, 2, 3}}}, of));  // all differ
+  CHECK(history_departures({{0, {0, 1, 2, 3}}}, of).empty());  // all differ
   std::vector<CallHistory> two{history(100), history(100, 4)};
-  CHECK_FALSE(earliest_history_departure({{0, {0, 1}}}, [&](int64_t r) -> const CallHistory& {
-    return two[static_cast<size_t>(r)];
-  }));  // two members: no majority
+  CHECK(history_departures({{0, {0, 1}}}, [&](int64_t r) -> const CallHistory& {
+          return two[static_cast<size_t>(r)];
+        }).empty());  // two members: no majority
   std::vector<CallHistory> same{history(100), history(40), history(100)};
-  CHECK_FALSE(earliest_history_departure({{0, {0, 1, 2}}}, [&](int64_t r) -> const CallHistory& {
-    return same[static_cast<size_t>(r)];
-  }));  // a member that stopped early agrees on what it did
+  CHECK(history_departures({{0, {0, 1, 2}}}, [&](int64_t r) -> const CallHistory& {
+          return same[static_cast<size_t>(r)];
+        }).empty());  // a member that stopped early agrees on what it did
+  // One rank per pipeline stage: the middle stages agree, the first and last differ from them
+  // and from each other.
+  std::vector<CallHistory> stages{history(100, 0), history(100), history(100), history(100),
+                                  history(100, 1)};
+  CHECK(history_departures({{0, {0, 1, 2, 3, 4}}}, [&](int64_t r) -> const CallHistory& {
+          return stages[static_cast<size_t>(r)];
+        }).empty());
 }
