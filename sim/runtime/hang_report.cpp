@@ -524,7 +524,8 @@ class RootCause {
                                     dim.empty() ? "" : dim + " ", compact_ranks(d->peers));
     if (d->peers.size() > kPeersListed) peers += fmt::format(" ({} ranks)", d->peers.size());
     if (odd_skip) {
-      const auto& [site, op] = *odd_skip;
+      const CallSite& site = odd_skip->first;
+      const CollectiveOp op = odd_skip->second;
       const bool from_probe = std::none_of(d->odd.begin(), d->odd.end(), [&](int64_t x) {
         return activity(x).skipped.skipped(site, -1);
       });
@@ -544,7 +545,8 @@ class RootCause {
                   ? HangCause::kUnmatchedPointToPoint
                   : HangCause::kMissingRank};
     }
-    const auto& [site, op] = *peers_skip;
+    const CallSite& site = peers_skip->first;
+    const CollectiveOp op = peers_skip->second;
     return {fmt::format("{} called the {} at {}, which {} skipped (`when` false)",
                         ranks_text(d->odd), collective_op_name(op), site.text(), peers),
             d->odd,
