@@ -203,8 +203,7 @@ ScenarioResult run_once(const Scenario& scenario, const RunOptions& options,
   if (options.probe) {
     for (int64_t r : options.probe->ranks) {
       if (r >= 0 && static_cast<size_t>(r) < n)
-        activity[static_cast<size_t>(r)].skipped.probe(options.probe->from_calls,
-                                                       options.probe->to_calls);
+        activity[static_cast<size_t>(r)].skipped.probe(options.probe->from_calls);
     }
   }
   BackendOptions backend;

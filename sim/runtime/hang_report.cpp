@@ -62,6 +62,8 @@ class RootCause {
                : departure.line);
       blame(departure.odd);
     } else if (by_peers.proven) {
+      // Not named for sure: a second run, where the runner makes one, tells.
+      r_.probe = by_peers.probe;
       say(by_peers.line);
       blame(by_peers.odd);
       // What followed (a head-to-head recv, say) does not rename it.
@@ -215,17 +217,18 @@ class RootCause {
       for (const SkipLog::Tally& u : r.activity.skipped.tallies()) {
         skip_makers_[key_of(r.rank, u)].push_back(r.rank);
         ++step_skippers_[step_key_of(r.rank, u)];
-        if (u.isolated > 0) ++isolated_skippers_[step_key_of(r.rank, u)];
+        if (u.isolated > 0) {
+          ++isolated_skippers_[step_key_of(r.rank, u)];
+          isolated_makers_[step_key_of(r.rank, u)].push_back(r.rank);
+        }
       }
     }
   }
-  // Whether no rank that runs `rank`'s program (the ranks that share most of its other skips:
-  // its dp and tp peers in a pipeline stage; without other skips, the members of its collective
-  // groups) made skip `t`, while some such rank exists. Ranks with the same skips get the same
-  // answer, computed once.
-  bool unique_among_peers(int64_t rank, const SkipLog::Tally& t) const {
+  // The other ranks that run `rank`'s program, as far as its skips other than `t` tell: those that
+  // share most of them (its dp and tp peers in a pipeline stage), or without other skips the
+  // members of its collective groups. Ranks with the same other skips get one set, computed once.
+  const std::set<int64_t>& program_peers(int64_t rank, const SkipLog::Tally& t) const {
     index_ranks();
-    const SkipKey mine = key_of(rank, t);
     std::vector<SkipKey> others;
     for (const SkipLog::Tally& m : activity(rank).skipped.tallies()) {
       if (&m != &t) others.push_back(key_of(rank, m));
@@ -233,17 +236,18 @@ class RootCause {
     std::sort(others.begin(), others.end());
     others.erase(std::unique(others.begin(), others.end()), others.end());
     const std::vector<int64_t>& groups = groups_of_[static_cast<size_t>(rank)];
-    auto memo_key = std::tuple(others, mine, others.empty() ? groups : std::vector<int64_t>{});
-    if (const auto it = unique_memo_.find(memo_key); it != unique_memo_.end()) return it->second;
+    auto memo_key = std::pair(others, others.empty() ? groups : std::vector<int64_t>{});
+    const auto [it, fresh] = peers_memo_.try_emplace(std::move(memo_key));
+    if (!fresh) return it->second;
     std::map<int64_t, size_t> common;
-    for (const SkipKey& k : others) {
+    for (const SkipKey& k : it->first.first) {
       for (int64_t r : skip_makers_[k]) {
         if (r != rank) ++common[r];
       }
     }
     size_t best = 0;
     for (const auto& [r, n] : common) best = std::max(best, n);
-    std::set<int64_t> peers;
+    std::set<int64_t>& peers = it->second;
     for (const auto& [r, n] : common) {
       if (best > 0 && n == best) peers.insert(r);
     }
@@ -254,12 +258,22 @@ class RootCause {
         }
       }
     }
-    const std::vector<int64_t>& makers = skip_makers_[mine];
-    const bool made = std::any_of(makers.begin(), makers.end(),
-                                  [&](int64_t r) { return r != rank && peers.contains(r); });
-    const bool unique = !peers.empty() && !made;
-    unique_memo_.emplace(std::move(memo_key), unique);
-    return unique;
+    return peers;
+  }
+  // Whether none of `rank`'s program peers (program_peers) made skip `t`, while it has some.
+  bool unique_among_peers(int64_t rank, const SkipLog::Tally& t) const {
+    return made_by_none_of_its_peers(rank, t, skip_makers_[key_of(rank, t)]);
+  }
+  // Whether none of `rank`'s program peers skipped the step of `t` between two runs of it.
+  bool isolated_unique_among_peers(int64_t rank, const SkipLog::Tally& t) const {
+    index_ranks();
+    return made_by_none_of_its_peers(rank, t, isolated_makers_[step_key_of(rank, t)]);
+  }
+  bool made_by_none_of_its_peers(int64_t rank, const SkipLog::Tally& t,
+                                 const std::vector<int64_t>& makers) const {
+    const std::set<int64_t>& peers = program_peers(rank, t);
+    return !peers.empty() &&
+           std::none_of(makers.begin(), makers.end(), [&](int64_t r) { return peers.contains(r); });
   }
   // A call that is not the step's rule: the rank usually skips the step, or most of the world
   // does (an extra call in the first iteration).
@@ -301,7 +315,8 @@ class RootCause {
     bool proven = false;       // they skipped another member's call, or made one they usually skip
     std::string skipped;       // the call site they skipped, when that is the verdict
     std::string peers;         // "its dp peers 17, 21, 23": who made that call (by symmetry)
-    std::optional<ProbeRequest> probe;          // a departure by symmetry the skip logs cannot name
+    // A departure by symmetry the skip logs cannot name, or not for sure: what to probe.
+    std::optional<ProbeRequest> probe;
     HangCause cause = HangCause::kMissingRank;  // what the departure makes of a deadlock
   };
   Departure first_departure() const {
@@ -440,31 +455,37 @@ class RootCause {
   }
 
   // What the odd members of `d` skipped and its majority made (or the other way round), between
-  // the last agreeing checkpoint and the first differing one; unnamed, a probe of that window.
+  // the last agreeing checkpoint and the first differing one; unnamed or not for sure, with a
+  // probe from the last agreeing one.
   Departure named_departure(const HistoryDeparture& dep) const {
-    const HistoryDeparture* d = &dep;
+    std::optional<HistoryDeparture> split;
+    if (dep.open_tail() && !(split = split_open_tail(dep))) return {};
+    const HistoryDeparture* d = split ? &*split : &dep;
     // Made with `agreed` to `differ - 1` calls, a skip comes before the call that differs; one
     // right at `differ` is counted for telling two branches apart only.
     const auto in_window = [&](uint64_t calls) { return calls >= d->agreed && calls <= d->differ; };
     const auto strictly_in = [&](uint64_t calls) {
       return calls >= d->agreed && calls < d->differ;
     };
-    // The iteration of a tally the window holds, and whether it comes before the call that
-    // differs.
-    const auto skip_in_window =
-        [&](const SkipLog::Tally& t) -> std::optional<std::pair<CallSite, bool>> {
-      if (in_window(t.calls_before_first)) return {{t.first, strictly_in(t.calls_before_first)}};
+    // The iteration of a tally the window holds, the calls made before it, and whether it comes
+    // before the call that differs.
+    struct InWindow {
+      CallSite site;
+      uint64_t calls = 0;
+      bool before = false;
+    };
+    const auto skip_in_window = [&](const SkipLog::Tally& t) -> std::optional<InWindow> {
+      if (in_window(t.calls_before_first))
+        return InWindow{t.first, t.calls_before_first, strictly_in(t.calls_before_first)};
       if (t.isolated > 0 && in_window(t.calls_before_isolated))
-        return {{t.first_isolated, strictly_in(t.calls_before_isolated)}};
-      if (in_window(t.calls_before_last)) return {{t.last, strictly_in(t.calls_before_last)}};
+        return InWindow{t.first_isolated, t.calls_before_isolated,
+                        strictly_in(t.calls_before_isolated)};
+      if (in_window(t.calls_before_last))
+        return InWindow{t.last, t.calls_before_last, strictly_in(t.calls_before_last)};
       return std::nullopt;
     };
-    // What a skip log shows, and a probed second run adds.
     const auto skipped = [&](int64_t r, const CallSite& site) {
-      const SkipLog& log = activity(r).skipped;
-      return log.skipped(site, -1) ||
-             std::any_of(log.probed().begin(), log.probed().end(),
-                         [&](const SkipLog::Probed& p) { return p.site == site; });
+      return activity(r).skipped.skipped_or_probed(site);
     };
     const auto none_skipped = [&](const std::vector<int64_t>& ranks, const CallSite& site) {
       return std::none_of(ranks.begin(), ranks.end(), [&](int64_t r) { return skipped(r, site); });
@@ -472,63 +493,82 @@ class RootCause {
     const auto all_skipped = [&](const std::vector<int64_t>& ranks, const CallSite& site) {
       return std::all_of(ranks.begin(), ranks.end(), [&](int64_t r) { return skipped(r, site); });
     };
+    const auto all_surely_ran = [&](const std::vector<int64_t>& ranks, const CallSite& site) {
+      return std::all_of(ranks.begin(), ranks.end(), [&](int64_t r) {
+        return activity(r).skipped.surely_ran(site, d->agreed);
+      });
+    };
     // Calls the odd ones skipped and the majority made, and the other way round: any in the
-    // window tells two branches apart; the first before the differing call names it.
+    // window tells two branches apart. The one named comes before the differing call: one the
+    // others surely made (skip logs merge the middle of a tally), the earliest.
     struct Found {
+      struct Call {
+        CallSite site;
+        CollectiveOp op = CollectiveOp::kBarrier;
+        uint64_t calls = 0;
+        bool sure = false;
+      };
       bool any = false;
-      std::optional<std::pair<CallSite, CollectiveOp>> named;
-      void add(const CallSite& site, CollectiveOp op, bool before) {
+      std::optional<Call> named;
+      void add(const Call& c, bool before) {
         any = true;
-        if (before && !named) named.emplace(site, op);
+        if (!before) return;
+        if (!named || (c.sure && !named->sure) || (c.sure == named->sure && c.calls < named->calls))
+          named = c;
       }
     };
     Found odd_found, peers_found;
     for (int64_t o : d->odd) {
       for (const SkipLog::Tally& t : activity(o).skipped.tallies()) {
-        if (const auto w = skip_in_window(t); w && none_skipped(d->peers, w->first))
-          odd_found.add(w->first, t.call.op, w->second);
+        if (const auto w = skip_in_window(t); w && none_skipped(d->peers, w->site))
+          odd_found.add({w->site, t.call.op, w->calls, all_surely_ran(d->peers, w->site)},
+                        w->before);
       }
       // A second run's record of every skip in the window (SkipLog::probe).
       for (const SkipLog::Probed& p : activity(o).skipped.probed()) {
         if (in_window(p.calls_before) && none_skipped(d->peers, p.site))
-          odd_found.add(p.site, p.call.op, strictly_in(p.calls_before));
+          odd_found.add({p.site, p.call.op, p.calls_before, all_surely_ran(d->peers, p.site)},
+                        strictly_in(p.calls_before));
       }
     }
     const SkipLog& first_peer = activity(d->peers.front()).skipped;
     for (const SkipLog::Tally& t : first_peer.tallies()) {
       if (const auto w = skip_in_window(t);
-          w && none_skipped(d->odd, w->first) && all_skipped(d->peers, w->first))
-        peers_found.add(w->first, t.call.op, w->second);
+          w && none_skipped(d->odd, w->site) && all_skipped(d->peers, w->site))
+        peers_found.add({w->site, t.call.op, w->calls, all_surely_ran(d->odd, w->site)}, w->before);
     }
     for (const SkipLog::Probed& p : first_peer.probed()) {
       if (in_window(p.calls_before) && none_skipped(d->odd, p.site) &&
           all_skipped(d->peers, p.site))
-        peers_found.add(p.site, p.call.op, strictly_in(p.calls_before));
+        peers_found.add({p.site, p.call.op, p.calls_before, all_surely_ran(d->odd, p.site)},
+                        strictly_in(p.calls_before));
     }
     // Both: two branches that each make a call (rank 0's broadcast and everyone else's), no fault.
     if (odd_found.any && peers_found.any) return {};
-    const std::optional<std::pair<CallSite, CollectiveOp>>& odd_skip = odd_found.named;
-    const std::optional<std::pair<CallSite, CollectiveOp>>& peers_skip = peers_found.named;
+    const std::optional<Found::Call>& odd_skip = odd_found.named;
+    const std::optional<Found::Call>& peers_skip = peers_found.named;
+    // Where the skip logs cannot name the call, or not for sure, a second run records the skips
+    // of the odd ones and of a few peers (a skip of theirs is the program's rule) from `agreed`.
+    ProbeRequest probe{d->odd, d->agreed};
+    const size_t probed_peers = std::min(d->peers.size(), kPeersListed);
+    probe.ranks.insert(probe.ranks.end(), d->peers.begin(),
+                       d->peers.begin() + static_cast<ptrdiff_t>(probed_peers));
     if (!odd_skip && !peers_skip) {
-      // A few peers are probed too: a skip of theirs in the window is the program's rule.
       Departure unnamed;
-      unnamed.probe = ProbeRequest{d->odd, d->agreed, d->differ};
-      const size_t probed_peers = std::min(d->peers.size(), kPeersListed);
-      unnamed.probe->ranks.insert(unnamed.probe->ranks.end(), d->peers.begin(),
-                                  d->peers.begin() + static_cast<ptrdiff_t>(probed_peers));
+      unnamed.probe = std::move(probe);
       return unnamed;
     }
+    const bool sure = odd_skip ? odd_skip->sure : peers_skip->sure;
     const auto label = r_.group_labels.find(d->group_id);
     const std::string dim = label == r_.group_labels.end() ? "" : label_dim(label->second);
     std::string peers = fmt::format("{} {}peers {}", d->odd.size() == 1 ? "its" : "their",
                                     dim.empty() ? "" : dim + " ", compact_ranks(d->peers));
     if (d->peers.size() > kPeersListed) peers += fmt::format(" ({} ranks)", d->peers.size());
     if (odd_skip) {
-      const CallSite& site = odd_skip->first;
-      const CollectiveOp op = odd_skip->second;
-      const bool from_probe = std::none_of(d->odd.begin(), d->odd.end(), [&](int64_t x) {
-        return activity(x).skipped.skipped(site, -1);
-      });
+      const CallSite& site = odd_skip->site;
+      const CollectiveOp op = odd_skip->op;
+      const bool from_probe = std::any_of(d->odd.begin(), d->odd.end(),
+                                          [&](int64_t x) { return activity(x).skipped.probing(); });
       std::vector<int64_t> skippers;
       for (int64_t x : d->odd) {
         if (skipped(x, site)) skippers.push_back(x);
@@ -540,21 +580,52 @@ class RootCause {
               true,
               site.text(),
               peers,
-              {},
+              sure ? std::nullopt : std::optional(probe),
               op == CollectiveOp::kSend || op == CollectiveOp::kRecv
                   ? HangCause::kUnmatchedPointToPoint
                   : HangCause::kMissingRank};
     }
-    const CallSite& site = peers_skip->first;
-    const CollectiveOp op = peers_skip->second;
+    const CallSite& site = peers_skip->site;
+    const CollectiveOp op = peers_skip->op;
     return {fmt::format("{} called the {} at {}, which {} skipped (`when` false)",
                         ranks_text(d->odd), collective_op_name(op), site.text(), peers),
             d->odd,
             true,
             {},
             peers,
-            {},
+            sure ? std::nullopt : std::optional(probe),
             HangCause::kExtraCollective};
+  }
+
+  // The odd members of an open tail: the few with a skip after the last agreeing checkpoint at a
+  // call site that every other member went past and surely ran (the earliest such skip).
+  std::optional<HistoryDeparture> split_open_tail(const HistoryDeparture& tail) const {
+    const auto made = [&](int64_t r) { return activity(r).calls.count(); };
+    std::optional<std::pair<uint64_t, CallSite>> earliest;
+    const auto consider = [&](int64_t m, const CallSite& site, uint64_t calls_before) {
+      if (calls_before < tail.agreed || (earliest && earliest->first <= calls_before)) return;
+      const bool others_passed = std::all_of(tail.peers.begin(), tail.peers.end(), [&](int64_t o) {
+        return o == m ||
+               (made(o) > calls_before && activity(o).skipped.surely_ran(site, tail.agreed));
+      });
+      if (others_passed) earliest.emplace(calls_before, site);
+    };
+    for (int64_t m : tail.peers) {
+      for (const SkipLog::Tally& t : activity(m).skipped.tallies()) {
+        consider(m, t.first, t.calls_before_first);
+        if (t.isolated > 0) consider(m, t.first_isolated, t.calls_before_isolated);
+        consider(m, t.last, t.calls_before_last);
+      }
+    }
+    if (!earliest) return std::nullopt;
+    HistoryDeparture split{tail.group_id, {}, {}, tail.agreed, 0};
+    for (int64_t m : tail.peers) {
+      const bool skipper = activity(m).skipped.skipped_or_probed(earliest->second);
+      (skipper ? split.odd : split.peers).push_back(m);
+      if (skipper) split.differ = std::max(split.differ, made(m) + 1);
+    }
+    if (2 * split.odd.size() >= tail.peers.size()) return std::nullopt;
+    return split;
   }
 
   // The sets of ranks that collective groups short of WORLD join (union of their members), by
@@ -649,7 +720,8 @@ class RootCause {
         std::tuple<bool, bool, int64_t> best_key{true, true, 0};
         for (const SkipLog::Tally* t : activity(peer).skipped.with_peer(needed, me)) {
           // One skip inside a stretch of runs, where few ranks have one: that skip alone.
-          if (t->isolated == 1 && isolated_is_rare(peer, *t)) {
+          if (t->isolated == 1 &&
+              (isolated_is_rare(peer, *t) || isolated_unique_among_peers(peer, *t))) {
             SkipLog::Tally& one = isolated_.emplace_back(*t);
             one.first = one.last = t->first_isolated;
             one.calls_before_first = one.calls_before_last = t->calls_before_isolated;
@@ -1198,11 +1270,12 @@ class RootCause {
   mutable std::map<SkipKey, std::vector<int64_t>> skip_makers_;
   mutable std::map<StepKey, size_t> step_skippers_;
   mutable std::map<StepKey, size_t> isolated_skippers_;
+  mutable std::map<StepKey, std::vector<int64_t>> isolated_makers_;
   mutable std::deque<SkipLog::Tally> isolated_;  // one-skip tallies the stories point at
   mutable std::map<int64_t, std::vector<int64_t>> group_members_;
   mutable std::vector<std::vector<int64_t>> groups_of_;
-  mutable std::map<std::tuple<std::vector<SkipKey>, SkipKey, std::vector<int64_t>>, bool>
-      unique_memo_;  // ranks the sentences so far name
+  mutable std::map<std::pair<std::vector<SkipKey>, std::vector<int64_t>>, std::set<int64_t>>
+      peers_memo_;
 };
 
 }  // namespace

@@ -49,13 +49,12 @@ std::string_view hang_cause_name(HangCause cause);
 enum class HangKind { kDeadlock, kDesync, kTimeout };
 std::string_view hang_kind_name(HangKind kind);
 
-// Ranks whose call histories depart from their peers' between two checkpoints, without a skip
-// the report could name there: a second run of the same scenario (deterministic) records their
-// skips in that window (SkipLog::probe).
+// Ranks whose call histories depart from their peers' after a checkpoint, without a skip the
+// report could name for sure: a second run of the same scenario (deterministic) records their
+// skips from there on (SkipLog::probe).
 struct ProbeRequest {
   std::vector<int64_t> ranks;
   uint64_t from_calls = 0;
-  uint64_t to_calls = 0;
 };
 
 struct HangReport {

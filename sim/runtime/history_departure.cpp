@@ -21,6 +21,7 @@ std::optional<HistoryDeparture> departure_in(int64_t group_id, const std::vector
   for (uint64_t c = stride; c <= fewest; c += stride) points.push_back(c);
   if (points.empty() || points.back() != fewest) points.push_back(fewest);
   uint64_t agreed = 0;
+  bool unheld_after_agreed = false;
   std::vector<std::pair<uint64_t, int64_t>> hashes(members.size());
   for (const uint64_t calls : points) {
     bool held = true;
@@ -29,7 +30,11 @@ std::optional<HistoryDeparture> departure_in(int64_t group_id, const std::vector
       held = h.has_value();
       if (held) hashes[i] = {*h, members[i]};
     }
-    if (!held) continue;
+    if (!held) {
+      unheld_after_agreed = true;
+      continue;
+    }
+    unheld_after_agreed = false;
     std::sort(hashes.begin(), hashes.end());
     // The largest run of equal hashes (the first such run on ties).
     size_t best_start = 0, best_len = 0;
@@ -60,6 +65,13 @@ std::optional<HistoryDeparture> departure_in(int64_t group_id, const std::vector
     }
     std::sort(d.odd.begin(), d.odd.end());
     std::sort(d.peers.begin(), d.peers.end());
+    return d;
+  }
+  // Members far ahead keep only coarse checkpoints: after the last agreeing one, none every member
+  // holds may remain. The calls after it are an open tail, split by what the members skipped.
+  if (unheld_after_agreed) {
+    HistoryDeparture d{group_id, {}, members, agreed, 0};
+    for (int64_t m : members) d.differ = std::max(d.differ, of(m).count());
     return d;
   }
   return std::nullopt;

@@ -16,10 +16,13 @@ namespace meshsim::sim {
 
 struct HistoryDeparture {
   int64_t group_id = 0;
-  std::vector<int64_t> odd;    // the members whose histories depart
-  std::vector<int64_t> peers;  // the majority, whose histories agree
+  // The members whose histories depart; none in an open tail (`agreed` is the last checkpoint
+  // every member holds, and the odd ones are to be told by their skips after it).
+  std::vector<int64_t> odd;
+  std::vector<int64_t> peers;  // the majority, whose histories agree (every member in a tail)
   uint64_t agreed = 0;         // calls every member made alike
-  uint64_t differ = 0;         // by this many calls, the odd ones differ from the majority
+  uint64_t differ = 0;         // by this many calls, the odd ones differ (a tail: the most made)
+  bool open_tail() const { return odd.empty(); }
 };
 
 // Every group's departure, earliest first (fewest calls agreed, then the order of `groups`), among

@@ -41,8 +41,7 @@ void SkipLog::ran(const CallSite& site) {
 void SkipLog::add(const PlannedCall& call, const CallSite& site, uint64_t calls_before) {
   Trail* trail = bump(site, true);
   if (trail != nullptr) *trail = {trail->outer, -1, false, true, trail->last_ran};
-  if (probe_ && calls_before >= probe_->first && calls_before <= probe_->second &&
-      probed_.size() < kMaxProbed) {
+  if (probe_ && calls_before >= *probe_ && probed_.size() < kMaxProbed) {
     probed_.push_back({call, site, calls_before});
   }
   for (size_t i = 0; i < tallies_.size(); ++i) {
@@ -76,6 +75,26 @@ bool SkipLog::skipped(const CallSite& site, int64_t group_id) const {
       t->first.outer_hash == site.outer_hash && t->last.outer_hash == site.outer_hash;
   return count(site).ran == 0 && same_outer && t->first.iterations <= site.iterations &&
          site.iterations <= t->last.iterations;
+}
+
+bool SkipLog::skipped_or_probed(const CallSite& site) const {
+  return skipped(site, -1) || std::any_of(probed_.begin(), probed_.end(),
+                                          [&](const Probed& p) { return p.site == site; });
+}
+
+bool SkipLog::surely_ran(const CallSite& site, uint64_t after_calls) const {
+  const Count c = count(site);
+  if (c.skipped == 0) return true;
+  if (probe_ && *probe_ <= after_calls && probed_.size() < kMaxProbed) {
+    return std::none_of(probed_.begin(), probed_.end(),
+                        [&](const Probed& p) { return p.site == site; });
+  }
+  // One tally holds every skip of the step, and all of them come before or after `site` in this
+  // pass of the loops.
+  const Tally* t = step(site, -1);
+  if (t == nullptr || t->count != c.skipped) return false;
+  return (t->first.outer_hash == site.outer_hash && site.iterations < t->first.iterations) ||
+         (t->last.outer_hash == site.outer_hash && t->last.iterations < site.iterations);
 }
 
 std::vector<const SkipLog::Tally*> SkipLog::with_peer(CollectiveOp op, int64_t peer) const {

@@ -65,17 +65,25 @@ class SkipLog {
   // `group_id` (-1: any): it is the first or last skip kept, or lies between them on a rank that
   // never ran the step.
   bool skipped(const CallSite& site, int64_t group_id) const;
-  // Record every skip made with between `from` and `to` calls made (the window where a hang
-  // report found this rank's history departing from its peers'), up to kMaxProbed of them: a
-  // deterministic second run names the skip that tallies merged with others.
+  // Whether skipped(site, -1), or a probed second run recorded a skip at `site`.
+  bool skipped_or_probed(const CallSite& site) const;
+  // Whether this rank, if its program reached `site` with at least `after_calls` calls made,
+  // surely ran it: a probe from there on recorded every skip and not this one; it never skipped
+  // that step; or only before or after `site` in the same pass of the loops around it.
+  // (skipped() can be false for an iteration between the first and last skips kept.)
+  bool surely_ran(const CallSite& site, uint64_t after_calls) const;
+  // Record every skip made with at least `from` calls made (from where a hang report found this
+  // rank's history departing from its peers'), the first kMaxProbed of them: a deterministic
+  // second run names the skip that tallies merged with others.
   static constexpr size_t kMaxProbed = 64;
   struct Probed {
     PlannedCall call;
     CallSite site;
     uint64_t calls_before = 0;
   };
-  void probe(uint64_t from, uint64_t to) { probe_ = {from, to}; }
+  void probe(uint64_t from) { probe_ = from; }
   const std::vector<Probed>& probed() const { return probed_; }
+  bool probing() const { return probe_.has_value(); }
   // The skipped sends (op kSend) or recvs to `peer`, every step, in the order first skipped.
   std::vector<const Tally*> with_peer(CollectiveOp op, int64_t peer) const;
 
@@ -94,7 +102,7 @@ class SkipLog {
   std::vector<Tally> tallies_;  // grows only as far as the rank skips
   std::vector<Count> counts_;   // by step index, up to the last communicating step run
   std::vector<Trail> trails_;   // the same
-  std::optional<std::pair<uint64_t, uint64_t>> probe_;
+  std::optional<uint64_t> probe_;
   std::vector<Probed> probed_;
 };
 

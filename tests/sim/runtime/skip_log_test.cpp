@@ -1,5 +1,5 @@
 // The skip log on its own: which iterations of a step it can say were skipped, the one-off skip
-// inside a stretch of runs, and the window a probed second run records.
+// inside a stretch of runs, the iterations it surely ran, and what a probed second run records.
 #include <catch2/catch.hpp>
 
 #include "sim/runtime/skip_log.hpp"
@@ -17,9 +17,9 @@ CallSite at(int32_t j) {
 }
 
 // A step run in the iterations `runs` says and skipped in the others (0..n-1); a call per run.
-SkipLog passes(const std::string& runs, uint64_t probe_from = UINT64_MAX, uint64_t probe_to = 0) {
+SkipLog passes(const std::string& runs, uint64_t probe_from = UINT64_MAX) {
   SkipLog log;
-  if (probe_from != UINT64_MAX) log.probe(probe_from, probe_to);
+  if (probe_from != UINT64_MAX) log.probe(probe_from);
   uint64_t calls = 0;
   for (size_t j = 0; j < runs.size(); ++j) {
     if (runs[j] == 'r') {
@@ -64,12 +64,27 @@ TEST_CASE("skip log: a skip between two runs is kept apart", "[sim][skip_log]") 
   CHECK(passes("rrrs").tallies().front().isolated == 0);
 }
 
-TEST_CASE("skip log: a probe records the skips of a window of calls", "[sim][skip_log]") {
-  const SkipLog log = passes("rsrrsrssrr", 2, 4);
-  // Skips at j=1 (1 call made), 4 (3), 6 (4), 7 (4): the window [2, 4] holds the last three.
+TEST_CASE("skip log: a probe records the skips from a number of calls on", "[sim][skip_log]") {
+  const SkipLog log = passes("rsrrsrssrr", 2);
+  // Skips at j=1 (1 call made), 4 (3), 6 (4), 7 (4): from 2 calls on, the last three.
   REQUIRE(log.probed().size() == 3);
   CHECK(log.probed()[0].site == at(4));
   CHECK(log.probed()[1].site == at(6));
   CHECK(log.probed()[2].calls_before == 4);
   CHECK(passes("rsrs").probed().empty());  // no probe: nothing recorded
+}
+
+TEST_CASE("skip log: which iterations a rank surely ran", "[sim][skip_log]") {
+  // A tally keeps the first, last and one-off skips only: j=4 lies between them.
+  const SkipLog log = passes("srrsrssrr");
+  CHECK_FALSE(log.skipped(at(4), -1));
+  CHECK_FALSE(log.surely_ran(at(4), 0));
+  CHECK(log.surely_ran(at(8), 0));              // after the last skip of this pass
+  CHECK(passes("rrsrs").surely_ran(at(1), 0));  // before the first
+  CHECK(passes("rrrr").surely_ran(at(2), 0));   // never skipped
+  // A probe from 3 calls on recorded every skip after them: j=4 was no skip, j=5 was.
+  const SkipLog probed = passes("srrsrssrr", 3);
+  CHECK(probed.surely_ran(at(4), 3));
+  CHECK_FALSE(probed.surely_ran(at(5), 3));
+  CHECK_FALSE(probed.surely_ran(at(4), 2));  // the probe started later than asked
 }
