@@ -14,15 +14,15 @@ import json
 import math
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_python import require_torch  # noqa: E402
+from torch_python import free_port, require_torch  # noqa: E402
 
-SS = "_StridedShard(0, 2)"
+SS = "_StridedShard(0, split_factor=2)"
+SS3 = "_StridedShard(0, split_factor=3)"
 # (name, mesh shape, tensor shape, source placements, target placements): every kind of move,
 # even and uneven, FSDP2 + TP's strided layout both ways, and what PyTorch refuses.
 CASES = [
@@ -88,12 +88,31 @@ CASES = [
     ("order-equal-cost", "2x2x2", (4, 4), ["S(1)", "S(0)", "S(1)"], ["S(1)", SS, "S(0)"]),
     ("order-equal-cost-uneven", "2x2x2", (2, 2), ["S(1)", "S(0)", "S(1)"], ["S(1)", SS, "S(0)"]),
     ("order-partial", "2x2x2", (8, 3), ["P", SS, "S(0)"], ["R", "S(0)", "S(1)"]),
-    ("order-uneven-misplaced", "2x2x2", (5,), ["_StridedShard(0, 4)", SS, "S(0)"],
+    ("order-uneven-misplaced", "2x2x2", (5,), ["_StridedShard(0, split_factor=4)", SS, "S(0)"],
      ["S(0)", "S(0)", "S(0)"]),
+    # Into and out of a _StridedShard that encodes no shard order, from and to every kind, and
+    # negative dims: PyTorch makes the whole tensor (all_reduce or gather) and cuts it.
+    ("P-SS", "4", (9,), ["P"], [SS]),
+    ("P-SS-8", "8", (16,), ["P"], [SS]),
+    ("Pmax-SS", "4", (8, 3), ["P(max)"], [SS]),
+    ("R-SS", "4", (9,), ["R"], [SS]),
+    ("S0-SS", "4", (9,), ["S(0)"], [SS]),
+    ("S1-SS", "4", (6, 5), ["S(1)"], [SS]),
+    ("SS-SS3", "4", (9,), [SS], [SS3]),
+    ("SS-P", "4", (9,), [SS], ["P"]),
+    ("SS1-S0", "4", (6, 5), ["_StridedShard(1, split_factor=2)"], ["S(0)"]),
+    ("Sm1-R", "4", (6, 5), ["S(-1)"], ["R"]),
+    ("R-Sm1", "4", (6, 5), ["R"], ["S(-1)"]),
+    ("S0R-SS3R", "4x2", (12,), ["S(0)", "R"], [SS3, "R"]),
+    ("PR-SSR", "2x2", (9, 4), ["P", "R"], [SS, "R"]),
+    ("RS0-RSS", "2x2", (9, 4), ["R", "S(0)"], ["R", SS]),
+    ("RP-RSS", "2x2", (9, 4), ["R", "P"], ["R", SS]),
+    ("RSS-S1R", "2x2", (6, 5), ["R", SS], ["S(1)", "R"]),
 ]
 # Meshes by name: shape, dim names, and the dims a flattened mesh is made of (its name is the
 # names joined), which lets PyTorch merge collectives over those dims into one.
-MESHES = {"4": ((4,), ("w",), None), "2x2": ((2, 2), ("dp", "tp"), None),
+MESHES = {"4": ((4,), ("w",), None), "8": ((8,), ("w",), None),
+          "2x2": ((2, 2), ("dp", "tp"), None), "4x2": ((4, 2), ("dp", "tp"), None),
           "2x2+dptp": ((2, 2), ("dp", "tp"), ("dp", "tp")),
           "1x2x2+dptp": ((1, 2, 2), ("pp", "dp", "tp"), ("dp", "tp")),
           "2x2x2": ((2, 2, 2), ("pp", "dp", "tp"), None)}
@@ -118,7 +137,7 @@ def torch_placement(text):
         return Partial(text[2:-1])
     if text.startswith("S("):
         return Shard(int(text[2:-1]))
-    dim, factor = text[len("_StridedShard("):-1].split(",")
+    dim, factor = text[len("_StridedShard("):-1].split(", split_factor=")
     return _StridedShard(int(dim), split_factor=int(factor))
 
 
@@ -222,12 +241,6 @@ def torch_worker(rank, world, port, out_dir):
     with open(os.path.join(out_dir, f"torch_{rank}.json"), "w") as f:
         json.dump(results, f)
     dist.destroy_process_group()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def quoted(placements):

@@ -3,6 +3,7 @@ the test re-executes itself under $MESHSIM_TORCH_PYTHON, else it is skipped (exi
 expects) with the reason."""
 import os
 import shutil
+import socket
 import sys
 
 SKIP = 77
@@ -34,3 +35,10 @@ def require_torch(test, try_import):
         skip(test, f"PyTorch is not importable under MESHSIM_TORCH_PYTHON={alt} ({error})")
     skip(test, f"PyTorch is not importable ({error}); set MESHSIM_TORCH_PYTHON to a Python with "
                "torch")
+
+
+def free_port():
+    """A TCP port for a Gloo rendezvous on this host."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

@@ -12,6 +12,13 @@ namespace meshsim::sim {
 
 namespace {
 
+// 'tp' as tp: a dim name as DeviceMesh's messages quote it.
+std::string without_quotes(const std::string& name) {
+  return name.size() >= 2 && name.front() == '\'' && name.back() == '\''
+             ? name.substr(1, name.size() - 2)
+             : name;
+}
+
 // Two tensors, or two DTensors, that PyTorch's seed test would call equal.
 bool same_values(const Parameter& a, const Parameter& b) {
   if (a.index() != b.index()) return false;
@@ -189,8 +196,15 @@ Query Query::parse(std::string_view key, const toml::node& node, LoadContext& ct
 }
 
 Json Query::canonical_expected(Json expected) const {
-  if (key_ != "owned_indices" || !expected.is_array()) return expected;
-  for (Json& dim : expected) dim = indices_as_runs(dim);
+  if (!expected.is_array()) return expected;
+  if (key_ == "owned_indices") {
+    for (Json& dim : expected) dim = indices_as_runs(dim);
+  } else if (key_ == "stale_group_names") {
+    // Dim names were once given with Python's quotes ("'tp'"); both spellings mean the dim.
+    for (Json& dim : expected) {
+      if (dim.is_string()) dim = without_quotes(dim.get<std::string>());
+    }
+  }
   return expected;
 }
 
@@ -263,7 +277,7 @@ Json Query::observe(const RankState& rank) const {
     // The dims whose saved names mean other groups here.
     Json dims = Json::array();
     for (const DeviceMesh::StaleGroupName& s : m.stale_group_names(rank.groups()))
-      dims.push_back(s.dim);
+      dims.push_back(without_quotes(s.dim));
     return dims;
   }
   if (key_ == "coordinate") return m.coordinate() ? Json(*m.coordinate()) : Json(nullptr);

@@ -982,7 +982,13 @@ class RootCause {
     for (auto& [place, ranks] : by_place) places.push_back(std::move(ranks));
     std::sort(places.begin(), places.end());  // by lowest rank
     for (size_t i = 0; i < places.size() && i < kOtherWaitsListed; ++i) {
-      say(fmt::format("{} {} without calling {}", ranks_text(places[i]), now(places[i].front()),
+      // A failure's message may end in a clause of its own ("... without being a member").
+      const bool stopped_failing =
+          activity(places[i].front()).state == RankActivity::State::kFailed;
+      say(fmt::format("{} {}{} {}", ranks_text(places[i]), now(places[i].front()),
+                      stopped_failing
+                          ? (places[i].size() == 1 ? "; it never called" : "; they never called")
+                          : " without calling",
                       in_wait(w)));
     }
     if (places.size() > kOtherWaitsListed) {

@@ -171,7 +171,8 @@ class DecoupleStep final : public Step {
 };
 
 // `from_local = { name, local, mesh, placements, requires_grad }`: DTensor.from_local(local, mesh,
-// placements) without run_check, the global shape inferred from the local one.
+// placements) without run_check, the global shape inferred from the local one (every rank's, a
+// rank outside the mesh too, which then holds an empty local tensor).
 class FromLocalStep final : public Step {
  public:
   void run(RankState& rank) const override {
@@ -181,18 +182,25 @@ class FromLocalStep final : public Step {
     check_no_mixed_partials(placements);
     const Tensor& local = rank.tensor(local_);
     std::vector<int64_t> shape = local.shape();
+    const auto ndim = static_cast<int64_t>(shape.size());
     for (size_t d = 0; d < placements.size(); ++d) {
+      // Shard(-1) counts from the local tensor's last dim, before the global shape is known.
+      const Placement given = placements[d];
+      placements[d] = with_dim_normalized(given, ndim);
+      if (!std::holds_alternative<Shard>(given) && !std::holds_alternative<StridedShard>(given))
+        continue;
       const int64_t dim = sharded_dim(placements[d]);
-      if (dim < 0) continue;
-      if (dim >= static_cast<int64_t>(shape.size())) {
-        throw Error(
-            PyErrorType::kIndexError,
-            fmt::format("{} of a {}-d local tensor", placement_name(placements[d]), shape.size()));
+      if (dim < 0 || dim >= ndim) {
+        throw runtime_error(fmt::format("{} of a {}-d local tensor", placement_name(given), ndim));
       }
       shape[static_cast<size_t>(dim)] *= mesh.size(d);
     }
+    DTensorSpec spec{mesh, placements, shape, local.dtype()};
     DTensor t =
-        DTensor::from_local_shard(DTensorSpec{mesh, placements, shape, local.dtype()}, local);
+        mesh.coordinate()
+            ? DTensor::from_local_shard(std::move(spec), local)
+            : DTensor::zeros(std::move(spec), local.is_meta() ? Tensor::Storage::kMeta
+                                                              : Tensor::Storage::kMaterialized);
     t.set_requires_grad(requires_grad_);
     rank.set_dtensor(name_, std::move(t));
   }

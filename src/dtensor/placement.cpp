@@ -180,6 +180,13 @@ class PlacementReader {
           std::any_of(args.begin(), args.end(), [](const Arg& a) { return a.keyword == "sf"; });
       only_params(name, args, {"dim", short_name ? "sf" : "split_factor"});
       const int64_t dim = integer(arg(0, "dim"), "dim");
+      // _StridedShard(0, 2) is a TypeError in PyTorch: its split_factor is keyword-only.
+      if (args.size() > 1 && args[1].keyword.empty()) {
+        throw Error(PyErrorType::kTypeError,
+                    fmt::format("placement \"{}\": split_factor is keyword-only (write "
+                                "_StridedShard({}, split_factor={})) at column {}",
+                                text_, args[0].value, args[1].value, args[1].at + 1));
+      }
       const Arg* sf = arg(1, "split_factor");
       if (sf == nullptr) sf = arg(1, "sf");
       const int64_t factor = integer(sf, "split_factor");
@@ -188,7 +195,7 @@ class PlacementReader {
     }
     throw value_error(fmt::format(
         "unknown placement \"{}\" in \"{}\" (expected Shard(d), Replicate(), Partial(op) or "
-        "_StridedShard(d, split_factor))",
+        "_StridedShard(d, split_factor=n))",
         name, text_));
   }
 

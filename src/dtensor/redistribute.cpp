@@ -254,12 +254,24 @@ Tensor run_transform(const MeshDimContext& c, const Tensor& local,
       return strided_to_replicate(c, local, *s, step.logical_shape);
     not_supported(from, to);
   }
+  if (std::holds_alternative<StridedShard>(to)) {
+    // Into a _StridedShard, DTensor makes the whole tensor first (all_reduce, or gather), then
+    // cuts.
+    Tensor whole = local;
+    if (const auto* p = std::get_if<Partial>(&from)) {
+      c.backend.all_reduce(whole, p->op, c.group);
+    } else if (const auto* s = std::get_if<Shard>(&from)) {
+      whole = shard_to_replicate(c, local, *s, step.logical_shape);
+    } else if (const auto* ss = std::get_if<StridedShard>(&from)) {
+      whole = strided_to_replicate(c, local, *ss, step.logical_shape);
+    }
+    return replicate_to_shard(c, whole, to);
+  }
   if (is_shard(to)) {
     if (is_replicate(from)) return replicate_to_shard(c, local, to);
     // From a _StridedShard, DTensor goes through Replicate in one step: gather, then cut.
     if (const auto* s = std::get_if<StridedShard>(&from))
       return replicate_to_shard(c, strided_to_replicate(c, local, *s, step.logical_shape), to);
-    if (std::holds_alternative<StridedShard>(to)) not_supported(from, to);
     if (const auto* p = std::get_if<Partial>(&from)) return partial_to_shard(c, local, p->op, to);
     return shard_to_new_dim(c, local, dim_of(from), to, step.logical_shape);
   }

@@ -38,7 +38,17 @@ TEST_CASE("placement: bad spellings are rejected with a reason", "[dtensor][plac
   CHECK_THROWS_WITH(parse_placement("Shard(0"), Catch::Contains("column"));
   CHECK_THROWS_WITH(parse_placement("Sharded(0)"), Catch::Contains("unknown placement"));
   CHECK_THROWS_WITH(parse_placement("Partial(mean)"), Catch::Contains("unknown reduce op"));
-  CHECK_THROWS_WITH(parse_placement("_StridedShard(0, 0)"), Catch::Contains("split_factor >= 1"));
+  CHECK_THROWS_WITH(parse_placement("_StridedShard(0, split_factor=0)"),
+                    Catch::Contains("split_factor >= 1"));
+  // PyTorch's split_factor is keyword-only: a second positional argument is a TypeError.
+  CHECK_THROWS_WITH(parse_placement("_StridedShard(0, 2)"),
+                    "placement \"_StridedShard(0, 2)\": split_factor is keyword-only (write "
+                    "_StridedShard(0, split_factor=2)) at column 18");
+  try {
+    parse_placement("_StridedShard(0, 2)");
+  } catch (const Error& e) {
+    CHECK(e.type() == PyErrorType::kTypeError);
+  }
   CHECK_THROWS_AS(parse_placement(""), Error);
   // Arguments a placement does not take are refused, not ignored.
   CHECK_THROWS_WITH(parse_placement("Shard(0, 1)"),
@@ -50,8 +60,8 @@ TEST_CASE("placement: bad spellings are rejected with a reason", "[dtensor][plac
                     Catch::Contains("expected no arguments to Replicate"));
   CHECK_THROWS_WITH(parse_placement("Partial(sum, max)"),
                     Catch::Contains("expected only reduce_op as the arguments of Partial"));
-  CHECK_THROWS_WITH(parse_placement("_StridedShard(0, 2, 3)"),
-                    Catch::Contains("expected only dim, split_factor as the arguments"));
+  CHECK_THROWS_WITH(parse_placement("_StridedShard(0, split_factor=2, dim=3)"),
+                    Catch::Contains("expected dim given once"));
   CHECK_THROWS_WITH(parse_placement("_StridedShard(0, split=2)"),
                     Catch::Contains("expected only dim, split_factor as the arguments"));
   CHECK(parse_placement("_StridedShard(dim=0, sf=2)") == Placement{StridedShard{0, 2}});

@@ -179,7 +179,7 @@ name = "m"
 shape = [2, 2]
 dims = ["dp", "tp"]
 [[step]]
-dtensor = { name = "w", mesh = "m", shape = [9], placements = ["_StridedShard(0, 2)", "S(0)"], fill = "index" }
+dtensor = { name = "w", mesh = "m", shape = [9], placements = ["_StridedShard(0, split_factor=2)", "S(0)"], fill = "index" }
 [[step]]
 redistribute = { tensor = "w", placements = ["S(0)", "S(0)"], out = "a" }
 [[step]]
@@ -187,9 +187,9 @@ redistribute = { tensor = "w", placements = ["R", "R"], out = "b" }
 [[step]]
 redistribute = { tensor = "w", placements = ["R", "S(0)"], out = "c" }
 [[step]]
-redistribute = { tensor = "a", placements = ["_StridedShard(0, 2)", "S(0)"], out = "d" }
+redistribute = { tensor = "a", placements = ["_StridedShard(0, split_factor=2)", "S(0)"], out = "d" }
 [[step]]
-redistribute = { tensor = "b", placements = ["_StridedShard(0, 2)", "S(0)"], out = "e" }
+redistribute = { tensor = "b", placements = ["_StridedShard(0, split_factor=2)", "S(0)"], out = "e" }
 )toml",
                                                            "t.toml"),
                                         options);
@@ -239,11 +239,13 @@ TEST_CASE("redistribute: errors as DTensor raises them, on every rank", "[sim][d
                       "\"R\"] }\n") ==
         "RuntimeError: Can not redistribute from S(0) to P(max), only Shard to Partial(sum) "
         "redistribution is supported!");
-  CHECK(first_failure("[[step]]\ndtensor = { name = \"s\", mesh = \"m\", shape = [8], placements "
-                      "= [\"_StridedShard(0, 2)\", \"R\"] }\n[[step]]\nredistribute = { tensor = "
-                      "\"s\", placements = [\"P\", \"R\"] }\n") ==
-        "RuntimeError: Can not redistribute from _S(0, 2) to P(sum), only Shard to Partial(sum) "
-        "redistribution is supported!");
+  CHECK(
+      first_failure(
+          "[[step]]\ndtensor = { name = \"s\", mesh = \"m\", shape = [8], placements "
+          "= [\"_StridedShard(0, split_factor=2)\", \"R\"] }\n[[step]]\nredistribute = { tensor = "
+          "\"s\", placements = [\"P\", \"R\"] }\n") ==
+      "RuntimeError: Can not redistribute from _S(0, 2) to P(sum), only Shard to Partial(sum) "
+      "redistribution is supported!");
   // Mixed Partial reduce ops are refused where a DTensor is made (sum with avg is allowed).
   CHECK(first_failure("[[step]]\ndtensor = { name = \"x\", mesh = \"m\", shape = [4], placements "
                       "= [\"P(sum)\", \"P(min)\"] }\n") ==
@@ -378,13 +380,15 @@ TEST_CASE("redistribute: PyTorch's warnings where it cannot merge, and its _Stri
             "(mesh[\"dp\", \"tp\"]._flatten()) DTensor issues one (PyTorch warns)"});
   // FSDP2 over TP gathered back: the shard order undoes dp before tp, an order a flattened mesh
   // cannot run, and PyTorch says so whether or not there is one.
-  CHECK(warnings_of("[[step]]\ndtensor = { name = \"w\", mesh = \"m\", shape = [8], placements = "
-                    "[\"_StridedShard(0, 2)\", \"S(0)\"] }\n[[step]]\nredistribute = { tensor = "
-                    "\"w\", placements = [\"R\", \"R\"] }\n") ==
-        std::vector<std::string>{
-            "ranks 0-3: redistribute [_S(0, 2), S(0)] -> [R, R] plans 2 all_gather steps "
-            "one after another, on mesh dims \"dp\", \"tp\"; PyTorch merges all_gather "
-            "collectives only when their mesh dims come inner first (PyTorch warns)"});
+  CHECK(
+      warnings_of(
+          "[[step]]\ndtensor = { name = \"w\", mesh = \"m\", shape = [8], placements = "
+          "[\"_StridedShard(0, split_factor=2)\", \"S(0)\"] }\n[[step]]\nredistribute = { tensor = "
+          "\"w\", placements = [\"R\", \"R\"] }\n") ==
+      std::vector<std::string>{
+          "ranks 0-3: redistribute [_S(0, 2), S(0)] -> [R, R] plans 2 all_gather steps "
+          "one after another, on mesh dims \"dp\", \"tp\"; PyTorch merges all_gather "
+          "collectives only when their mesh dims come inner first (PyTorch warns)"});
   // One collective, or different ones, or a mesh dim of one rank: nothing to say.
   CHECK(warnings_of("[[step]]\ndtensor = { name = \"w\", mesh = \"m\", shape = [8], placements = "
                     "[\"S(0)\", \"R\"] }\n[[step]]\nredistribute = { tensor = \"w\", "
@@ -393,7 +397,8 @@ TEST_CASE("redistribute: PyTorch's warnings where it cannot merge, and its _Stri
   // Gathers of a _StridedShard merge too, and then PyTorch refuses to run them.
   CHECK(warnings_of("[[mesh]]\nname = \"f\"\nfrom = \"m\"\nflatten = \"dptp\"\n[[step]]\n"
                     "dtensor = { name = \"w\", mesh = \"m\", shape = [8], placements = "
-                    "[\"_StridedShard(0, 2)\", \"_StridedShard(0, 2)\"] }\n[[step]]\n"
+                    "[\"_StridedShard(0, split_factor=2)\", \"_StridedShard(0, split_factor=2)\"] "
+                    "}\n[[step]]\n"
                     "redistribute = { tensor = \"w\", placements = [\"R\", \"R\"] }\n"
                     "raises = { type = \"AssertionError\", contains = \"_StridedShard "
                     "redistribute assumes no flattened transforms\" }\n")
@@ -428,26 +433,28 @@ TEST_CASE("redistribute: shard orders are planned by PyTorch's min-cost search",
   };
   const std::string gloo8 = "[scenario]\nname = \"p\"\nworld_size = 8\ndevice = \"cpu\"\n";
   const std::string mesh222 = "shape = [2, 2, 2]\ndims = [\"pp\", \"dp\", \"tp\"]\n";
-  CHECK(rank0_collectives(gloo8, mesh222 +
-                                     "[[step]]\ndtensor = { name = \"a\", mesh = \"m\", shape = "
-                                     "[4, 2], placements = [\"_StridedShard(0, 2)\", \"S(0)\", "
-                                     "\"R\"], fill = \"index\" }\n[[step]]\nredistribute = { "
-                                     "tensor = \"a\", placements = [\"S(1)\", \"R\", \"R\"] }\n") ==
+  CHECK(rank0_collectives(
+            gloo8, mesh222 +
+                       "[[step]]\ndtensor = { name = \"a\", mesh = \"m\", shape = "
+                       "[4, 2], placements = [\"_StridedShard(0, split_factor=2)\", \"S(0)\", "
+                       "\"R\"], fill = \"index\" }\n[[step]]\nredistribute = { "
+                       "tensor = \"a\", placements = [\"S(1)\", \"R\", \"R\"] }\n") ==
         std::vector<std::string>{"  all_gather_into_tensor(float32[1, 2]) on m.pp#0",
                                  "  all_gather_into_tensor(float32[2, 1]) on m.dp#0"});
-  CHECK(rank0_collectives(gloo8, mesh222 +
-                                     "[[step]]\ndtensor = { name = \"b\", mesh = \"m\", shape = "
-                                     "[4, 4], placements = [\"S(1)\", \"S(0)\", \"S(1)\"], fill = "
-                                     "\"index\" }\n[[step]]\nredistribute = { tensor = \"b\", "
-                                     "placements = [\"S(1)\", \"_StridedShard(0, 2)\", "
-                                     "\"S(0)\"] }\n") ==
+  CHECK(rank0_collectives(gloo8,
+                          mesh222 + "[[step]]\ndtensor = { name = \"b\", mesh = \"m\", shape = "
+                                    "[4, 4], placements = [\"S(1)\", \"S(0)\", \"S(1)\"], fill = "
+                                    "\"index\" }\n[[step]]\nredistribute = { tensor = \"b\", "
+                                    "placements = [\"S(1)\", \"_StridedShard(0, split_factor=2)\", "
+                                    "\"S(0)\"] }\n") ==
         std::vector<std::string>{"  all_gather_into_tensor(float32[2, 1]) on m.dp#0",
                                  "  all_gather_into_tensor(float32[4, 1]) on m.tp#0"});
   // One GPU a host, as the cost model sees a "cpu" mesh (where Gloo would gather instead).
   CHECK(rank0_collectives(
             "[scenario]\nname = \"p\"\nworld_size = 8\ngpus_per_node = 1\n",
             "shape = [2, 4]\ndims = [\"dp\", \"tp\"]\n[[step]]\ndtensor = { name = \"c\", mesh = "
-            "\"m\", shape = [4096, 4096], placements = [\"_StridedShard(0, 4)\", \"S(0)\"], meta "
+            "\"m\", shape = [4096, 4096], placements = [\"_StridedShard(0, split_factor=4)\", "
+            "\"S(0)\"], meta "
             "= true }\n[[step]]\nredistribute = { tensor = \"c\", placements = [\"S(0)\", "
             "\"S(0)\"] }\n") ==
         std::vector<std::string>{"  all_gather_into_tensor(float32[512, 4096]) on m.dp#0",
@@ -463,7 +470,8 @@ TEST_CASE("redistribute: a plan search past its bound fails on every rank, searc
       "[scenario]\nname = \"p\"\nworld_size = 256\n[[mesh]]\nname = \"m\"\nshape = [2, 2, 2, "
       "2, 2, 2, 2, 2]\ndims = [\"a\", \"b\", \"c\", \"d\", \"e\", \"f\", \"g\", \"h\"]\n"
       "[[step]]\ndtensor = { name = \"x\", mesh = \"m\", shape = [64, 64, 64], placements = "
-      "[\"_StridedShard(0, 4)\", \"_StridedShard(1, 4)\", \"_StridedShard(2, 2)\", \"S(0)\", "
+      "[\"_StridedShard(0, split_factor=4)\", \"_StridedShard(1, split_factor=4)\", "
+      "\"_StridedShard(2, split_factor=2)\", \"S(0)\", "
       "\"S(1)\", \"S(2)\", \"S(0)\", \"S(1)\"], meta = true }\n[[step]]\nredistribute = { "
       "tensor = \"x\", placements = [\"S(2)\", \"S(2)\", \"S(1)\", \"S(1)\", \"S(0)\", "
       "\"S(0)\", \"S(2)\", \"S(1)\"] }\nraises = { type = \"RuntimeError\", contains = \"queued "
@@ -620,7 +628,8 @@ TEST_CASE("redistribute: a strided gather's index lists count against the memory
   const std::string text =
       "[scenario]\nname = \"t\"\nworld_size = 4\n[[mesh]]\nname = \"m\"\nshape = [4]\n"
       "[[step]]\ndtensor = { name = \"w\", mesh = \"m\", shape = [65536], placements = "
-      "[\"_StridedShard(0, 16384)\"] }\n[[step]]\nredistribute = { tensor = \"w\", placements = "
+      "[\"_StridedShard(0, split_factor=16384)\"] }\n[[step]]\nredistribute = { tensor = \"w\", "
+      "placements = "
       "[\"R\"] }\n";
   MemoryBudget::set_limit(MemoryBudget::in_use() + (uint64_t{3} << 20));
   const ScenarioResult r = run_scenario(load_scenario_text(text, "t.toml"));
