@@ -79,6 +79,7 @@ struct ShardSample {
   // and the others.
   std::vector<int64_t> across;
   std::vector<int64_t> others;
+  int64_t replica = 0;  // of that mesh: only ranks of one copy are compared
   bool meta = false;
   int64_t numel = 0;
   uint64_t digest = 0;  // of dtype, shape and bytes

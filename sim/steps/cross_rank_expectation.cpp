@@ -79,6 +79,7 @@ class RecordSamples final : public Step {
         is_across.at(m.dim_index(*rank.dim_of(dim))) = true;
       ShardSample s;
       s.tensor = name;
+      s.replica = m.replica();
       for (size_t i = 0; i < m.ndim(); ++i)
         (is_across[i] ? s.across : s.others).push_back((*m.coordinate())[i]);
       const Tensor& t = rank.tensor(name);
@@ -150,9 +151,10 @@ class CompareSamples final : public OutcomeExpectation {
     if (target_.distinct) {
       // Ranks holding equal values must agree on every across dim. Empty shards (uneven
       // sharding) hold no values to repeat.
-      std::map<uint64_t, std::map<std::vector<int64_t>, std::vector<int64_t>>> by_digest;
+      std::map<std::pair<int64_t, uint64_t>, std::map<std::vector<int64_t>, std::vector<int64_t>>>
+          by_digest;
       for (const auto& [r, s] : held) {
-        if (s->numel > 0) by_digest[s->digest][s->across].push_back(r);
+        if (s->numel > 0) by_digest[{s->replica, s->digest}][s->across].push_back(r);
       }
       for (const auto& [digest, groups] : by_digest) {
         if (groups.size() < 2 || problems.size() >= kMaxListed) continue;
@@ -166,8 +168,9 @@ class CompareSamples final : public OutcomeExpectation {
       }
     } else {
       // Ranks that differ only in across dims must hold one value.
-      std::map<std::vector<int64_t>, std::map<uint64_t, std::vector<int64_t>>> by_others;
-      for (const auto& [r, s] : held) by_others[s->others][s->digest].push_back(r);
+      std::map<std::pair<int64_t, std::vector<int64_t>>, std::map<uint64_t, std::vector<int64_t>>>
+          by_others;
+      for (const auto& [r, s] : held) by_others[{s->replica, s->others}][s->digest].push_back(r);
       for (const auto& [others, values] : by_others) {
         if (values.size() < 2 || problems.size() >= kMaxListed) continue;
         Json differing = Json::array();

@@ -157,7 +157,10 @@ DeviceMesh::State DeviceMesh::derived_state(MeshLayout layout, DimNames dim_name
   std::optional<std::optional<Located>> where =
       locate_by_digits(s.layout, *family_->rank_map, s.rank);
   if (!where) where = locate(s.layout.full_mesh_tensor(rank_map()), s.rank);
-  if (*where) s.coordinate = (*where)->coordinate;
+  if (*where) {
+    s.coordinate = (*where)->coordinate;
+    s.replica = static_cast<int64_t>((*where)->replica);
+  }
   return s;
 }
 

@@ -77,6 +77,9 @@ class DeviceMesh {
   int64_t rank() const { return state_.rank; }
   // Position in the replica containing the caller; nullopt when the caller is in none.
   const std::optional<std::vector<int64_t>>& coordinate() const { return state_.coordinate; }
+  // Which replica holds the caller, as full_mesh() orders them (0 outside the mesh): ranks of
+  // two pipeline stages have the same coordinates in their stage's submesh, but not its replica.
+  int64_t replica() const { return state_.replica; }
   // The replica containing the caller (the whole mesh when there is one replica). Throws
   // RuntimeError when the caller is in no replica of a multi-replica mesh.
   RankTensor mesh() const;
@@ -140,6 +143,7 @@ class DeviceMesh {
     DimNames dim_names;
     int64_t rank = 0;
     std::optional<std::vector<int64_t>> coordinate;
+    int64_t replica = 0;  // the copy of the mesh in the rank table holding the caller (full_mesh)
     // nullopt: never attached; empty: caller is in no group of this mesh.
     std::optional<std::vector<std::string>> group_names;
   };
