@@ -546,7 +546,24 @@ with tempfile.TemporaryDirectory() as tmp:
     check(r.returncode == 0 and len(e) == 64 and
           all(abs(x + math.log(y) / 2) <= 1e-6 * max(1.0, x) for x, y in zip(e, u)),
           f"rng predict --op exponential is -log(u) / lambda: {e[:4]!r}")
+    # --shape is torch.rand(3, 4): row-major, the values of its numel; GPUs by their other names.
+    r = run("rng", "predict", "--seed", "3", "--shape", "3,4")
+    check(r.returncode == 0 and r.stdout == run("rng", "predict", "--seed", "3", "--numel",
+                                                "12").stdout,
+          f"rng predict --shape 3,4 is --numel 12: {r.stdout[:60]!r} {r.stderr!r}")
+    r = run("rng", "predict", "--numel", "2000000", "--gpu", "h100")
+    check(r.returncode == 0 and r.stdout == run("rng", "predict", "--numel", "2000000", "--gpu",
+                                                "H100 SXM").stdout,
+          f"rng predict --gpu H100 is the H100 SXM: {r.stderr!r}")
+    r = run("rng", "predict", "--gpu", "list")
+    check(r.returncode == 0 and "H100 SXM    132 SMs x 2048 threads  (also H100" in r.stdout
+          and len(r.stdout.splitlines()) == 11, f"rng predict --gpu list: {r.stdout!r}")
     for bad_args, message in [
+            (["--shape", "3,0"], "--shape: shape [3, 0]: 1 to 2^30 elements"),
+            (["--shape", "65536,65536"], "--shape: shape [65536, 65536]: 1 to 2^30 elements"),
+            (["--shape", "3,x"], "--shape"),
+            (["--numel", "3", "--shape", "3"], "--numel: give --numel or --shape"),
+            ([], "--numel: give --numel or --shape"),
             (["--numel", "5", "--op", "bernoulli", "--p", "1.5"],
              "--p: bernoulli_ expects p to be in [0, 1], but got p=1.5"),
             (["--numel", "5", "--op", "exponential", "--lambda", "0"],

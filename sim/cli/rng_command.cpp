@@ -32,6 +32,21 @@ bool parse_double(const std::string& text, double& out) {
   return end == text.c_str() + text.size() && std::isfinite(out);
 }
 
+// "8,4" as sizes; "" is a 0-d shape. Returns "" or the error.
+std::string parse_sizes(const std::string& text, uint64_t max, std::vector<int64_t>& out) {
+  out.clear();
+  size_t start = 0;
+  while (start < text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    uint64_t v = 0;
+    const std::string error = parse_unsigned(text.substr(start, comma - start), 0, max, v);
+    if (!error.empty()) return error;
+    out.push_back(static_cast<int64_t>(v));
+    start = comma + 1;
+  }
+  return "";
+}
+
 std::string bits_of(const Tensor& t, int64_t i) {
   const size_t size = dtype_size(t.dtype());
   uint64_t bits = 0;
@@ -46,16 +61,19 @@ RngCommands add_rng_command(CLI::App& app, RngPredictFlags& f, RngOffsetsFlags& 
   rng->require_subcommand(1);
   CLI::App* predict = rng->add_subcommand(
       "predict",
-      "print the values a CUDA random op draws (one per line), then the generator offset after "
-      "it");
+      "print the values a CUDA random op draws (one per line), then \"offset N\": the "
+      "generator's Philox offset after it (torch.cuda.default_generators[i].get_offset())");
   predict->add_option("--seed", f.seed, "generator seed, -2^63 to 2^64-1 (default 0)");
   predict->add_option("--offset", f.offset,
                       "Philox offset before the op, a multiple of 4 (default 0)");
-  predict->add_option("--numel", f.numel, "number of elements (1 to 2^30)")->required();
+  predict->add_option("--numel", f.numel, "number of elements (1 to 2^30), or:");
+  predict->add_option("--shape", f.shape,
+                      "the tensor's shape, e.g. 3,4 for torch.rand(3, 4) (row-major: the same "
+                      "values as its numel)");
   predict->add_option("--dtype", f.dtype, "float32 (default), float64, float16 or bfloat16");
   predict->add_option("--gpu", f.gpu,
                       "GPU model: H200, H100 SXM, H100 PCIe, A100, L40S, L40, A10G, L4, T4, V100, "
-                      "RTX 4090 (default H200)");
+                      "RTX 4090 (default H200); `--gpu list` prints them with their other names");
   predict->add_option("--sms", f.sms,
                       "a GPU of your own: its SM count (with --max-threads-per-sm)");
   predict->add_option("--max-threads-per-sm", f.max_threads_per_sm,
@@ -86,7 +104,23 @@ RngCommands add_rng_command(CLI::App& app, RngPredictFlags& f, RngOffsetsFlags& 
   return {predict, offsets};
 }
 
+// The known models with what decides their values, and the other names they go by.
+int list_gpus() {
+  for (const GpuProfile& g : known_gpus()) {
+    std::string line =
+        fmt::format("{:<10} {:>4} SMs x {} threads", g.name, g.sms, g.max_threads_per_sm);
+    std::vector<std::string> others;
+    for (const auto& [alias, model] : gpu_aliases()) {
+      if (model == g.name) others.push_back(alias);
+    }
+    if (!others.empty()) line += fmt::format("  (also {})", fmt::join(others, ", "));
+    std::cout << line << "\n";
+  }
+  return std::cout.good() ? 0 : kExitUnusable;
+}
+
 int run_rng_predict(const RngPredictFlags& f) {
+  if (f.gpu == "list") return list_gpus();
   PhiloxState state;
   try {
     state = PhiloxState::from_seed_text(f.seed);
@@ -98,7 +132,22 @@ int run_rng_predict(const RngPredictFlags& f) {
     return bad("--offset", error);
   if (state.offset % 4 != 0) return bad("--offset", "offset must be a multiple of 4");
   uint64_t numel = 0;
-  if (!(error = parse_unsigned(f.numel, 1, kMaxNumel, numel)).empty()) return bad("--numel", error);
+  if (f.numel.empty() == f.shape.empty()) return bad("--numel", "give --numel or --shape");
+  if (!f.shape.empty()) {
+    std::vector<int64_t> sizes;
+    if (!(error = parse_sizes(f.shape, kMaxNumel, sizes)).empty()) return bad("--shape", error);
+    numel = 1;
+    for (const int64_t size : sizes) {
+      numel *= static_cast<uint64_t>(size);  // at most 2^30 x 2^30: no overflow
+      if (numel > kMaxNumel) break;
+    }
+    if (sizes.empty() || numel < 1 || numel > kMaxNumel) {
+      return bad("--shape", fmt::format("shape [{}]: 1 to 2^30 elements are predicted",
+                                        fmt::join(sizes, ", ")));
+    }
+  } else if (!(error = parse_unsigned(f.numel, 1, kMaxNumel, numel)).empty()) {
+    return bad("--numel", error);
+  }
   const std::optional<DType> parsed = parse_dtype(f.dtype);
   if (!parsed) return bad("--dtype", fmt::format("unknown dtype \"{}\"", f.dtype));
   const DType dtype = *parsed;
@@ -193,25 +242,6 @@ int run_rng_predict(const RngPredictFlags& f) {
 }  // namespace meshsim::sim
 
 namespace meshsim::sim {
-
-namespace {
-
-// "8,4" as sizes; "" is a 0-d shape. Returns "" or the error.
-std::string parse_sizes(const std::string& text, uint64_t max, std::vector<int64_t>& out) {
-  out.clear();
-  size_t start = 0;
-  while (start < text.size()) {
-    const size_t comma = std::min(text.find(',', start), text.size());
-    uint64_t v = 0;
-    const std::string error = parse_unsigned(text.substr(start, comma - start), 0, max, v);
-    if (!error.empty()) return error;
-    out.push_back(static_cast<int64_t>(v));
-    start = comma + 1;
-  }
-  return "";
-}
-
-}  // namespace
 
 int run_rng_offsets(const RngOffsetsFlags& o) {
   const auto fail = [](std::string_view flag, const std::string& error) {

@@ -13,6 +13,7 @@ struct RngPredictFlags {
   std::string seed = "0";
   std::string offset = "0";
   std::string numel;
+  std::string shape;  // or the tensor's shape: "3,4"
   std::string dtype = "float32";
   std::string gpu;
   std::string sms;

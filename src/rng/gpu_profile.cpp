@@ -30,6 +30,16 @@ const std::vector<GpuProfile>& known_gpus() {
   return gpus;
 }
 
+const std::vector<std::pair<std::string, std::string>>& gpu_aliases() {
+  // Names as people (and nvidia-smi) write them, for models of one SM count and thread limit.
+  static const std::vector<std::pair<std::string, std::string>> aliases{
+      {"H100", "H100 SXM"},  {"H100 SXM5", "H100 SXM"}, {"H200 SXM", "H200"},
+      {"A100 SXM", "A100"},  {"A100 PCIe", "A100"},     {"A100 40GB", "A100"},
+      {"A100 80GB", "A100"}, {"V100 SXM2", "V100"},
+  };
+  return aliases;
+}
+
 std::optional<GpuProfile> find_gpu(std::string_view name) {
   const auto key = [](std::string_view s) {
     std::string out;
@@ -38,7 +48,10 @@ std::optional<GpuProfile> find_gpu(std::string_view name) {
     }
     return out;
   };
-  const std::string wanted = key(name);
+  std::string wanted = key(name);
+  for (const auto& [alias, model] : gpu_aliases()) {
+    if (key(alias) == wanted) wanted = key(model);
+  }
   for (const GpuProfile& g : known_gpus()) {
     if (key(g.name) == wanted) return g;
   }

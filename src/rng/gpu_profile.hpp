@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace meshsim {
@@ -22,9 +23,11 @@ struct GpuProfile {
   int64_t max_blocks() const { return sms * (max_threads_per_sm / 256); }
 };
 
-// The GPUs of rng.md's table, in its order.
+// The GPU models meshsim knows, with their SM counts and thread limits.
 const std::vector<GpuProfile>& known_gpus();
 // By name, ignoring case and spaces ("h200", "H100 SXM", "a100"); nullopt when unknown.
 std::optional<GpuProfile> find_gpu(std::string_view name);
+// Other names of known models ("H100" for "H100 SXM"), as (alias, model).
+const std::vector<std::pair<std::string, std::string>>& gpu_aliases();
 
 }  // namespace meshsim
