@@ -69,11 +69,7 @@ std::optional<HistoryDeparture> departure_in(int64_t group_id, const std::vector
   }
   // Members far ahead keep only coarse checkpoints: after the last agreeing one, none every member
   // holds may remain. The calls after it are an open tail, split by what the members skipped.
-  if (unheld_after_agreed) {
-    HistoryDeparture d{group_id, {}, members, agreed, 0};
-    for (int64_t m : members) d.differ = std::max(d.differ, of(m).count());
-    return d;
-  }
+  if (unheld_after_agreed) return HistoryDeparture{group_id, {}, members, agreed, 0};
   return std::nullopt;
 }
 

@@ -21,7 +21,7 @@ struct HistoryDeparture {
   std::vector<int64_t> odd;
   std::vector<int64_t> peers;  // the majority, whose histories agree (every member in a tail)
   uint64_t agreed = 0;         // calls every member made alike
-  uint64_t differ = 0;         // by this many calls, the odd ones differ (a tail: the most made)
+  uint64_t differ = 0;         // by this many calls, the odd ones differ (a tail: unknown, 0)
   bool open_tail() const { return odd.empty(); }
 };
 
