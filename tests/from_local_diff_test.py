@@ -12,12 +12,11 @@ Usage: from_local_diff_test.py MESHSIM
 """
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_python import free_port, require_torch  # noqa: E402
+from torch_python import failing_scenarios, free_port, require_torch  # noqa: E402
 
 WORLD = 8
 # (name, mesh ranks (nested for 2-D), local shape, placements)
@@ -111,15 +110,7 @@ def main():
                 f.write(scenario(name, mesh_ranks, shape, placements,
                                  [ranks[r][name] for r in range(WORLD)]))
             paths.append(path)
-        report = os.path.join(tmp, "report.json")
-        r = subprocess.run([meshsim, "run", "--no-time", "--json", report, *paths],
-                           capture_output=True, text=True, timeout=300)
-        passed = {s["file"] for s in json.load(open(report))["scenarios"] if s["result"] == "pass"}
-        failed = [p for p in paths if p not in passed]  # an unusable file is not in the list
-        for path in failed:
-            print(f"MISMATCH: {os.path.basename(path)}:\n{open(path).read()}")
-        if failed:
-            print(r.stdout[-4000:])
+        failed = failing_scenarios(meshsim, paths)
         print(f"from_local_diff: torch {torch.__version__}: {len(CASES)} cases on {WORLD} ranks, "
               f"{len(failed)} mismatches")
         return 1 if failed else 0

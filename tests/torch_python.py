@@ -42,3 +42,22 @@ def free_port():
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def failing_scenarios(meshsim, paths, flags=()):
+    """Runs meshsim on scenario files that state PyTorch's values; prints each file that did not
+    pass with meshsim's report, and returns their paths."""
+    import json
+    import subprocess
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        report = os.path.join(tmp, "report.json")
+        r = subprocess.run([meshsim, "run", "--no-time", "-v", *flags, "--json", report, *paths],
+                           capture_output=True, text=True, timeout=300)
+        passed = {s["file"] for s in json.load(open(report))["scenarios"] if s["result"] == "pass"}
+    failed = [p for p in paths if p not in passed]  # an unusable file is not in the list
+    for path in failed:
+        print(f"MISMATCH: {os.path.basename(path)}:\n{open(path).read()}")
+    if failed:
+        print(r.stdout[-6000:])
+    return failed

@@ -84,6 +84,9 @@ struct ShardSample {
   int64_t numel = 0;
   uint64_t digest = 0;  // of dtype, shape and bytes
   Json preview;         // the first few values, for the report
+  // The random draw whose output the rank holds unchanged; nullopt when its values came from
+  // anywhere else (a collective, a load, arithmetic, a slice of a bigger draw).
+  std::optional<Draw> drawn;
 };
 
 // Two draws meant to be independent that read the same Philox counters under the same seed.

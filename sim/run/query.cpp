@@ -57,7 +57,112 @@ Json indices_as_runs(const Json& dim) {
   return runs ? runs_json(*runs) : dim;  // an impossible index fails the comparison as written
 }
 
+// PyTorch's funcol names for what meshsim calls reduce_scatter and all_to_all.
+std::string meshsim_op_name(const std::string& name) {
+  if (name == "reduce_scatter_tensor") return "reduce_scatter";
+  if (name == "all_to_all_single") return "all_to_all";
+  return name;
+}
+
+// Expected counts may name ops as CommDebugMode does.
+Json with_op_names(Json expected) {
+  if (expected.is_string()) return meshsim_op_name(expected.get<std::string>());
+  if (!expected.is_object()) return expected;
+  Json out = Json::object();
+  for (auto& [op, count] : expected.items()) out[meshsim_op_name(op)] = std::move(count);
+  return out;
+}
+
+// Expected placements in any spelling ("S(0)", "Shard(dim=0)") as the report writes them.
+Json with_placement_names(Json expected) {
+  if (!expected.is_array()) return expected;
+  for (Json& p : expected) {
+    if (!p.is_string()) continue;
+    try {
+      p = placement_name(parse_placement(p.get<std::string>()));
+    } catch (const Error&) {
+      // Not a placement: it fails the comparison as written.
+    }
+  }
+  return expected;
+}
+
+Json dtensor_metadata(const DTensor& t) {
+  const DTensorSpec& spec = t.spec();
+  Json placements = Json::array();
+  for (const Placement& p : spec.placements) placements.push_back(placement_name(p));
+  return Json{{"shape", spec.shape},
+              {"stride", spec.stride()},
+              {"dtype", dtype_name(spec.dtype)},
+              {"placements", std::move(placements)},
+              {"mesh_shape", spec.mesh.shape()},
+              {"mesh_dims", spec.mesh.dim_names() ? Json(*spec.mesh.dim_names()) : Json(nullptr)},
+              {"local_shape", t.local().shape()},
+              {"requires_grad", t.requires_grad()}};
+}
+
 }  // namespace
+
+const std::vector<std::string>& dtensor_fields() {
+  static const std::vector<std::string> fields{"shape",       "stride",       "dtype",
+                                               "placements",  "mesh_shape",   "mesh_dims",
+                                               "local_shape", "requires_grad"};
+  return fields;
+}
+
+Query Query::parse_collectives(const toml::node& node, LoadContext& ctx) {
+  // "counts" (per op), "total", or { op, mesh, dim }: one op's count and/or one group's.
+  Query q;
+  q.key_ = "collectives";
+  const toml::table* t = node.as_table();
+  if (t == nullptr) {
+    q.generator_ = ctx.string_of(node, "collectives");
+    if (q.generator_ != "counts" && q.generator_ != "total")
+      ctx.fail(node, "collectives is \"counts\", \"total\" or { op, mesh, dim }");
+    if (q.generator_ == "counts") q.generator_.clear();
+    return q;
+  }
+  ctx.only_keys(*t, {"op", "mesh", "dim"}, "collectives query");
+  if (const toml::node* op = t->get("op")) {
+    q.generator_ = meshsim_op_name(ctx.string_of(*op, "op"));
+    std::vector<std::string_view> known;
+    for (int i = 0; i <= static_cast<int>(CollectiveOp::kAllGatherObject); ++i)
+      known.push_back(collective_op_name(static_cast<CollectiveOp>(i)));
+    if (std::find(known.begin(), known.end(), q.generator_) == known.end())
+      ctx.fail(*op, fmt::format("op is one of {}", fmt::join(known, ", ")));
+  }
+  if (const toml::node* mesh = t->get("mesh")) {
+    q.mesh_ = ctx.string_of(*mesh, "mesh");
+    const LoadContext::MeshInfo& info = ctx.require_mesh(*mesh, q.mesh_);
+    if (const toml::node* dim = t->get("dim")) {
+      q.dim_ = ctx.dim_name(*dim, q.mesh_, info);
+    } else if (info.ndim != 1) {
+      ctx.fail(node, "collectives in a mesh of several dims needs a dim");
+    }
+  } else if (t->get("dim") != nullptr) {
+    ctx.fail(*t->get("dim"), "dim needs a mesh");
+  }
+  if (q.generator_.empty() && q.mesh_.empty()) ctx.fail(node, "collectives needs op or mesh");
+  return q;
+}
+
+Json Query::observe_collectives(const RankState& rank) const {
+  std::optional<int64_t> group;
+  if (!mesh_.empty()) {
+    if (!rank.mesh(mesh_).coordinate()) return nullptr;  // no group of it here
+    group = rank.group(mesh_, dim_).id;
+  }
+  Json counts = Json::object();
+  int64_t total = 0;
+  for (const auto& [key, n] : rank.activity().issued.by_group_and_op) {
+    if (group && key.first != *group) continue;
+    const std::string op(collective_op_name(key.second));
+    if (!generator_.empty() && generator_ != "total" && op != generator_) continue;
+    counts[op] = counts.value(op, int64_t{0}) + n;
+    total += n;
+  }
+  return generator_.empty() ? counts : Json(total);
+}
 
 std::vector<Placement> placements_of(const toml::node& node, const LoadContext& ctx,
                                      const std::string& mesh, std::optional<size_t> tensor_ndim) {
@@ -91,11 +196,11 @@ std::vector<Placement> placements_of(const toml::node& node, const LoadContext& 
 
 const std::vector<std::string_view>& Query::keys() {
   static const std::vector<std::string_view> k{
-      "value",         "coordinate",        "mesh",       "shape",
-      "groups",        "group_name",        "local_rank", "local_shard",
-      "owned_indices", "has_group_names",   "tensor",     "rng_state",
-      "same",          "stale_group_names", "my_group",   "intra_node",
-      "process_groups"};
+      "value",          "coordinate",        "mesh",       "shape",
+      "groups",         "group_name",        "local_rank", "local_shard",
+      "owned_indices",  "has_group_names",   "tensor",     "rng_state",
+      "same",           "stale_group_names", "my_group",   "intra_node",
+      "process_groups", "collectives",       "dtensor"};
   return k;
 }
 
@@ -153,6 +258,24 @@ Query Query::parse(std::string_view key, const toml::node& node, LoadContext& ct
     }
     return q;
   }
+  if (key == "collectives") return parse_collectives(node, ctx);
+  if (key == "dtensor") {
+    // "x" (every field), or { name = "x", field = "shape" }.
+    const toml::node* name = &node;
+    if (const toml::table* t = node.as_table()) {
+      ctx.only_keys(*t, {"name", "field"}, "dtensor query");
+      name = &ctx.require(*t, "name", "dtensor query");
+      const toml::node& field = ctx.require(*t, "field", "dtensor query");
+      q.generator_ = ctx.string_of(field, "field");
+      const auto& fields = dtensor_fields();
+      if (std::find(fields.begin(), fields.end(), q.generator_) == fields.end())
+        ctx.fail(field, fmt::format("field is one of {}", fmt::join(fields, ", ")));
+    }
+    q.tensor_ = ctx.string_of(*name, "dtensor");
+    if (!ctx.has_tensor(q.tensor_))
+      ctx.fail(*name, fmt::format("no tensor \"{}\" is set before this", q.tensor_));
+    return q;
+  }
   if (key == "rng_state") {
     // [seed, offset] of the default generator, or of DTensor's 2.6 tracker.
     q.generator_ = ctx.string_of(node, "rng_state");
@@ -196,6 +319,13 @@ Query Query::parse(std::string_view key, const toml::node& node, LoadContext& ct
 }
 
 Json Query::canonical_expected(Json expected) const {
+  if (key_ == "collectives") return with_op_names(std::move(expected));
+  if (key_ == "dtensor") {
+    if (generator_ == "placements") return with_placement_names(std::move(expected));
+    if (generator_.empty() && expected.is_object() && expected.contains("placements"))
+      expected["placements"] = with_placement_names(std::move(expected["placements"]));
+    return expected;
+  }
   if (!expected.is_array()) return expected;
   if (key_ == "owned_indices") {
     for (Json& dim : expected) dim = indices_as_runs(dim);
@@ -209,6 +339,9 @@ Json Query::canonical_expected(Json expected) const {
 }
 
 bool Query::yields_integers() const {
+  if (key_ == "dtensor")
+    return generator_ == "shape" || generator_ == "stride" || generator_ == "local_shape" ||
+           generator_ == "mesh_shape";
   return key_ != "group_name" && key_ != "has_group_names" && key_ != "same" &&
          key_ != "stale_group_names" && key_ != "intra_node";
 }
@@ -218,6 +351,15 @@ std::string Query::describe() const {
   if (key_ == "rng_state") return fmt::format("rng_state({})", generator_);
   if (key_ == "process_groups") return fmt::format("process_groups({})", generator_);
   if (key_ == "same") return fmt::format("same({}, {})", tensor_, other_tensor_);
+  if (key_ == "dtensor")
+    return generator_.empty() ? fmt::format("dtensor({})", tensor_)
+                              : fmt::format("dtensor({}, {})", tensor_, generator_);
+  if (key_ == "collectives") {
+    std::string args = generator_.empty() ? std::string("counts") : generator_;
+    if (!mesh_.empty())
+      args += dim_.empty() ? " in " + mesh_ : fmt::format(" in {}, {}", mesh_, dim_);
+    return fmt::format("collectives({})", args);
+  }
   if (key_ == "has_group_names" && !tensor_.empty())
     return fmt::format("has_group_names(tensor {})", tensor_);
   if (key_ == "tensor")
@@ -256,6 +398,13 @@ Json Query::observe(const RankState& rank) const {
     return first_values(t, first_ ? std::min(*first_, t.numel()) : t.numel());
   }
   if (key_ == "same") return same_values(rank.value(tensor_), rank.value(other_tensor_));
+  if (key_ == "collectives") return observe_collectives(rank);
+  if (key_ == "dtensor") {
+    const auto* t = std::get_if<DTensor>(&rank.value(tensor_));
+    if (t == nullptr) throw runtime_error(fmt::format("\"{}\" is not a DTensor", tensor_));
+    Json fields = dtensor_metadata(*t);
+    return generator_.empty() ? fields : fields.at(generator_);
+  }
   if (key_ == "process_groups") {
     const GroupCreator& groups = rank.groups();
     if (generator_ == "created") return groups.groups_created();

@@ -30,13 +30,18 @@ class Query {
   bool yields_integers() const;
 
  private:
+  static Query parse_collectives(const toml::node& node, LoadContext& ctx);
+  Json observe_collectives(const RankState& rank) const;
+
   std::string key_;
   std::string mesh_;
   std::string dim_;               // "" = unspecified
   std::string tensor_;            // the `tensor` query's tensor
   std::string other_tensor_;      // the second tensor of `same`
   std::optional<int64_t> first_;  // ... and how many of its values
-  std::string generator_;         // the `rng_state` query's generator, `process_groups`' count
+  // The `rng_state` query's generator, `process_groups`' count, the `dtensor` field, the op
+  // `collectives` counts ("" for all, per op; "total").
+  std::string generator_;
   std::vector<int64_t> global_shape_;
   std::vector<Placement> placements_;
   std::optional<Expression> expression_;
@@ -49,6 +54,10 @@ class Query {
 std::vector<Placement> placements_of(const toml::node& node, const LoadContext& ctx,
                                      const std::string& mesh,
                                      std::optional<size_t> tensor_ndim = std::nullopt);
+
+// What the `dtensor` query reports: shape, stride, dtype, placements, mesh_shape, mesh_dims,
+// local_shape and requires_grad.
+const std::vector<std::string>& dtensor_fields();
 
 // The first `n` values of a materialized tensor, as the report shows them.
 Json first_values(const Tensor& t, int64_t n);

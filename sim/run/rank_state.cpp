@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "sim/gpu/device_random_kernel.hpp"
+#include "src/io/tensor_digest.hpp"
 
 namespace meshsim::sim {
 
@@ -112,20 +113,30 @@ PhiloxState RankState::broadcast_rng_state(const PhiloxState& mine) {
 void RankState::random_in_place(const Step& step, const std::string& name, const RandomOp& op) {
   if (std::holds_alternative<Tensor>(value(name))) {
     Tensor t = tensor(name);
-    record_draw(step, name, rng_.random_(t, op));
+    const RankRng::OpResult drawn = rng_.random_(t, op);
     set_tensor(name, std::move(t));
+    record_draw(step, name, drawn);
   } else {
-    record_draw(step, name, rng_.random_(dtensor(name), op, rng_state_broadcast()));
+    const RankRng::OpResult drawn = rng_.random_(dtensor(name), op, rng_state_broadcast());
+    record_draw(step, name, drawn);
   }
 }
 
-void RankState::record_draw(const Step& step, const std::string& tensor,
-                            const RankRng::OpResult& r) {
+void RankState::record_draw(const Step& step, const std::string& name, const RankRng::OpResult& r) {
   if (r.state_overwritten_by_rank0) result_.rng_state_synced.push_back(rank_);
-  if (!r.draw) return;
+  if (!r.draw) {
+    drawn_.erase(name);
+    return;
+  }
+  drawn_.insert_or_assign(name, DrawnValue{*r.draw, tensor_digest(tensor(name))});
   ++result_.draws_total;
   if (result_.draws.size() < ScenarioResult::kMaxCheckedDraws)
-    result_.draws.push_back({step.where, rank_, tensor, *r.draw});
+    result_.draws.push_back({step.where, rank_, name, *r.draw});
+}
+
+const Draw* RankState::draw_held(const std::string& name, uint64_t digest) const {
+  const auto it = drawn_.find(name);
+  return it != drawn_.end() && it->second.digest == digest ? &it->second.draw : nullptr;
 }
 
 void RankState::record_sample(int64_t id, ShardSample sample) {

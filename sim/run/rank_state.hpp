@@ -43,6 +43,7 @@ class RankState final : public ExpressionEnv {
   // The collective backend this rank talks through.
   Backend& backend() { return *backend_; }
   RankActivity& activity() { return activity_; }
+  const RankActivity& activity() const { return activity_; }
   // "WORLD", or the group of one dim of a mesh (or a flattened dim of its root) on this rank.
   Group group(const std::string& mesh, const std::string& dim) const;
   // The group of mesh dim `dim` (an index) of a mesh this rank holds, such as a DTensor's.
@@ -76,8 +77,13 @@ class RankState final : public ExpressionEnv {
   }
   // A random op in place on the tensor or DTensor `name`, its draw logged for `step`.
   void random_in_place(const Step& step, const std::string& name, const RandomOp& op);
-  // Logs what a random op drew into `tensor` (and a state replaced by rank 0's).
-  void record_draw(const Step& step, const std::string& tensor, const RankRng::OpResult& result);
+  // Logs what a random op drew into the value `name`, which holds its result (and a state
+  // replaced by rank 0's).
+  void record_draw(const Step& step, const std::string& name, const RankRng::OpResult& result);
+  // The draw whose output `name` still holds, judged by the digest of what it holds now (any
+  // step that changed the values since changed the digest); nullptr when its values came from
+  // anywhere else.
+  const Draw* draw_held(const std::string& name, uint64_t digest) const;
   // Keeps what this rank holds for cross-rank expectation `id`.
   void record_sample(int64_t id, ShardSample sample);
   // Throws meshsim::Error (RuntimeError) when this rank has not created `name`.
@@ -115,6 +121,12 @@ class RankState final : public ExpressionEnv {
   std::map<std::string, DeviceMesh> meshes_;
   std::map<std::string, Parameter> values_;
   std::map<std::string, LinearModule> modules_;
+  // Per value, the last draw into it and the digest of its values right after.
+  struct DrawnValue {
+    Draw draw;
+    uint64_t digest = 0;
+  };
+  std::map<std::string, DrawnValue> drawn_;
   RankRng rng_;
   CheckpointDir& checkpoints_;
   bool decouple_backend_at_save_ = false;

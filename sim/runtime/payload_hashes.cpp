@@ -7,22 +7,13 @@
 #include <fmt/format.h>
 
 #include "sim/runtime/fiber_stack.hpp"
-#include "src/io/xxh3_stream.hpp"
+#include "src/io/tensor_digest.hpp"
 
 namespace meshsim::sim {
 
 namespace {
 
-// Hashes what one member received: tensors by dtype, shape and bytes, objects by their bytes.
-void add_tensor(Xxh3Stream& hash, const Tensor& t) {
-  const auto dtype = static_cast<int64_t>(t.dtype());
-  hash.add(&dtype, sizeof dtype);
-  const auto ndim = static_cast<int64_t>(t.shape().size());
-  hash.add(&ndim, sizeof ndim);
-  hash.add(t.shape().data(), t.shape().size() * sizeof(int64_t));
-  if (!t.is_meta()) hash.add(t.bytes().data(), t.nbytes());
-}
-
+// What one member received is hashed: tensors by dtype, shape and bytes, objects by their bytes.
 void add_object(Xxh3Stream& hash, const std::string& object) {
   const uint64_t size = object.size();
   hash.add(&size, sizeof size);
@@ -48,9 +39,9 @@ void PayloadHashingExecutor::execute(Meeting& m) {
       const Exchange& e = m.exchanges[i];
       Xxh3Stream hash;
       // A send's result is nothing; an in-place collective's output is its input.
-      if (e.output != nullptr && sig.op != CollectiveOp::kSend) add_tensor(hash, *e.output);
+      if (e.output != nullptr && sig.op != CollectiveOp::kSend) hash_tensor(hash, *e.output);
       if (e.outputs != nullptr) {
-        for (const Tensor& t : *e.outputs) add_tensor(hash, t);
+        for (const Tensor& t : *e.outputs) hash_tensor(hash, t);
       }
       if (e.objects_out != nullptr) {
         for (const std::string& o : *e.objects_out) add_object(hash, o);

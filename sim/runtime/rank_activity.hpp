@@ -10,6 +10,7 @@
 
 #include "sim/runtime/call_history.hpp"
 #include "sim/runtime/call_site.hpp"
+#include "sim/runtime/comm_counts.hpp"
 #include "sim/runtime/flight_recorder.hpp"
 #include "sim/runtime/skip_log.hpp"
 #include "sim/scenario/source_location.hpp"
@@ -43,6 +44,7 @@ struct RankActivity {
   FlightRecorder history;  // its last collectives and point-to-point calls (not new_group)
   SkipLog skipped;         // the calls its `when`s skipped
   CallHistory calls;       // every call it entered, hashed
+  CommCounts issued;       // what it issued while a count_collectives step counts
 };
 
 inline std::string_view state_name(RankActivity::State state) {

@@ -120,6 +120,7 @@ void Rendezvous::enter_and_wait(int64_t rank, Channel& channel, size_t pos, cons
     me.history.enter({group.id, seq, point_to_point ? (*m.members)[1 - pos] : -1, signature,
                       me.site, me.clock, CollectiveRecord::State::kWaiting});
     me.calls.add(me.site, signature.op);
+    me.issued.issued(group.id, signature.op);
   }
   if (m.arrived == 0) {
     m.first = pos;

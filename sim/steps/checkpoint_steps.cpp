@@ -173,6 +173,20 @@ class DecoupleStep final : public Step {
 // `from_local = { name, local, mesh, placements, requires_grad }`: DTensor.from_local(local, mesh,
 // placements) without run_check, the global shape inferred from the local one (every rank's, a
 // rank outside the mesh too, which then holds an empty local tensor).
+// PyTorch's text for shape= without stride= (or the reverse): its RuntimeError carries two
+// arguments, so it reads as their tuple.
+std::string shape_without_stride(const std::optional<std::vector<int64_t>>& shape,
+                                 const std::optional<std::vector<int64_t>>& stride) {
+  auto listed = [](const std::optional<std::vector<int64_t>>& v) {
+    if (!v) return std::string("None");
+    return v->size() == 1 ? fmt::format("({},)", (*v)[0])
+                          : fmt::format("({})", fmt::join(*v, ", "));
+  };
+  return fmt::format(
+      "('Found shape:{}, stride:{}.', 'Please pass both shape and stride at the same time.')",
+      listed(shape), listed(stride));
+}
+
 class FromLocalStep final : public Step {
  public:
   void run(RankState& rank) const override {
@@ -195,18 +209,65 @@ class FromLocalStep final : public Step {
       }
       shape[static_cast<size_t>(dim)] *= mesh.size(d);
     }
+    if (global_shape_.has_value() != global_stride_.has_value())
+      throw runtime_error(shape_without_stride(global_shape_, global_stride_));
+    if (global_shape_) shape = *global_shape_;  // PyTorch takes them as given, uneven or not
     DTensorSpec spec{mesh, placements, shape, local.dtype()};
-    DTensor t =
-        mesh.coordinate()
-            ? DTensor::from_local_shard(std::move(spec), local)
-            : DTensor::zeros(std::move(spec), local.is_meta() ? Tensor::Storage::kMeta
-                                                              : Tensor::Storage::kMaterialized);
+    if (global_stride_ && *global_stride_ != spec.stride()) {
+      throw Error(
+          PyErrorType::kNotImplementedError,
+          fmt::format(
+              "meshsim models contiguous DTensors only: stride ({}) is not the row-major stride of "
+              "shape ({})",
+              fmt::join(*global_stride_, ", "), fmt::join(shape, ", ")));
+    }
+    if (!mesh.coordinate()) {
+      DTensor t = DTensor::zeros(std::move(spec), local.is_meta() ? Tensor::Storage::kMeta
+                                                                  : Tensor::Storage::kMaterialized);
+      t.set_requires_grad(requires_grad_);
+      rank.set_dtensor(name_, std::move(t));
+      return;
+    }
+    Tensor held = local;
+    if (run_check_) check_across_ranks(rank, mesh, placements, held);
+    DTensor t = DTensor::from_local_shard(std::move(spec), std::move(held));
     t.set_requires_grad(requires_grad_);
     rank.set_dtensor(name_, std::move(t));
   }
   std::string name_, local_, mesh_;
   std::vector<Placement> placements_;
   bool requires_grad_ = false;
+  bool run_check_ = false;
+  // shape= and stride= (both or neither, as PyTorch requires).
+  std::optional<std::vector<int64_t>> global_shape_, global_stride_;
+
+ private:
+  // run_check=True as PyTorch 2.15 runs it on the mesh's members: an all_gather_object over
+  // WORLD (not the mesh: ranks outside it never join, so a mesh smaller than the world hangs) of
+  // dtype and requires_grad, with the local shape and stride unless both were given; then rank 0
+  // of each Replicate dim's group broadcasts its local tensor.
+  void check_across_ranks(RankState& rank, const DeviceMesh& mesh,
+                          const std::vector<Placement>& placements, Tensor& local) const {
+    std::string meta = fmt::format("{} {}", dtype_name(local.dtype()), requires_grad_);
+    if (!global_shape_) {
+      DTensorSpec contiguous{mesh, {}, local.shape(), local.dtype()};
+      meta += fmt::format(" ({}) ({})", fmt::join(local.shape(), ", "),
+                          fmt::join(contiguous.stride(), ", "));
+    }
+    const std::vector<std::string> gathered =
+        rank.backend().all_gather_object(meta, rank.group("", ""));
+    for (const std::string& other : gathered) {
+      if (other != meta) {
+        throw value_error(
+            "Inconsistent tensor metadata (including shape and stride) across ranks.");
+      }
+    }
+    for (size_t d = 0; d < placements.size(); ++d) {
+      if (!std::holds_alternative<Replicate>(placements[d])) continue;
+      const Group g = rank.mesh_dim_group(mesh, d);
+      rank.backend().broadcast(local, g.ranks->front(), g);
+    }
+  }
 };
 
 class SaveStep final : public Step {
@@ -600,25 +661,48 @@ void register_checkpoint_steps(StepRegistry& r) {
           step->on_ = ctx.boolean_of(value, "decouple_backend_at_save");
           return step;
         });
-  r.add(
-      "from_local", "{ name, local = \"tensor\", mesh, placements, requires_grad }",
-      "DTensor.from_local",
-      [](const toml::node& value, const toml::table&, LoadContext& ctx) -> std::unique_ptr<Step> {
-        const toml::table& args = ctx.table_of(value, "from_local");
-        ctx.only_keys(args, {"name", "local", "mesh", "placements", "requires_grad"}, "from_local");
-        auto step = std::make_unique<FromLocalStep>();
-        step->name_ = ctx.string_of(ctx.require(args, "name", "from_local"), "name");
-        step->local_ = ctx.tensor_name(args, "local", "from_local");
-        // The DTensor has as many dims as its local shard.
-        const std::optional<size_t> ndim = ctx.tensor_facts(step->local_).ndim;
-        MeshPlacements layout = mesh_placements_of(args, "from_local", ctx, ndim);
-        step->mesh_ = std::move(layout.mesh);
-        step->placements_ = std::move(layout.placements);
-        if (const toml::node* g = args.get("requires_grad"))
-          step->requires_grad_ = ctx.boolean_of(*g, "requires_grad");
-        ctx.declare_tensor(step->name_, {ndim, step->mesh_});
-        return step;
-      });
+  r.add("from_local",
+        "{ name, local = \"tensor\", mesh, placements, requires_grad, run_check, shape, stride }",
+        "DTensor.from_local",
+        [](const toml::node& value, const toml::table&, LoadContext& ctx) -> std::unique_ptr<Step> {
+          const toml::table& args = ctx.table_of(value, "from_local");
+          ctx.only_keys(args,
+                        {"name", "local", "mesh", "placements", "requires_grad", "run_check",
+                         "shape", "stride"},
+                        "from_local");
+          auto step = std::make_unique<FromLocalStep>();
+          step->name_ = ctx.string_of(ctx.require(args, "name", "from_local"), "name");
+          step->local_ = ctx.tensor_name(args, "local", "from_local");
+          // The DTensor has as many dims as its local shard.
+          const std::optional<size_t> ndim = ctx.tensor_facts(step->local_).ndim;
+          MeshPlacements layout = mesh_placements_of(args, "from_local", ctx, ndim);
+          step->mesh_ = std::move(layout.mesh);
+          step->placements_ = std::move(layout.placements);
+          if (const toml::node* g = args.get("requires_grad"))
+            step->requires_grad_ = ctx.boolean_of(*g, "requires_grad");
+          if (const toml::node* c = args.get("run_check"))
+            step->run_check_ = ctx.boolean_of(*c, "run_check");
+          const toml::node* shape = args.get("shape");
+          const toml::node* stride = args.get("stride");
+          // PyTorch tests `if shape and stride`: an empty list counts as not given.
+          if (shape != nullptr) step->global_shape_ = ctx.integers_of(*shape, "shape");
+          if (stride != nullptr) step->global_stride_ = ctx.integers_of(*stride, "stride");
+          if (step->global_shape_ && step->global_shape_->empty()) step->global_shape_.reset();
+          if (step->global_stride_ && step->global_stride_->empty()) step->global_stride_.reset();
+          if (step->global_shape_.has_value() != step->global_stride_.has_value() &&
+              !ctx.entry_raises()) {
+            ctx.fail(args, shape_without_stride(step->global_shape_, step->global_stride_) +
+                               " (RuntimeError in PyTorch)");
+          }
+          if (step->global_shape_ && step->global_stride_ &&
+              step->global_shape_->size() != step->global_stride_->size())
+            ctx.fail(args, "shape and stride need one entry per dim each");
+          if (step->global_shape_ && ndim && step->global_shape_->size() != *ndim)
+            ctx.fail(*shape, fmt::format("shape has {} dims; the local tensor has {}",
+                                         step->global_shape_->size(), *ndim));
+          ctx.declare_tensor(step->name_, {ndim, step->mesh_});
+          return step;
+        });
   r.add("save",
         "{ tensor | mesh | rng = true, path = \"x-{rank}.ckpt\", format = \"binary\" | \"text\" "
         "| \"xml\", group_names, fail_at } or { checkpoint = \"step1\", tensors = [...], format }",

@@ -286,6 +286,20 @@ class SleepStep final : public Step {
   double seconds_ = 0;
 };
 
+// `count_collectives = "start"` ... `"stop"`: what `with CommDebugMode():` counts, read by the
+// `collectives` query.
+class CountCollectivesStep final : public Step {
+ public:
+  void run(RankState& rank) const override {
+    if (start_) {
+      rank.activity().issued.start();
+    } else {
+      rank.activity().issued.stop();
+    }
+  }
+  bool start_ = true;
+};
+
 }  // namespace
 
 void register_collective_steps(StepRegistry& r) {
@@ -314,6 +328,17 @@ void register_collective_steps(StepRegistry& r) {
               : fmt::format("the {} collective", collective_op_name(op)),
           collective_parser(op));
   }
+  r.add("count_collectives", "\"start\" | \"stop\"",
+        "count the collectives this rank issues from here (CommDebugMode), for the collectives "
+        "query",
+        [](const toml::node& value, const toml::table&, LoadContext& ctx) -> std::unique_ptr<Step> {
+          const std::string what = ctx.string_of(value, "count_collectives");
+          if (what != "start" && what != "stop")
+            ctx.fail(value, "count_collectives is \"start\" (a fresh count) or \"stop\"");
+          auto step = std::make_unique<CountCollectivesStep>();
+          step->start_ = what == "start";
+          return step;
+        });
   r.add("sleep", "seconds", "advance this rank's virtual clock",
         [](const toml::node& value, const toml::table&, LoadContext& ctx) -> std::unique_ptr<Step> {
           auto step = std::make_unique<SleepStep>();

@@ -1,46 +1,27 @@
 // `distinct` and `equal` expectations: each rank records what it holds when it reaches the
 // entry; after the run the samples are compared across ranks.
 //   distinct = { tensor = "w", across = ["pp", "tp"] }: ranks whose coordinates differ in any of
-//     these dims hold different values (no two shards drew the same numbers);
+//     these dims drew other random numbers (no two shards read the same Philox counters);
 //   equal = { module = "fc", across = ["dp"] }: ranks whose coordinates differ only in these dims
-//     hold the same values (replicas agree).
+//     made the same draw (replicas agree).
+// Values held as drawn are judged by their draw, others by value (sample_comparison.hpp).
 // Coordinates are taken in the DTensor's own mesh, or in `mesh` when given (required for plain
-// tensors).
+// tensors); only ranks of one copy of that mesh are compared.
 #include <algorithm>
-#include <cstring>
 #include <map>
 
 #include <fmt/format.h>
 
+#include "sim/report/sample_comparison.hpp"
 #include "sim/run/query.hpp"
 #include "sim/run/rank_state.hpp"
-#include "sim/runtime/hang_report.hpp"
+#include "sim/runtime/group_label.hpp"
 #include "sim/scenario/step_registry.hpp"
+#include "src/io/tensor_digest.hpp"
 
 namespace meshsim::sim {
 
 namespace {
-
-uint64_t mix(uint64_t h, uint64_t v) {
-  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-  return h * 0xbf58476d1ce4e5b9ull;
-}
-
-// Of dtype, shape and every byte: equal tensors give equal digests; different ones collide
-// with probability about 2^-64.
-uint64_t digest_of(const Tensor& t) {
-  uint64_t h = mix(0, static_cast<uint64_t>(t.dtype()));
-  for (int64_t s : t.shape()) h = mix(h, static_cast<uint64_t>(s));
-  const std::span<const std::byte> bytes = t.bytes();
-  size_t i = 0;
-  for (; i + 8 <= bytes.size(); i += 8) {
-    uint64_t w = 0;
-    std::memcpy(&w, bytes.data() + i, 8);
-    h = mix(h, w);
-  }
-  for (; i < bytes.size(); ++i) h = mix(h, static_cast<uint64_t>(bytes[i]));
-  return h;
-}
 
 struct Target {
   std::string tensor;  // or
@@ -86,8 +67,9 @@ class RecordSamples final : public Step {
       s.meta = t.is_meta();
       s.numel = t.numel();
       if (!s.meta) {
-        s.digest = digest_of(t);
+        s.digest = tensor_digest(t);
         s.preview = first_values(t, 4);
+        if (const Draw* drawn = rank.draw_held(name, s.digest)) s.drawn = *drawn;
       }
       rank.record_sample(id_, std::move(s));
     }
@@ -96,37 +78,48 @@ class RecordSamples final : public Step {
   Target target_;
 };
 
-// A list of ranks and what the first of them holds, for the report.
-Json ranks_holding(const std::vector<int64_t>& ranks, const ShardSample& sample) {
-  return Json{{"ranks", rank_ranges(ranks)}, {"first_values", sample.preview}};
-}
-
 class CompareSamples final : public OutcomeExpectation {
  public:
   ExpectationRecord check(const ScenarioResult& result) const override {
-    Json problems = Json::array();
+    SampleVerdict verdict;
     const auto found = result.cross_rank_samples.find(id_);
     size_t samples = 0;
+    std::vector<std::string> meta;
     if (found != result.cross_rank_samples.end()) {
       // Per tensor: which rank holds which sample.
-      std::map<std::string, std::vector<std::pair<int64_t, const ShardSample*>>> by_tensor;
+      std::map<std::string, std::vector<HeldSample>> by_tensor;
       for (size_t r = 0; r < found->second.size(); ++r) {
         for (const ShardSample& s : found->second[r]) {
           by_tensor[s.tensor].emplace_back(static_cast<int64_t>(r), &s);
           ++samples;
         }
       }
-      for (const auto& [tensor, held] : by_tensor) compare(tensor, held, problems);
+      for (const auto& [tensor, held] : by_tensor) {
+        std::vector<int64_t> meta_ranks;
+        for (const auto& [r, s] : held) {
+          if (s->meta) meta_ranks.push_back(r);
+        }
+        if (!meta_ranks.empty()) {
+          verdict.problems.push_back(
+              fmt::format("\"{}\" is meta on rank(s) {}: no values to compare", tensor,
+                          rank_ranges(meta_ranks)));
+        } else if (target_.distinct) {
+          compare_distinct(tensor, held, verdict);
+        } else {
+          compare_equal(tensor, held, verdict);
+        }
+      }
     }
-    if (samples == 0) problems.push_back("no rank reached this expectation holding the tensor");
-    const bool passed = problems.empty();
+    if (samples == 0)
+      verdict.problems.push_back("no rank reached this expectation holding the tensor");
+    const bool passed = verdict.problems.empty();
     return {where,
             -1,
             target_.describe(),
             passed,
-            passed ? Json(fmt::format("{} samples compared", samples)) : std::move(problems),
-            target_.distinct ? "every pair differing in an across dim differs"
-                             : "every pair differing only in across dims agrees"};
+            passed ? Json(summary(samples, verdict)) : std::move(verdict.problems),
+            target_.distinct ? "every pair differing in an across dim drew other random numbers"
+                             : "every pair differing only in across dims made the same draw"};
   }
   bool declares_run_outcome() const override { return false; }
 
@@ -134,59 +127,20 @@ class CompareSamples final : public OutcomeExpectation {
   Target target_;
 
  private:
-  static constexpr size_t kMaxListed = 8;
-
-  void compare(const std::string& tensor,
-               const std::vector<std::pair<int64_t, const ShardSample*>>& held,
-               Json& problems) const {
-    std::vector<int64_t> meta;
-    for (const auto& [r, s] : held) {
-      if (s->meta) meta.push_back(r);
+  // "64 samples compared by the Philox counters they drew; 2 pairs of values equal by chance
+  // (disjoint counters): ranks 3,9 ([0.25])".
+  static std::string summary(size_t samples, const SampleVerdict& verdict) {
+    std::string out =
+        fmt::format("{} samples compared {}", samples,
+                    verdict.by_draws ? "by the Philox counters they drew" : "by value");
+    if (verdict.coincidence_count > 0) {
+      out += fmt::format(
+          "; {} group{} of ranks hold equal values by chance (drawn from other counters): {}",
+          verdict.coincidence_count, verdict.coincidence_count == 1 ? "" : "s",
+          fmt::join(verdict.coincidences, "; "));
+      if (verdict.coincidence_count > verdict.coincidences.size()) out += "; ...";
     }
-    if (!meta.empty()) {
-      problems.push_back(fmt::format("\"{}\" is meta on rank(s) {}: no values to compare", tensor,
-                                     rank_ranges(meta)));
-      return;
-    }
-    if (target_.distinct) {
-      // Ranks holding equal values must agree on every across dim. Empty shards (uneven
-      // sharding) hold no values to repeat.
-      std::map<std::pair<int64_t, uint64_t>, std::map<std::vector<int64_t>, std::vector<int64_t>>>
-          by_digest;
-      for (const auto& [r, s] : held) {
-        if (s->numel > 0) by_digest[{s->replica, s->digest}][s->across].push_back(r);
-      }
-      for (const auto& [digest, groups] : by_digest) {
-        if (groups.size() < 2 || problems.size() >= kMaxListed) continue;
-        std::vector<int64_t> ranks;
-        for (const auto& [coord, in_group] : groups)
-          ranks.insert(ranks.end(), in_group.begin(), in_group.end());
-        std::sort(ranks.begin(), ranks.end());
-        problems.push_back({{"tensor", tensor},
-                            {"same_values_on_ranks", rank_ranges(ranks)},
-                            {"first_values", held_sample(held, ranks[0])->preview}});
-      }
-    } else {
-      // Ranks that differ only in across dims must hold one value.
-      std::map<std::pair<int64_t, std::vector<int64_t>>, std::map<uint64_t, std::vector<int64_t>>>
-          by_others;
-      for (const auto& [r, s] : held) by_others[{s->replica, s->others}][s->digest].push_back(r);
-      for (const auto& [others, values] : by_others) {
-        if (values.size() < 2 || problems.size() >= kMaxListed) continue;
-        Json differing = Json::array();
-        for (const auto& [digest, ranks] : values)
-          differing.push_back(ranks_holding(ranks, *held_sample(held, ranks[0])));
-        problems.push_back({{"tensor", tensor}, {"replicas_that_differ", differing}});
-      }
-    }
-  }
-
-  static const ShardSample* held_sample(
-      const std::vector<std::pair<int64_t, const ShardSample*>>& held, int64_t rank) {
-    for (const auto& [r, s] : held) {
-      if (r == rank) return s;
-    }
-    return nullptr;
+    return out;
   }
 };
 

@@ -103,8 +103,9 @@ class FactoryStep final : public Step {
       return;
     }
     DTensor t = DTensor::zeros(shape_.spec(rank));
-    rank.record_draw(*this, name_, rank.rng().random_factory(t, op_, rank.rng_state_broadcast()));
+    const RankRng::OpResult drawn = rank.rng().random_factory(t, op_, rank.rng_state_broadcast());
     rank.set_dtensor(name_, std::move(t));
+    rank.record_draw(*this, name_, drawn);
   }
   std::string name_;
   DTensorShape shape_;

@@ -407,6 +407,54 @@ TEST_CASE("queries: my group, intra-node groups, process group counts", "[sim][q
   }
 }
 
+TEST_CASE("queries: collectives, dtensor metadata, from_local's keywords", "[sim][query]") {
+  const std::string mesh = "[[mesh]]\nname = \"m\"\nshape = [2, 2]\ndims = [\"dp\", \"tp\"]\n";
+  CHECK(load_error(mesh + "[[step]]\ncount_collectives = \"begin\"\n") ==
+        "t.toml:9:21: count_collectives is \"start\" (a fresh count) or \"stop\"");
+  CHECK(load_error(mesh + "[[expect]]\ncollectives = \"all\"\nequals = 1\n") ==
+        "t.toml:9:15: collectives is \"counts\", \"total\" or { op, mesh, dim }");
+  CHECK(load_error(mesh + "[[expect]]\ncollectives = { op = \"allreduce\" }\nequals = 1\n") ==
+        "t.toml:9:22: op is one of all_reduce, all_gather, all_gather_into_tensor, reduce_scatter, "
+        "broadcast, all_to_all, barrier, send, recv, broadcast_object_list, all_gather_object");
+  CHECK(load_error(mesh + "[[expect]]\ncollectives = { mesh = \"m\" }\nequals = 1\n") ==
+        "t.toml:9:15: collectives in a mesh of several dims needs a dim");
+  const std::string x = mesh +
+                        "[[step]]\ndtensor = { name = \"x\", mesh = \"m\", shape = [4], "
+                        "placements = [\"R\", \"S(0)\"] }\n";
+  CHECK(load_error(x + "[[expect]]\ndtensor = { name = \"x\", field = \"size\" }\nequals = 1\n") ==
+        "t.toml:11:33: field is one of shape, stride, dtype, placements, mesh_shape, mesh_dims, "
+        "local_shape, requires_grad");
+  CHECK(load_error(x + "[[step]]\nfrom_local = { name = \"y\", local = \"x\", mesh = \"m\", "
+                       "shape = [8] }\n") ==
+        "t.toml:11:14: ('Found shape:(8,), stride:None.', 'Please pass both shape and stride at "
+        "the same time.') (RuntimeError in PyTorch)");
+
+  // Counting covers what DTensor issues itself; a group filter keeps one dim's.
+  const ScenarioResult r = run_text(x + R"toml(
+[[step]]
+count_collectives = "start"
+[[step]]
+redistribute = { tensor = "x", placements = ["R", "R"], out = "y" }
+[[step]]
+all_reduce = { tensor = "ones(2)", group = { mesh = "m", dim = "dp" }, out = "z" }
+[[step]]
+count_collectives = "stop"
+[[step]]
+barrier = "WORLD"
+[[expect]]
+collectives = "counts"
+equals = { all_gather_into_tensor = 1, all_reduce = 1 }
+[[expect]]
+collectives = { mesh = "m", dim = "dp" }
+equals = { all_reduce = 1 }
+[[expect]]
+dtensor = { name = "y", field = "placements" }
+equals = ["R", "Replicate()"]
+)toml");
+  CHECK(r.passed());
+  CHECK(r.expectations.size() == 12);
+}
+
 TEST_CASE("hang expectations: several desyncs, wait-for edges, no hang", "[sim][outcome]") {
   // Two desyncs: group m.x#0 (rank 1 differs) and m.x#1 (rank 3 calls a barrier).
   const std::string two_desyncs =

@@ -165,9 +165,60 @@ equal = { tensor = "x", across = ["dp"] }
   const ExpectationRecord* e = find_expectation(d, "equal(x across dp)");
   REQUIRE(e);
   CHECK_FALSE(e->passed);
-  CHECK(e->observed.dump().find("replicas_that_differ") != std::string::npos);
+  // Judged by the draws: the replicas drew under seeds 0, 1, 2 and 3.
+  CHECK(e->observed.dump().find("replicas_drew_differently") != std::string::npos);
+  CHECK(e->observed[0]["values_agree"] == false);
   CHECK(d.warnings.empty());
   CHECK(d.overlap_count == 0);  // different seeds never overlap
+}
+
+TEST_CASE("random steps: distinct and equal judge drawn values by their Philox counters",
+          "[sim][rng]") {
+  // One-element shards of [R, S(0)] on (2, 4): shards 1-3 start at ceil4(j) = 4 (PyTorch's
+  // tiny-shard quirk), and the replicas along dp were seeded apart.
+  const ScenarioResult r = run_text(R"toml(
+[[mesh]]
+name = "r"
+shape = [2, 4]
+dims = ["dp", "tp"]
+[[step]]
+manual_seed = { seed = 1, mesh = "r" }
+[[step]]
+manual_seed = { seed = "coord(r, dp) + 7", mesh = "r" }
+[[step]]
+rand = { name = "y", shape = [4], mesh = "r", placements = ["Replicate()", "Shard(0)"] }
+[[step]]
+bernoulli_ = { tensor = "y", p = 0.5 }
+[[expect]]
+equal = { tensor = "y", across = ["dp"] }
+[[expect]]
+distinct = { tensor = "y", across = ["tp"] }
+[[step]]
+all_reduce = { tensor = "y", group = { mesh = "r", dim = "dp" }, out = "y" }
+[[expect]]
+distinct = { tensor = "y", across = ["tp"], mesh = "r" }
+)toml",
+                                    "[scenario]\nname = \"t\"\nworld_size = 8\n");
+  // Every bernoulli_ value is 1: the replicas agree by chance, from two seeds.
+  const ExpectationRecord* equal = find_expectation(r, "equal(y across dp)");
+  REQUIRE(equal);
+  CHECK_FALSE(equal->passed);
+  REQUIRE(equal->observed.size() == 4);
+  CHECK(equal->observed[0]["values_agree"] == true);
+  CHECK(equal->observed[0]["replicas_drew_differently"][1]["seed"] == 8);
+  // Shards 1-3 of each copy read the same counters; shard 0 is theirs by value only.
+  std::vector<const ExpectationRecord*> distinct;
+  for (const ExpectationRecord& e : r.expectations) {
+    if (e.what.starts_with("distinct(y across tp)")) distinct.push_back(&e);
+  }
+  REQUIRE(distinct.size() == 2);
+  CHECK_FALSE(distinct[0]->passed);
+  REQUIRE(distinct[0]->observed.size() == 2);
+  CHECK(distinct[0]->observed[0]["same_philox_counters_on_ranks"] == "1-3");
+  CHECK(distinct[0]->observed[1]["same_philox_counters_on_ranks"] == "5-7");
+  // After the all_reduce the values have another history: compared by value, all equal.
+  CHECK_FALSE(distinct[1]->passed);
+  CHECK(distinct[1]->observed[0]["same_values_on_ranks"] == "0-7");
 }
 
 TEST_CASE("random steps: errors on ranks name the rank and step", "[sim][rng][errors]") {
