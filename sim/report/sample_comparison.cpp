@@ -97,7 +97,7 @@ void compare_counters(const std::string& tensor, const std::vector<HeldSample>& 
         differs = differs || *drawn[j].across != *drawn[i].across;
         ++j;
       }
-      if (differs) {
+      if (differs && verdict.problems.size() < kMaxListedProblems) {
         std::vector<int64_t> ranks;
         for (size_t k = i; k < j; ++k) ranks.push_back(drawn[k].rank);
         std::sort(ranks.begin(), ranks.end());
@@ -118,7 +118,8 @@ void compare_counters(const std::string& tensor, const std::vector<HeldSample>& 
           furthest != nullptr && *furthest->across != *d.across ? furthest : furthest_elsewhere;
       const bool same_range = other != nullptr && other->counters.begin == d.counters.begin &&
                               other->counters.end == d.counters.end;  // listed above
-      if (other != nullptr && other->counters.end > d.counters.begin && !same_range) {
+      if (other != nullptr && other->counters.end > d.counters.begin && !same_range &&
+          verdict.problems.size() < kMaxListedProblems) {
         add_problem(verdict, {{"tensor", tensor},
                               {"seed", stream.second},
                               {"overlapping_philox_counters",
@@ -151,6 +152,7 @@ void compare_distinct(const std::string& tensor, const std::vector<HeldSample>& 
   if (!all_drawn(held)) {
     verdict.by_draws = false;
     for (const std::vector<int64_t>& ranks : same_values) {
+      if (verdict.problems.size() >= kMaxListedProblems) break;
       add_problem(verdict, {{"tensor", tensor},
                             {"same_values_on_ranks", rank_ranges(ranks)},
                             {"first_values", sample_of(held, ranks[0])->preview}});
@@ -159,7 +161,9 @@ void compare_distinct(const std::string& tensor, const std::vector<HeldSample>& 
   }
   const size_t problems_before = verdict.problems.size();
   compare_counters(tensor, held, verdict);
-  if (verdict.problems.size() != problems_before) return;
+  // Once the list is full, a later tensor's problems go unlisted: whether it failed is unknown
+  // here, so its equal values are not called chance.
+  if (verdict.problems.size() != problems_before || problems_before >= kMaxListedProblems) return;
   // Every pair drew other counters: equal values can only be chance.
   for (const std::vector<int64_t>& ranks : same_values) {
     ++verdict.coincidence_count;
@@ -177,7 +181,10 @@ void compare_equal(const std::string& tensor, const std::vector<HeldSample>& hel
     if (group.size() < 2) continue;
     std::map<uint64_t, std::vector<int64_t>> by_digest;
     for (const auto& [r, s] : group) by_digest[s->digest].push_back(r);
-    const bool drawn = all_drawn(group) && group.front().second->numel > 0;
+    // Judged by draws only when every replica holds values it drew (an empty shard drew none).
+    const bool drawn = std::all_of(group.begin(), group.end(), [](const HeldSample& h) {
+      return h.second->numel > 0 && h.second->drawn;
+    });
     verdict.by_draws = verdict.by_draws && drawn;
     if (drawn) {
       // The same draw: seed, offset, length, size and op.

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/runtime/comm_counts.hpp"
 #include "sim/scenario/excerpt.hpp"
 
 #include "src/dtensor/local_shard.hpp"
@@ -126,10 +127,13 @@ Query Query::parse_collectives(const toml::node& node, LoadContext& ctx) {
   if (const toml::node* op = t->get("op")) {
     q.generator_ = meshsim_op_name(ctx.string_of(*op, "op"));
     std::vector<std::string_view> known;
-    for (int i = 0; i <= static_cast<int>(CollectiveOp::kAllGatherObject); ++i)
-      known.push_back(collective_op_name(static_cast<CollectiveOp>(i)));
+    for (int i = 0; i <= static_cast<int>(CollectiveOp::kAllGatherObject); ++i) {
+      const auto kind = static_cast<CollectiveOp>(i);
+      if (CommCounts::counts(kind)) known.push_back(collective_op_name(kind));
+    }
     if (std::find(known.begin(), known.end(), q.generator_) == known.end())
-      ctx.fail(*op, fmt::format("op is one of {}", fmt::join(known, ", ")));
+      ctx.fail(*op, fmt::format("op is one of {} (CommDebugMode counts no send, recv or barrier)",
+                                fmt::join(known, ", ")));
   }
   if (const toml::node* mesh = t->get("mesh")) {
     q.mesh_ = ctx.string_of(*mesh, "mesh");

@@ -75,7 +75,10 @@ const Tensor& RankState::tensor(const std::string& name) const {
   return local_tensor(value(name));
 }
 
+// Whatever writes a value ends what it holds of a draw; record_draw, after a random op, says
+// again that it holds one.
 void RankState::set_tensor(const std::string& name, Tensor value) {
+  drawn_.erase(name);
   values_.insert_or_assign(name, std::move(value));
 }
 
@@ -90,6 +93,7 @@ DTensor& RankState::dtensor(const std::string& name) {
 }
 
 void RankState::set_dtensor(const std::string& name, DTensor value) {
+  drawn_.erase(name);
   values_.insert_or_assign(name, std::move(value));
 }
 

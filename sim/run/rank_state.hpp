@@ -80,9 +80,8 @@ class RankState final : public ExpressionEnv {
   // Logs what a random op drew into the value `name`, which holds its result (and a state
   // replaced by rank 0's).
   void record_draw(const Step& step, const std::string& name, const RankRng::OpResult& result);
-  // The draw whose output `name` still holds, judged by the digest of what it holds now (any
-  // step that changed the values since changed the digest); nullptr when its values came from
-  // anywhere else.
+  // The draw whose output `name` still holds: nullptr once a value was set under that name since,
+  // or when what it holds now has another digest (changed in place).
   const Draw* draw_held(const std::string& name, uint64_t digest) const;
   // Keeps what this rank holds for cross-rank expectation `id`.
   void record_sample(int64_t id, ShardSample sample);

@@ -1,5 +1,5 @@
-// What PyTorch's CommDebugMode counts: the collectives and point-to-point calls a rank issued
-// while counting was on, per process group and op.
+// What PyTorch's CommDebugMode counts: the collectives a rank issued while counting was on, per
+// process group and op. Like CommDebugMode, it leaves out send, recv and barrier.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +11,11 @@
 namespace meshsim::sim {
 
 struct CommCounts {
+  static bool counts(CollectiveOp op) {
+    return op != CollectiveOp::kSend && op != CollectiveOp::kRecv && op != CollectiveOp::kBarrier &&
+           op != CollectiveOp::kNewGroup;
+  }
+
   bool counting = false;
   std::map<std::pair<int64_t, CollectiveOp>, int64_t> by_group_and_op;  // by group id
 
@@ -21,7 +26,7 @@ struct CommCounts {
   }
   void stop() { counting = false; }
   void issued(int64_t group_id, CollectiveOp op) {
-    if (counting) ++by_group_and_op[{group_id, op}];
+    if (counting && counts(op)) ++by_group_and_op[{group_id, op}];
   }
 };
 

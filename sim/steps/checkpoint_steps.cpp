@@ -229,7 +229,9 @@ class FromLocalStep final : public Step {
       return;
     }
     Tensor held = local;
-    if (run_check_) check_across_ranks(rank, mesh, placements, held);
+    if (run_check_ && check_across_ranks(rank, mesh, placements, held)) {
+      rank.set_tensor(local_, held);  // PyTorch broadcasts into the caller's own tensor
+    }
     DTensor t = DTensor::from_local_shard(std::move(spec), std::move(held));
     t.set_requires_grad(requires_grad_);
     rank.set_dtensor(name_, std::move(t));
@@ -245,8 +247,8 @@ class FromLocalStep final : public Step {
   // run_check=True as PyTorch 2.15 runs it on the mesh's members: an all_gather_object over
   // WORLD (not the mesh: ranks outside it never join, so a mesh smaller than the world hangs) of
   // dtype and requires_grad, with the local shape and stride unless both were given; then rank 0
-  // of each Replicate dim's group broadcasts its local tensor.
-  void check_across_ranks(RankState& rank, const DeviceMesh& mesh,
+  // of each Replicate dim's group broadcasts its local tensor. Returns whether it broadcast.
+  bool check_across_ranks(RankState& rank, const DeviceMesh& mesh,
                           const std::vector<Placement>& placements, Tensor& local) const {
     std::string meta = fmt::format("{} {}", dtype_name(local.dtype()), requires_grad_);
     if (!global_shape_) {
@@ -262,11 +264,14 @@ class FromLocalStep final : public Step {
             "Inconsistent tensor metadata (including shape and stride) across ranks.");
       }
     }
+    bool broadcast = false;
     for (size_t d = 0; d < placements.size(); ++d) {
       if (!std::holds_alternative<Replicate>(placements[d])) continue;
       const Group g = rank.mesh_dim_group(mesh, d);
       rank.backend().broadcast(local, g.ranks->front(), g);
+      broadcast = true;
     }
+    return broadcast;
   }
 };
 

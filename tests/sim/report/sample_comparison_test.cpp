@@ -118,6 +118,16 @@ TEST_CASE("equal: replicas must make the same draw; agreeing values from two dra
   CHECK(c.problems[0]["values_agree"] == true);
   CHECK(c.problems[0]["replicas_drew_differently"].size() == 2);
 
+  // An empty shard drew nothing: its group is compared by value.
+  std::vector<ShardSample> ragged{replica(0, 5, 7), replica(0, 9, 7)};
+  ragged[1].numel = 0;
+  ragged[1].drawn.reset();
+  SampleVerdict e;
+  compare_equal("w", held(ragged), e);
+  CHECK_FALSE(e.by_draws);
+  REQUIRE(e.problems.size() == 1);
+  CHECK(e.problems[0].contains("replicas_that_differ"));
+
   // Gathered values (no draw held) are compared by value.
   std::vector<ShardSample> gathered{replica(0, 5, 7), replica(0, 6, 7)};
   gathered[0].drawn.reset();

@@ -415,7 +415,8 @@ TEST_CASE("queries: collectives, dtensor metadata, from_local's keywords", "[sim
         "t.toml:9:15: collectives is \"counts\", \"total\" or { op, mesh, dim }");
   CHECK(load_error(mesh + "[[expect]]\ncollectives = { op = \"allreduce\" }\nequals = 1\n") ==
         "t.toml:9:22: op is one of all_reduce, all_gather, all_gather_into_tensor, reduce_scatter, "
-        "broadcast, all_to_all, barrier, send, recv, broadcast_object_list, all_gather_object");
+        "broadcast, all_to_all, broadcast_object_list, all_gather_object (CommDebugMode counts no "
+        "send, recv or barrier)");
   CHECK(load_error(mesh + "[[expect]]\ncollectives = { mesh = \"m\" }\nequals = 1\n") ==
         "t.toml:9:15: collectives in a mesh of several dims needs a dim");
   const std::string x = mesh +
@@ -429,7 +430,8 @@ TEST_CASE("queries: collectives, dtensor metadata, from_local's keywords", "[sim
         "t.toml:11:14: ('Found shape:(8,), stride:None.', 'Please pass both shape and stride at "
         "the same time.') (RuntimeError in PyTorch)");
 
-  // Counting covers what DTensor issues itself; a group filter keeps one dim's.
+  // Counting covers what DTensor issues itself, not a barrier, and stops at "stop"; a group
+  // filter keeps one dim's.
   const ScenarioResult r = run_text(x + R"toml(
 [[step]]
 count_collectives = "start"
@@ -438,9 +440,11 @@ redistribute = { tensor = "x", placements = ["R", "R"], out = "y" }
 [[step]]
 all_reduce = { tensor = "ones(2)", group = { mesh = "m", dim = "dp" }, out = "z" }
 [[step]]
+barrier = "WORLD"
+[[step]]
 count_collectives = "stop"
 [[step]]
-barrier = "WORLD"
+all_reduce = { tensor = "ones(2)", group = { mesh = "m", dim = "tp" }, out = "after" }
 [[expect]]
 collectives = "counts"
 equals = { all_gather_into_tensor = 1, all_reduce = 1 }

@@ -221,6 +221,41 @@ distinct = { tensor = "y", across = ["tp"], mesh = "r" }
   CHECK(distinct[1]->observed[0]["same_values_on_ranks"] == "0-7");
 }
 
+TEST_CASE("random steps: a value set since its draw is judged by value, even with equal bytes",
+          "[sim][rng]") {
+  // bernoulli_(1) under two seeds gives the same ones; the broadcast then sets the value again,
+  // with the same bytes: what the ranks hold now came from rank 0, not from their own draws.
+  const ScenarioResult r = run_text(R"toml(
+[[mesh]]
+name = "m"
+shape = [4]
+dims = ["dp"]
+[[step]]
+manual_seed = { seed = 1, mesh = "m" }
+[[step]]
+manual_seed = { seed = "rank", mesh = "m" }
+[[step]]
+rand = { name = "x", shape = [2], mesh = "m", placements = ["Replicate()"] }
+[[step]]
+bernoulli_ = { tensor = "x", p = 1.0 }
+[[expect]]
+equal = { tensor = "x", across = ["dp"] }
+[[step]]
+broadcast = { tensor = "x", src = 0, out = "x" }
+[[expect]]
+equal = { tensor = "x", across = ["dp"], mesh = "m" }
+)toml");
+  std::vector<const ExpectationRecord*> equal;
+  for (const ExpectationRecord& e : r.expectations) {
+    if (e.what.starts_with("equal(x across dp)")) equal.push_back(&e);
+  }
+  REQUIRE(equal.size() == 2);
+  CHECK_FALSE(equal[0]->passed);  // four seeds, four draws
+  CHECK(equal[0]->observed[0]["values_agree"] == true);
+  CHECK(equal[1]->passed);
+  CHECK(equal[1]->observed == "4 samples compared by value");
+}
+
 TEST_CASE("random steps: errors on ranks name the rank and step", "[sim][rng][errors]") {
   const ScenarioResult r = run_text(kLine + R"toml(
 [[step]]
