@@ -15,10 +15,9 @@ Usage: query_diff_test.py MESHSIM
 import json
 import os
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_python import failing_scenarios, free_port, require_torch  # noqa: E402
+from torch_python import free_port, require_torch, torch_vs_meshsim  # noqa: E402
 
 WORLD = 4
 MESHES = {"2x2": ((2, 2), ("dp", "tp")), "4": ((4,), ("x",))}
@@ -179,22 +178,8 @@ def scenario(name, mesh_key, kind, args, torch_side):
 def main():
     meshsim = sys.argv[1]
     require_torch("query_diff", lambda: __import__("torch.distributed.tensor.debug"))
-    import torch
-    import torch.multiprocessing as mp
-    with tempfile.TemporaryDirectory() as tmp:
-        mp.spawn(torch_worker, args=(free_port(), tmp), nprocs=WORLD, join=True)
-        ranks = [json.load(open(os.path.join(tmp, f"torch_{r}.json"))) for r in range(WORLD)]
-        paths = []
-        for name, mesh_key, kind, args in CASES:
-            path = os.path.join(tmp, f"{name}.toml")
-            with open(path, "w") as f:
-                f.write(scenario(name, mesh_key, kind, args, [ranks[r][name] for r in range(WORLD)]))
-            paths.append(path)
-        failed = failing_scenarios(meshsim, paths)
-        print(f"query_diff: torch {torch.__version__}: {len(CASES)} cases on {WORLD} ranks, "
-              f"{len(failed)} mismatches")
-        return 1 if failed else 0
-
+    return torch_vs_meshsim("query_diff", meshsim, torch_worker, WORLD, CASES,
+                            lambda case, torch_side: scenario(*case, torch_side))
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -61,3 +61,27 @@ def failing_scenarios(meshsim, paths, flags=()):
     if failed:
         print(r.stdout[-6000:])
     return failed
+
+
+def torch_vs_meshsim(test, meshsim, worker, world, cases, scenario_of):
+    """The loop of a differential test: `worker(rank, port, out_dir)` runs every case on `world`
+    Gloo processes, each writing torch_<rank>.json keyed by case name (case[0]); each case becomes
+    the scenario `scenario_of(case, per-rank results)`, and meshsim runs them all. Prints the
+    mismatches and a count; returns the exit code."""
+    import json
+    import tempfile
+    import torch
+    import torch.multiprocessing as mp
+    with tempfile.TemporaryDirectory() as tmp:
+        mp.spawn(worker, args=(free_port(), tmp), nprocs=world, join=True)
+        ranks = [json.load(open(os.path.join(tmp, f"torch_{r}.json"))) for r in range(world)]
+        paths = []
+        for case in cases:
+            path = os.path.join(tmp, f"{case[0]}.toml")
+            with open(path, "w") as f:
+                f.write(scenario_of(case, [ranks[r][case[0]] for r in range(world)]))
+            paths.append(path)
+        failed = failing_scenarios(meshsim, paths)
+    print(f"{test}: torch {torch.__version__}: {len(cases)} cases on {world} ranks, "
+          f"{len(failed)} mismatches")
+    return 1 if failed else 0

@@ -40,8 +40,9 @@ bool all_drawn(const std::vector<HeldSample>& held) {
                      [](const HeldSample& h) { return h.second->numel == 0 || h.second->drawn; });
 }
 
-void add_problem(SampleVerdict& verdict, Json problem) {
-  if (verdict.problems.size() < kMaxListedProblems) verdict.problems.push_back(std::move(problem));
+// Problems are built only while the list has room: at scale there can be thousands.
+bool has_room(const SampleVerdict& verdict) {
+  return verdict.problems.size() < kMaxListedProblems;
 }
 
 // Groups of ranks in one copy of the mesh that hold equal values but differ in an across dim.
@@ -97,15 +98,15 @@ void compare_counters(const std::string& tensor, const std::vector<HeldSample>& 
         differs = differs || *drawn[j].across != *drawn[i].across;
         ++j;
       }
-      if (differs && verdict.problems.size() < kMaxListedProblems) {
+      if (differs && has_room(verdict)) {
         std::vector<int64_t> ranks;
         for (size_t k = i; k < j; ++k) ranks.push_back(drawn[k].rank);
         std::sort(ranks.begin(), ranks.end());
-        add_problem(verdict, {{"tensor", tensor},
-                              {"same_philox_counters_on_ranks", rank_ranges(ranks)},
-                              {"seed", stream.second},
-                              {"counter_blocks", blocks_json(drawn[i].counters)},
-                              {"first_values", sample_of(held, ranks[0])->preview}});
+        verdict.problems.push_back({{"tensor", tensor},
+                                    {"same_philox_counters_on_ranks", rank_ranges(ranks)},
+                                    {"seed", stream.second},
+                                    {"counter_blocks", blocks_json(drawn[i].counters)},
+                                    {"first_values", sample_of(held, ranks[0])->preview}});
       }
       i = j;
     }
@@ -119,14 +120,15 @@ void compare_counters(const std::string& tensor, const std::vector<HeldSample>& 
       const bool same_range = other != nullptr && other->counters.begin == d.counters.begin &&
                               other->counters.end == d.counters.end;  // listed above
       if (other != nullptr && other->counters.end > d.counters.begin && !same_range &&
-          verdict.problems.size() < kMaxListedProblems) {
-        add_problem(verdict, {{"tensor", tensor},
-                              {"seed", stream.second},
-                              {"overlapping_philox_counters",
-                               Json::array({{{"ranks", rank_ranges({other->rank})},
-                                             {"counter_blocks", blocks_json(other->counters)}},
-                                            {{"ranks", rank_ranges({d.rank})},
-                                             {"counter_blocks", blocks_json(d.counters)}}})}});
+          has_room(verdict)) {
+        verdict.problems.push_back(
+            {{"tensor", tensor},
+             {"seed", stream.second},
+             {"overlapping_philox_counters",
+              Json::array({{{"ranks", rank_ranges({other->rank})},
+                            {"counter_blocks", blocks_json(other->counters)}},
+                           {{"ranks", rank_ranges({d.rank})},
+                            {"counter_blocks", blocks_json(d.counters)}}})}});
       }
       if (furthest == nullptr || d.counters.end > furthest->counters.end) {
         if (furthest != nullptr && *furthest->across != *d.across) furthest_elsewhere = furthest;
@@ -148,14 +150,13 @@ std::string describe_ranks(const std::vector<int64_t>& ranks, const ShardSample&
 
 void compare_distinct(const std::string& tensor, const std::vector<HeldSample>& held,
                       SampleVerdict& verdict) {
-  const std::vector<std::vector<int64_t>> same_values = equal_values_across(held);
   if (!all_drawn(held)) {
     verdict.by_draws = false;
-    for (const std::vector<int64_t>& ranks : same_values) {
-      if (verdict.problems.size() >= kMaxListedProblems) break;
-      add_problem(verdict, {{"tensor", tensor},
-                            {"same_values_on_ranks", rank_ranges(ranks)},
-                            {"first_values", sample_of(held, ranks[0])->preview}});
+    for (const std::vector<int64_t>& ranks : equal_values_across(held)) {
+      if (!has_room(verdict)) break;
+      verdict.problems.push_back({{"tensor", tensor},
+                                  {"same_values_on_ranks", rank_ranges(ranks)},
+                                  {"first_values", sample_of(held, ranks[0])->preview}});
     }
     return;
   }
@@ -163,9 +164,9 @@ void compare_distinct(const std::string& tensor, const std::vector<HeldSample>& 
   compare_counters(tensor, held, verdict);
   // Once the list is full, a later tensor's problems go unlisted: whether it failed is unknown
   // here, so its equal values are not called chance.
-  if (verdict.problems.size() != problems_before || problems_before >= kMaxListedProblems) return;
+  if (verdict.problems.size() != problems_before || !has_room(verdict)) return;
   // Every pair drew other counters: equal values can only be chance.
-  for (const std::vector<int64_t>& ranks : same_values) {
+  for (const std::vector<int64_t>& ranks : equal_values_across(held)) {
     ++verdict.coincidence_count;
     if (verdict.coincidences.size() < kMaxListedProblems)
       verdict.coincidences.push_back(describe_ranks(ranks, *sample_of(held, ranks[0])));
@@ -195,6 +196,7 @@ void compare_equal(const std::string& tensor, const std::vector<HeldSample>& hel
         by_source[{d.seed, d.offset, d.words, d.numel, d.op}].push_back(r);
       }
       if (by_source.size() > 1) {
+        if (!has_room(verdict)) continue;
         Json draws = Json::array();
         for (const auto& [source, ranks] : by_source) {
           draws.push_back({{"ranks", rank_ranges(ranks)},
@@ -202,19 +204,20 @@ void compare_equal(const std::string& tensor, const std::vector<HeldSample>& hel
                            {"offset", std::get<1>(source)},
                            {"first_values", sample_of(group, ranks[0])->preview}});
         }
-        add_problem(verdict, {{"tensor", tensor},
-                              {"replicas_drew_differently", std::move(draws)},
-                              {"values_agree", by_digest.size() == 1}});
+        verdict.problems.push_back({{"tensor", tensor},
+                                    {"replicas_drew_differently", std::move(draws)},
+                                    {"values_agree", by_digest.size() == 1}});
         continue;
       }
     }
-    if (by_digest.size() > 1) {
+    if (by_digest.size() > 1 && has_room(verdict)) {
       Json differing = Json::array();
       for (const auto& [digest, ranks] : by_digest) {
         differing.push_back(
             {{"ranks", rank_ranges(ranks)}, {"first_values", sample_of(group, ranks[0])->preview}});
       }
-      add_problem(verdict, {{"tensor", tensor}, {"replicas_that_differ", std::move(differing)}});
+      verdict.problems.push_back(
+          {{"tensor", tensor}, {"replicas_that_differ", std::move(differing)}});
     }
   }
 }

@@ -121,8 +121,7 @@ void RankState::random_in_place(const Step& step, const std::string& name, const
     set_tensor(name, std::move(t));
     record_draw(step, name, drawn);
   } else {
-    const RankRng::OpResult drawn = rng_.random_(dtensor(name), op, rng_state_broadcast());
-    record_draw(step, name, drawn);
+    record_draw(step, name, rng_.random_(dtensor(name), op, rng_state_broadcast()));
   }
 }
 

@@ -170,9 +170,6 @@ class DecoupleStep final : public Step {
   bool on_ = false;
 };
 
-// `from_local = { name, local, mesh, placements, requires_grad }`: DTensor.from_local(local, mesh,
-// placements) without run_check, the global shape inferred from the local one (every rank's, a
-// rank outside the mesh too, which then holds an empty local tensor).
 // PyTorch's text for shape= without stride= (or the reverse): its RuntimeError carries two
 // arguments, so it reads as their tuple.
 std::string shape_without_stride(const std::optional<std::vector<int64_t>>& shape,
@@ -187,6 +184,9 @@ std::string shape_without_stride(const std::optional<std::vector<int64_t>>& shap
       listed(shape), listed(stride));
 }
 
+// `from_local = { name, local, mesh, placements, requires_grad, run_check, shape, stride }`:
+// DTensor.from_local(local, mesh, placements), the global shape given or inferred from the local
+// one (every rank's, a rank outside the mesh too, which then holds an empty local tensor).
 class FromLocalStep final : public Step {
  public:
   void run(RankState& rank) const override {

@@ -84,7 +84,6 @@ class CompareSamples final : public OutcomeExpectation {
     SampleVerdict verdict;
     const auto found = result.cross_rank_samples.find(id_);
     size_t samples = 0;
-    std::vector<std::string> meta;
     if (found != result.cross_rank_samples.end()) {
       // Per tensor: which rank holds which sample.
       std::map<std::string, std::vector<HeldSample>> by_tensor;
