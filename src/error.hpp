@@ -49,6 +49,9 @@ inline Error runtime_error(std::string message) {
 inline Error value_error(std::string message) {
   return Error(PyErrorType::kValueError, std::move(message));
 }
+inline Error type_error(std::string message) {
+  return Error(PyErrorType::kTypeError, std::move(message));
+}
 inline Error key_error(std::string message) {
   return Error(PyErrorType::kKeyError, std::move(message));
 }

@@ -232,11 +232,16 @@ Query Query::parse(std::string_view key, const toml::node& node, LoadContext& ct
     return q;
   }
   if (key == "same") {
-    // ["x", "y"]: equal tensors, or DTensors with equal specs, shards and requires_grad.
+    // ["x", "y"]: equal tensors, or DTensors with equal specs, shards and requires_grad; or two
+    // meshes equal as DeviceMesh.__eq__ (and so __hash__) has them.
     const std::vector<std::string> names = ctx.strings_of(node, "same");
-    if (names.size() != 2) ctx.fail(node, "same names two tensors: [\"x\", \"y\"]");
+    if (names.size() != 2) ctx.fail(node, "same names two tensors or two meshes: [\"x\", \"y\"]");
+    q.meshes_ = ctx.mesh(names[0]) != nullptr && !ctx.has_tensor(names[0]);
     for (const std::string& n : names) {
-      if (!ctx.has_tensor(n)) ctx.fail(node, fmt::format("no tensor \"{}\" is set before this", n));
+      if (q.meshes_ && ctx.mesh(n) == nullptr)
+        ctx.fail(node, fmt::format("no mesh \"{}\" is defined before this", n));
+      if (!q.meshes_ && !ctx.has_tensor(n))
+        ctx.fail(node, fmt::format("no tensor \"{}\" is set before this", n));
     }
     q.tensor_ = names[0];
     q.other_tensor_ = names[1];
@@ -401,6 +406,7 @@ Json Query::observe(const RankState& rank) const {
     }
     return first_values(t, first_ ? std::min(*first_, t.numel()) : t.numel());
   }
+  if (key_ == "same" && meshes_) return rank.mesh(tensor_) == rank.mesh(other_tensor_);
   if (key_ == "same") return same_values(rank.value(tensor_), rank.value(other_tensor_));
   if (key_ == "collectives") return observe_collectives(rank);
   if (key_ == "dtensor") {

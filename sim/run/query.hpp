@@ -37,7 +37,8 @@ class Query {
   std::string mesh_;
   std::string dim_;               // "" = unspecified
   std::string tensor_;            // the `tensor` query's tensor
-  std::string other_tensor_;      // the second tensor of `same`
+  std::string other_tensor_;      // the second tensor (or mesh) of `same`
+  bool meshes_ = false;           // `same` compares two meshes
   std::optional<int64_t> first_;  // ... and how many of its values
   // The `rng_state` query's generator, `process_groups`' count, the `dtensor` field, the op
   // `collectives` counts ("" for all, per op; "total").

@@ -1,4 +1,5 @@
-// [[mesh]]: init_device_mesh, an explicit rank table, or a mesh derived by slice/flatten/unflatten.
+// [[mesh]]: init_device_mesh, an explicit rank table, DeviceMesh.from_group, or a mesh derived by
+// slice/flatten/unflatten or taken as the root of another.
 #include <fmt/format.h>
 
 #include "sim/run/rank_state.hpp"
@@ -54,6 +55,23 @@ struct Unflatten {
   std::vector<std::string> names;
 };
 
+// A process group as a program reaches it: mesh.get_group(dim), or WORLD (mesh "").
+struct GroupRef {
+  std::string mesh;
+  std::string dim;  // "" = the mesh's only dim
+
+  std::string group_name(const RankState& rank) const {
+    if (mesh.empty()) return rank.groups().world_group_name();
+    const DeviceMesh& m = rank.mesh(mesh);
+    return dim.empty() ? m.group_name() : m.group_name(rank.dim_of(dim).value());
+  }
+  std::string python() const {
+    if (mesh.empty()) return "dist.group.WORLD";
+    return dim.empty() ? fmt::format("{}.get_group()", mesh)
+                       : fmt::format("{}.get_group(\"{}\")", mesh, dim);
+  }
+};
+
 // Items as Python lists them: "pp", "dp" (quoted) or 2, 4.
 template <typename T>
 std::string python_items(const std::vector<T>& items, bool quoted) {
@@ -87,6 +105,10 @@ class MeshStep final : public Step {
   }
 
   void build(RankState& rank) const {
+    if (from_group_) {
+      rank.set_mesh(name_, from_groups(rank));
+      return;
+    }
     if (from_.empty()) {
       rank.set_mesh(name_, table_ ? from_table(rank)
                                   : DeviceMesh::init(rank.groups(), device(rank), shape_, dims_));
@@ -99,6 +121,7 @@ class MeshStep final : public Step {
       m = m.unflatten(rank.groups(), rank.dim_of(unflatten_->dim).value(), unflatten_->sizes,
                       unflatten_->names);
     }
+    if (root_) m = m.root();
     rank.set_mesh(name_, std::move(m));
   }
 
@@ -111,16 +134,38 @@ class MeshStep final : public Step {
   std::optional<std::vector<std::string>> slice_;
   std::optional<std::string> flatten_;  // "" = default name
   std::optional<Unflatten> unflatten_;
-  std::string operation_;  // the PyTorch call, for reports of a hung new_group
+  bool root_ = false;
+  std::optional<std::vector<GroupRef>> from_group_;
+  bool group_list_ = false;  // from_group is a list (the n-d form), even of one group
+  std::string operation_;    // the PyTorch call, for reports of a hung new_group
 
  private:
   std::string device(const RankState& rank) const {
     return device_.empty() ? rank.device_type() : device_;
   }
-  DeviceMesh from_table(RankState& rank) const {
+  RankTensor evaluate_table(const RankState& rank) const {
     RankTensor t{table_->shape, {}};
     for (const Expression& e : table_->entries) t.values.push_back(e.evaluate(rank));
-    return DeviceMesh::from_rank_table(rank.groups(), device(rank), t, dims_);
+    return t;
+  }
+  DeviceMesh from_table(RankState& rank) const {
+    return DeviceMesh::from_rank_table(rank.groups(), device(rank), evaluate_table(rank), dims_);
+  }
+  DeviceMesh from_groups(RankState& rank) const {
+    std::vector<std::string> names;
+    for (const GroupRef& g : *from_group_) names.push_back(g.group_name(rank));
+    if (!group_list_) {
+      // One group: the mesh is its ranks (a given table must list them).
+      const RankList members = rank.groups().group_ranks(names[0]);
+      MESHSIM_ASSERT(members != nullptr, "a group the rank reached has no ranks");
+      RankTensor t = table_ ? evaluate_table(rank)
+                            : RankTensor{{static_cast<int64_t>(members->size())},
+                                         std::vector<int64_t>(members->begin(), members->end())};
+      return DeviceMesh::from_groups(rank.groups(), device(rank), t, dims_, names);
+    }
+    if (!table_) throw value_error("Must pass mesh if passing multiple ProcessGroups");
+    if (!dims_) throw value_error("Must pass mesh_dim_names if passing multiple ProcessGroups");
+    return DeviceMesh::from_groups(rank.groups(), device(rank), evaluate_table(rank), dims_, names);
   }
 };
 
@@ -131,6 +176,17 @@ std::string python_call(const MeshStep& step, const std::string& default_device)
   const std::string device = step.device_.empty() ? default_device : step.device_;
   const std::string names =
       step.dims_ ? fmt::format(", mesh_dim_names={}", python_tuple(*step.dims_, true)) : "";
+  if (step.from_group_) {
+    std::vector<std::string> groups;
+    for (const GroupRef& g : *step.from_group_) groups.push_back(g.python());
+    const std::string group =
+        step.group_list_ ? fmt::format("[{}]", fmt::join(groups, ", ")) : groups[0];
+    return fmt::format("DeviceMesh.from_group({}, \"{}\"{}{})", group, device,
+                       step.table_
+                           ? fmt::format(", <{} rank table>", fmt::join(step.table_->shape, "x"))
+                           : std::string(),
+                       names);
+  }
   if (step.from_.empty() && !step.table_) {
     return fmt::format("init_device_mesh(\"{}\", {}{})", device, python_tuple(step.shape_, false),
                        names);
@@ -150,7 +206,41 @@ std::string python_call(const MeshStep& step, const std::string& default_device)
     call += fmt::format("._unflatten(\"{}\", {}, {})", u.dim, python_tuple(u.sizes, false),
                         python_tuple(u.names, true));
   }
+  if (step.root_) call += "._get_root_mesh()";
   return call;
+}
+
+// from_group = "WORLD", { mesh, dim }, or a list of { mesh, dim } (one per mesh dim).
+std::vector<GroupRef> group_refs_of(const toml::node& node, LoadContext& ctx, bool& is_list) {
+  const std::string kForms =
+      "from_group is \"WORLD\", { mesh, dim } (mesh.get_group(dim)) or a list of { mesh, dim }";
+  const auto one = [&](const toml::node& n) {
+    if (const auto* text = n.as_string()) {
+      if (text->get() != "WORLD") ctx.fail(n, kForms);
+      return GroupRef{};
+    }
+    const toml::table* t = n.as_table();
+    if (t == nullptr) ctx.fail(n, kForms);
+    ctx.only_keys(*t, {"mesh", "dim"}, "from_group");
+    const toml::node& mesh = ctx.require(*t, "mesh", "from_group");
+    GroupRef ref{ctx.string_of(mesh, "mesh"), {}};
+    const LoadContext::MeshInfo& info = ctx.require_mesh(mesh, ref.mesh);
+    if (const toml::node* dim = t->get("dim")) ref.dim = ctx.dim_name(*dim, ref.mesh, info);
+    return ref;
+  };
+  std::vector<GroupRef> refs;
+  is_list = node.is_array();
+  if (!is_list) {
+    refs.push_back(one(node));
+    return refs;
+  }
+  const toml::array& array = *node.as_array();
+  if (array.empty()) ctx.fail(node, "Expects at least one ProcessGroup to be passed");
+  if (array.size() > kMaxMeshDims) {
+    ctx.fail(node, fmt::format("a mesh has at most {} dims", kMaxMeshDims));
+  }
+  for (const toml::node& item : array) refs.push_back(one(item));
+  return refs;
 }
 
 }  // namespace
@@ -159,20 +249,23 @@ std::unique_ptr<Step> parse_mesh_definition(const toml::table& table, LoadContex
                                             Raises raises) {
   const bool expects_error = raises == Raises::kYes;
   ctx.only_keys(table,
-                {"name", "shape", "dims", "ranks", "from", "slice", "flatten", "unflatten",
-                 "device", "when", "raises"},
+                {"name", "shape", "dims", "ranks", "from", "slice", "flatten", "unflatten", "root",
+                 "from_group", "device", "when", "raises"},
                 "a mesh definition");
   auto step = std::make_unique<MeshStep>();
   step->name_ = ctx.string_of(ctx.require(table, "name", "a mesh definition"), "name");
-  const int sources = table.contains("shape") + table.contains("ranks") + table.contains("from");
+  // from_group may take a rank table (its `mesh` argument) too.
+  const bool grouped = table.contains("from_group");
+  const int sources = table.contains("shape") + (table.contains("ranks") && !grouped) +
+                      table.contains("from") + grouped;
   if (sources != 1) {
-    ctx.fail(table,
-             fmt::format("mesh \"{}\" needs exactly one of shape, ranks or from", step->name_));
+    ctx.fail(table, fmt::format("mesh \"{}\" needs exactly one of shape, ranks, from or from_group",
+                                step->name_));
   }
   if (const toml::node* d = table.get("device")) step->device_ = ctx.string_of(*d, "device");
   if (const toml::node* d = table.get("dims")) step->dims_ = dim_names_of(*d, ctx, "dims");
   const bool derived = table.contains("from");
-  for (std::string_view key : {"slice", "flatten", "unflatten"}) {
+  for (std::string_view key : {"slice", "flatten", "unflatten", "root"}) {
     if (table.contains(key) && !derived)
       ctx.fail(*table.get(key), fmt::format("{} needs from", key));
   }
@@ -200,6 +293,19 @@ std::unique_ptr<Step> parse_mesh_definition(const toml::table& table, LoadContex
         ctx.fail(*table.get("dims"), fmt::format("{} dims named for a {}-d shape",
                                                  step->dims_->size(), step->shape_.size()));
       }
+    }
+  } else if (const toml::node* group = table.get("from_group")) {
+    step->from_group_ = group_refs_of(*group, ctx, step->group_list_);
+    info.ndim = step->from_group_->size();
+    if (const toml::node* ranks = table.get("ranks")) {
+      step->table_.emplace();
+      if (!ranks->is_array())
+        ctx.fail(*ranks, "ranks must be a (nested) array of ranks or expressions");
+      read_rank_table(*ranks, ctx, 0, *step->table_);
+    }
+    if (!expects_error && step->dims_ && step->dims_->size() != info.ndim) {
+      ctx.fail(*table.get("dims"),
+               fmt::format("{} dims named for {} groups", step->dims_->size(), info.ndim));
     }
   } else if (const toml::node* ranks = table.get("ranks")) {
     step->table_.emplace();
@@ -270,6 +376,11 @@ std::unique_ptr<Step> parse_mesh_definition(const toml::table& table, LoadContex
         ctx.fail(*unflatten, fmt::format("unflatten needs 1 to {} sizes in all", kMaxMeshDims));
       }
       step->unflatten_ = std::move(spec);
+    }
+    if (const toml::node* root = table.get("root")) {
+      if (!ctx.boolean_of(*root, "root")) ctx.fail(*root, "root = false does nothing; remove it");
+      step->root_ = true;
+      info = *ctx.mesh(info.root);
     }
   }
   ctx.declare_mesh(step->name_, std::move(info));

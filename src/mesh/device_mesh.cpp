@@ -164,9 +164,9 @@ DeviceMesh::State DeviceMesh::derived_state(MeshLayout layout, DimNames dim_name
   return s;
 }
 
-DeviceMesh DeviceMesh::make_root(GroupCreator& groups, const std::string& device_type,
-                                 SharedRankMap rank_map, MeshLayout layout,
-                                 const DimNames& dim_names) {
+namespace {
+
+void check_device_type(const std::string& device_type) {
   if (device_type.empty() || !std::all_of(device_type.begin(), device_type.end(),
                                           [](unsigned char c) { return std::isalpha(c); })) {
     throw runtime_error(fmt::format(
@@ -174,6 +174,14 @@ DeviceMesh DeviceMesh::make_root(GroupCreator& groups, const std::string& device
         "object, it's recommended to pass in 'device.type'.",
         device_type));
   }
+}
+
+}  // namespace
+
+DeviceMesh DeviceMesh::make_root(GroupCreator& groups, const std::string& device_type,
+                                 SharedRankMap rank_map, MeshLayout layout,
+                                 const DimNames& dim_names) {
+  check_device_type(device_type);
   if (layout.numel() > groups.world_size()) {
     throw runtime_error(
         fmt::format("Mesh should not be bigger than default world size {}, but found {} ranks!",
@@ -238,6 +246,51 @@ DeviceMesh DeviceMesh::from_rank_table(GroupCreator& groups, const std::string& 
   }
   return make_root(groups, device_type, groups.table().rank_map(table.values),
                    MeshLayout::from_sizes_strides(table.shape), dim_names);
+}
+
+DeviceMesh DeviceMesh::from_groups(GroupCreator& groups, const std::string& device_type,
+                                   const RankTensor& table, const DimNames& dim_names,
+                                   const std::vector<std::string>& group_names) {
+  if (table.shape.size() != group_names.size()) {
+    throw value_error(fmt::format(
+        "Expects mesh with ndim equal to number of ProcessGroups but got mesh {} and {} "
+        "ProcessGroups",
+        py_nested_list(table), group_names.size()));
+  }
+  if (group_names.size() == 1) {
+    const RankList members = groups.group_ranks(group_names[0]);
+    if (!members || !std::ranges::equal(*members, table.values)) {
+      throw value_error(fmt::format("Invalid mesh {} for ProcessGroup with ranks [{}]",
+                                    py_nested_list(table),
+                                    members ? fmt::format("{}", fmt::join(*members, ", ")) : ""));
+    }
+  }
+  if (dim_names && dim_names->size() != table.shape.size()) {
+    throw runtime_error(fmt::format("mesh has {} dims but {} mesh_dim_names", table.shape.size(),
+                                    dim_names->size()));
+  }
+  check_device_type(device_type);
+  std::vector<int64_t> seen = table.values;
+  std::ranges::sort(seen);
+  for (size_t i = 0; i < seen.size(); ++i) {
+    if (seen[i] < 0 || seen[i] >= groups.world_size() || (i > 0 && seen[i] == seen[i - 1])) {
+      throw runtime_error(fmt::format(
+          "mesh {} for DeviceMesh.from_group {} rank {}: every rank must be in the world of {} and "
+          "appear once",
+          py_nested_list(table), i > 0 && seen[i] == seen[i - 1] ? "repeats" : "holds", seen[i],
+          groups.world_size()));
+    }
+  }
+  auto family = std::make_shared<Family>();
+  // Interned: every rank of a group shares one table, however many ranks make the mesh.
+  family->rank_map = groups.table().rank_map(table.values);
+  DeviceMesh mesh(family, State{}, Role::kRoot);
+  mesh.state_.device_type = device_type;
+  mesh.state_.rank = groups.rank();
+  mesh.state_ = mesh.derived_state(MeshLayout::from_sizes_strides(table.shape), dim_names);
+  mesh.state_.group_names = mesh.state_.coordinate ? group_names : std::vector<std::string>{};
+  family->root = mesh.state_;
+  return mesh;
 }
 
 DeviceMesh DeviceMesh::root() const {
@@ -427,7 +480,10 @@ DeviceMesh DeviceMesh::unflatten(GroupCreator& groups, const MeshDim& dim,
                                  std::span<const int64_t> sizes,
                                  const std::vector<std::string>& names) const {
   if (!state_.dim_names || state_.dim_names->empty()) {
-    throw runtime_error("Cannot unflatten a DeviceMesh without mesh_dim_names!");
+    // PyTorch 2.15 fails on the missing names with its generic None check.
+    throw type_error(
+        "Invariant encountered: value was None when it should not be (_unflatten needs a mesh "
+        "with mesh_dim_names)");
   }
   const std::vector<std::string>& own = *state_.dim_names;
   if (const auto* index = std::get_if<int64_t>(&dim); index && *index >= int64_t(ndim())) {

@@ -54,6 +54,15 @@ class DeviceMesh {
                                     const RankTensor& table,
                                     const DimNames& dim_names = std::nullopt);
 
+  // DeviceMesh.from_group: a root over `table` whose dims use groups that already exist
+  // (`group_names`, one per dim, in dim order). Creates no group, so it is not collective. Checks
+  // what PyTorch checks (ValueError: a table whose dim count is not the group count; a 1-D
+  // table other than the group's ranks, `group_ranks`), and, where PyTorch goes on with a mesh
+  // no lookup can use, ranks outside the world or repeated (RuntimeError).
+  static DeviceMesh from_groups(GroupCreator& groups, const std::string& device_type,
+                                const RankTensor& table, const DimNames& dim_names,
+                                const std::vector<std::string>& group_names);
+
   // --- Rank-independent description -------------------------------------------------------
   const std::string& device_type() const { return state_.device_type; }
   const MeshLayout& layout() const { return state_.layout; }
@@ -65,6 +74,8 @@ class DeviceMesh {
   int64_t size() const { return state_.layout.numel(); }
   int64_t size(size_t dim) const { return state_.layout[dim].numel(); }
   bool is_root() const { return is_root_; }
+  // _get_root_mesh(): the mesh this one was sliced, flattened or unflattened from (itself when
+  // it is a root).
   DeviceMesh root() const;
   // Index of a dim; names need mesh_dim_names (KeyError otherwise). Range-checked.
   size_t dim_index(const MeshDim& dim) const;

@@ -6,6 +6,28 @@
 
 namespace meshsim {
 
+std::string py_nested_list(const RankTensor& t) {
+  // Iterative: the bracket of dim d encloses span[d] elements; element i closes and reopens the
+  // brackets whose span starts at i.
+  const size_t n = t.shape.size();
+  std::vector<int64_t> span(n, 1);
+  for (size_t d = n; d-- > 0;) span[d] = t.shape[d] * (d + 1 < n ? span[d + 1] : 1);
+  const auto starts_at = [&](size_t i) {
+    size_t count = 0;
+    for (int64_t s : span) count += s > 0 && static_cast<int64_t>(i) % s == 0;
+    return count;
+  };
+  std::string out(n, '[');
+  for (size_t i = 0; i < t.values.size(); ++i) {
+    if (i > 0) {
+      const size_t reopen = starts_at(i);
+      out += std::string(reopen, ']') + ", " + std::string(reopen, '[');
+    }
+    out += std::to_string(t.values[i]);
+  }
+  return out + std::string(n, ']');
+}
+
 MeshLayout MeshLayout::from_sizes_strides(std::span<const int64_t> sizes,
                                           std::span<const int64_t> strides) {
   if (!strides.empty() && strides.size() != sizes.size()) {

@@ -17,6 +17,9 @@ struct RankTensor {
   friend bool operator==(const RankTensor&, const RankTensor&) = default;
 };
 
+// As Python prints the nested list (tensor.tolist()): [[0, 1], [2, 3]].
+std::string py_nested_list(const RankTensor& t);
+
 class MeshLayout {
  public:
   MeshLayout() = default;

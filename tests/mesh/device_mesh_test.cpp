@@ -309,6 +309,60 @@ TEST_CASE("device_mesh: equality and hash are rank independent", "[mesh][device_
   CHECK_FALSE(world_mesh(g0).slice({"dp"}) == a);
 }
 
+TEST_CASE("device_mesh: root() is the mesh a slice, flatten or unflatten came from",
+          "[mesh][device_mesh]") {
+  LocalGroupCreator g(5, 8);
+  DeviceMesh w = world_mesh(g);
+  CHECK(w.slice({"tp"}).root() == w);
+  CHECK(w.slice({"dp", "tp"}).flatten(g).root() == w);
+  CHECK(w.root() == w);
+  CHECK_FALSE(w.slice({"tp"}).root() == w.slice({"tp"}));
+}
+
+TEST_CASE("device_mesh: from_groups reuses groups and checks as DeviceMesh.from_group does",
+          "[mesh][device_mesh][from_group]") {
+  LocalGroupCreator g(5, 8);
+  const DeviceMesh w = world_mesh(g);
+  const size_t before = g.groups_created();
+  const meshsim::RankTensor tp{{2}, {4, 5}};
+  const DeviceMesh m =
+      DeviceMesh::from_groups(g, "cuda", tp, std::nullopt, {w.group_name(std::string("tp"))});
+  CHECK(g.groups_created() == before);  // no new group: not a collective
+  CHECK(m.group_name() == w.group_name(std::string("tp")));
+  CHECK(m.coordinate() == Ints{1});
+  CHECK(m.is_root());
+  CHECK_FALSE(m == w.slice({"tp"}));  // its rank table is the group's ranks, not the world's
+
+  const meshsim::RankTensor dp_tp{{2, 2}, {4, 5, 6, 7}};
+  const DeviceMesh two =
+      DeviceMesh::from_groups(g, "cuda", dp_tp, Names{"dp", "tp"},
+                              {w.group_name(std::string("dp")), w.group_name(std::string("tp"))});
+  CHECK(two.coordinate() == Ints{0, 1});
+  CHECK(two.group_name(std::string("dp")) == w.group_name(std::string("dp")));
+
+  CHECK_THROWS_WITH(DeviceMesh::from_groups(g, "cuda", meshsim::RankTensor{{3}, {4, 5, 6}},
+                                            std::nullopt, {w.group_name(std::string("tp"))}),
+                    "Invalid mesh [4, 5, 6] for ProcessGroup with ranks [4, 5]");
+  CHECK_THROWS_WITH(DeviceMesh::from_groups(g, "cuda", tp, Names{"dp", "tp"}, {"1", "2"}),
+                    "Expects mesh with ndim equal to number of ProcessGroups but got mesh [4, 5] "
+                    "and 2 ProcessGroups");
+  CHECK_THROWS_WITH(DeviceMesh::from_groups(g, "cuda", meshsim::RankTensor{{2, 2}, {4, 5, 5, 7}},
+                                            Names{"dp", "tp"}, {"1", "2"}),
+                    Catch::Contains("repeats rank 5"));
+  CHECK_THROWS_WITH(DeviceMesh::from_groups(g, "cuda", meshsim::RankTensor{{2, 2}, {4, 5, 6, 9}},
+                                            Names{"dp", "tp"}, {"1", "2"}),
+                    Catch::Contains("holds rank 9"));
+}
+
+TEST_CASE("py_nested_list prints a rank table as tolist() does", "[mesh]") {
+  using meshsim::py_nested_list;
+  using meshsim::RankTensor;
+  CHECK(py_nested_list(RankTensor{{3}, {0, 1, 2}}) == "[0, 1, 2]");
+  CHECK(py_nested_list(RankTensor{{2, 2}, {0, 1, 2, 3}}) == "[[0, 1], [2, 3]]");
+  CHECK(py_nested_list(RankTensor{{2, 1, 2}, {0, 1, 2, 3}}) == "[[[0, 1]], [[2, 3]]]");
+  CHECK(py_nested_list(RankTensor{{0}, {}}) == "[]");
+}
+
 TEST_CASE("device_mesh: rebind_groups re-attaches live groups by layout", "[mesh][device_mesh]") {
   LocalGroupCreator g(5, 8);
   const DeviceMesh live = world_mesh(g).slice({"dp", "tp"});

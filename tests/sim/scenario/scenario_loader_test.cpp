@@ -61,7 +61,7 @@ TEST_CASE("scenario_loader: mistakes are refused with file:line:col", "[sim][loa
              Catch::StartsWith("t.toml:5:1: unknown step \"frob\" (expected one of: mesh, dump, "
                                "expect, tensor, all_reduce,"));
   CHECK(load_error("[[mesh]]\nname = \"m\"\nshape = [2]\nfrom = \"x\"\n") ==
-        "t.toml:4:1: mesh \"m\" needs exactly one of shape, ranks or from");
+        "t.toml:4:1: mesh \"m\" needs exactly one of shape, ranks, from or from_group");
   CHECK(load_error("[[mesh]]\nname = \"m\"\nshape = [2, 4]\n") ==
         "t.toml:6:9: mesh \"m\" has 8 ranks, more than the world size 4");
   CHECK(load_error("[[mesh]]\nname = \"m\"\nshape = [2, 2]\ndims = [\"a\"]\n") ==
