@@ -112,8 +112,55 @@ class FactoryStep final : public Step {
   RandomOp op_;
 };
 
+// `rand_like = { name, like, dtype }` (randn_like alike): torch.rand_like on a tensor or a DTensor.
+// A DTensor's copy keeps its spec, with Partial dims made Replicate (DTensor's rule for the `_like`
+// factories), and draws as the in-place ops do: through the tracker, on the mesh's ranks only.
+class LikeFactoryStep final : public Step {
+ public:
+  void run(RankState& rank) const override {
+    const Parameter& like = rank.value(like_);
+    if (const auto* t = std::get_if<Tensor>(&like)) {
+      rank.set_tensor(name_, Tensor(t->shape(), dtype_.value_or(t->dtype()), storage(*t)));
+    } else {
+      const DTensor& d = std::get<DTensor>(like);
+      DTensorSpec spec = d.spec();
+      for (Placement& p : spec.placements) {
+        if (std::holds_alternative<Partial>(p)) p = Replicate{};
+      }
+      if (dtype_) spec.dtype = *dtype_;
+      rank.set_dtensor(name_, DTensor::zeros(std::move(spec), storage(d.local())));
+    }
+    rank.random_in_place(*this, name_, op_);
+  }
+  std::string name_;
+  std::string like_;
+  std::optional<DType> dtype_;
+  RandomOp op_;
+
+ private:
+  static Tensor::Storage storage(const Tensor& t) {
+    return t.is_meta() ? Tensor::Storage::kMeta : Tensor::Storage::kMaterialized;
+  }
+};
+
+StepParser like_parser(RandomOp::Kind kind, std::string_view key) {
+  return [kind, key](const toml::node& value, const toml::table&,
+                     LoadContext& ctx) -> std::unique_ptr<Step> {
+    const toml::table& args = ctx.table_of(value, key);
+    ctx.only_keys(args, {"name", "like", "dtype"}, key);
+    auto step = std::make_unique<LikeFactoryStep>();
+    step->name_ = ctx.string_of(ctx.require(args, "name", key), "name");
+    step->like_ = ctx.tensor_name(args, "like", key);
+    if (const toml::node* d = args.get("dtype")) step->dtype_ = dtype_of(*d, ctx);
+    step->op_ = RandomOp{kind, 0.0, 1.0, std::string(key)};
+    ctx.declare_tensor(step->name_, ctx.tensor_facts(step->like_));
+    return step;
+  };
+}
+
 // `uniform_ = { tensor, from, to }`, `normal_ = { tensor, mean, std }`, `bernoulli_ = { tensor,
-// p }`, `exponential_ = { tensor, lambda }`: in place on a tensor or a DTensor.
+// p }`, `exponential_ = { tensor, lambda }`, `log_normal_ = { tensor, mean, std }`,
+// `geometric_ = { tensor, p }`: in place on a tensor or a DTensor.
 class InPlaceRandomStep final : public Step {
  public:
   void run(RankState& rank) const override { rank.random_in_place(*this, tensor_, op_); }
@@ -146,6 +193,7 @@ struct OpKeys {
   RandomOp::Kind kind;
   std::string_view a, b;  // parameter names ("" when the op takes fewer)
   double a_default, b_default;
+  bool a_required = false;  // PyTorch gives the first parameter no default
 };
 
 StepParser in_place_parser(OpKeys k) {
@@ -169,6 +217,9 @@ StepParser in_place_parser(OpKeys k) {
           if (!k.b.empty()) {
             if (const toml::node* b = args->get(k.b)) step->op_.b = ctx.number_of(*b, k.b);
           }
+        }
+        if (k.a_required && (value.as_table() == nullptr || !value.as_table()->contains(k.a))) {
+          ctx.fail(value, fmt::format("{} needs {}: {{ tensor, {} }}", k.key, k.a, k.a));
         }
         step->tensor_ = ctx.string_of(*tensor, "tensor");
         if (!ctx.has_tensor(step->tensor_))
@@ -219,6 +270,12 @@ void register_random_steps(StepRegistry& r) {
         factory_parser(RandomOp::Kind::kUniform, "rand"));
   r.add("randn", "{ name, shape, mesh, placements, dtype }",
         "torch.randn / distributed.tensor.randn", factory_parser(RandomOp::Kind::kNormal, "randn"));
+  r.add("rand_like", "{ name, like, dtype }",
+        "torch.rand_like (a DTensor's spec, Partial made Replicate)",
+        like_parser(RandomOp::Kind::kUniform, "rand_like"));
+  r.add("randn_like", "{ name, like, dtype }",
+        "torch.randn_like (a DTensor's spec, Partial made Replicate)",
+        like_parser(RandomOp::Kind::kNormal, "randn_like"));
   r.add("uniform_", "{ tensor, from = 0, to = 1 }", "Tensor.uniform_",
         in_place_parser({"uniform_", RandomOp::Kind::kUniform, "from", "to", 0.0, 1.0}));
   r.add("normal_", "{ tensor, mean = 0, std = 1 }", "Tensor.normal_",
@@ -227,6 +284,10 @@ void register_random_steps(StepRegistry& r) {
         in_place_parser({"bernoulli_", RandomOp::Kind::kBernoulli, "p", "", 0.5, 0.0}));
   r.add("exponential_", "{ tensor, lambda = 1 }", "Tensor.exponential_",
         in_place_parser({"exponential_", RandomOp::Kind::kExponential, "lambda", "", 1.0, 0.0}));
+  r.add("log_normal_", "{ tensor, mean = 1, std = 2 }", "Tensor.log_normal_",
+        in_place_parser({"log_normal_", RandomOp::Kind::kLogNormal, "mean", "std", 1.0, 2.0}));
+  r.add("geometric_", "{ tensor, p }", "Tensor.geometric_",
+        in_place_parser({"geometric_", RandomOp::Kind::kGeometric, "p", "", 0.0, 0.0, true}));
   r.add("distribute_region", "true | false",
         "set the DTensor RNG tracker's distribute_region_enabled",
         [](const toml::node& value, const toml::table&, LoadContext& ctx) -> std::unique_ptr<Step> {

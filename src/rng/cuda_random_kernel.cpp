@@ -236,9 +236,34 @@ void check_exponential(DType dtype, double lambda) {
   }
 }
 
-Tensor predict_normal(PhiloxState& state, int64_t numel, DType dtype, const GpuProfile& gpu,
-                      double mean, double std) {
-  check_normal(dtype, std);
+void check_log_normal(DType dtype, double std) {
+  if (!(std > 0.0)) {
+    throw runtime_error(fmt::format("log_normal_ expects std > 0.0, but found std={:g}", std));
+  }
+  if (!is_floating(dtype)) {
+    throw runtime_error(
+        fmt::format("\"log_normal_cuda\" not implemented for '{}'", scalar_type_name(dtype)));
+  }
+}
+
+void check_geometric(DType dtype, double p) {
+  if (!(p > 0.0 && p < 1.0)) {
+    throw runtime_error(fmt::format("geometric_ expects p to be in (0, 1), but got p={:g}", p));
+  }
+  if (dtype == DType::kBool) {
+    throw runtime_error(
+        fmt::format("\"geometric_cuda\" not implemented for '{}'", scalar_type_name(dtype)));
+  }
+}
+
+namespace {
+
+// The shared body of PyTorch's normal_and_transform kernels: each element gets one standard
+// normal from curand_normal4 (curand_normal2_double for double tensors), and `transform` turns it
+// into the stored value.
+template <typename Transform>
+Tensor normal_and_transform(PhiloxState& state, int64_t numel, DType dtype, const GpuProfile& gpu,
+                            Transform&& transform) {
   const KernelLaunch launch = KernelLaunch::plan(numel, dtype, gpu);
   Tensor out({numel}, dtype);
   for_each_draw(
@@ -264,15 +289,35 @@ Tensor predict_normal(PhiloxState& state, int64_t numel, DType dtype, const GpuP
           const float radius = std::sqrt(-2.0f * std::log(u));
           n = radius * (ii % 2 == 0 ? std::sin(v) : std::cos(v));
         }
-        const double value =
-            dtype == DType::kFloat64
-                ? std::fma(n, std, mean)
-                : static_cast<double>(std::fma(static_cast<float>(n), static_cast<float>(std),
-                                               static_cast<float>(mean)));
-        out.set(static_cast<int64_t>(e), stored(dtype, value));
+        out.set(static_cast<int64_t>(e), stored(dtype, transform(n)));
       });
   state.offset += launch.counter_offset;
   return out;
+}
+
+// mean + std * n as one fused multiply-add, in float for every dtype but double.
+double scaled_normal(double n, DType dtype, double mean, double std) {
+  if (dtype == DType::kFloat64) return std::fma(n, std, mean);
+  return std::fma(static_cast<float>(n), static_cast<float>(std), static_cast<float>(mean));
+}
+
+}  // namespace
+
+Tensor predict_normal(PhiloxState& state, int64_t numel, DType dtype, const GpuProfile& gpu,
+                      double mean, double std) {
+  check_normal(dtype, std);
+  return normal_and_transform(state, numel, dtype, gpu,
+                              [&](double n) { return scaled_normal(n, dtype, mean, std); });
+}
+
+Tensor predict_log_normal(PhiloxState& state, int64_t numel, DType dtype, const GpuProfile& gpu,
+                          double mean, double std) {
+  check_log_normal(dtype, std);
+  return normal_and_transform(state, numel, dtype, gpu, [&](double n) {
+    const double x = scaled_normal(n, dtype, mean, std);
+    return dtype == DType::kFloat64 ? std::exp(x)
+                                    : static_cast<double>(std::exp(static_cast<float>(x)));
+  });
 }
 
 namespace {
@@ -306,6 +351,20 @@ Tensor predict_bernoulli(PhiloxState& state, int64_t numel, DType dtype, const G
   const auto p_f = static_cast<float>(p);
   return uniform_and_transform(state, numel, dtype, gpu, [&](double u) {
     return (is_double ? u < p : static_cast<float>(u) < p_f) ? 1.0 : 0.0;
+  });
+}
+
+Tensor predict_geometric(PhiloxState& state, int64_t numel, DType dtype, const GpuProfile& gpu,
+                         double p) {
+  check_geometric(dtype, p);
+  if (dtype == DType::kFloat64) {
+    const double log_q = std::log1p(-p);
+    return uniform_and_transform(state, numel, dtype, gpu,
+                                 [&](double u) { return std::ceil(std::log(u) / log_q); });
+  }
+  const float log_q = std::log1p(-static_cast<float>(p));
+  return uniform_and_transform(state, numel, dtype, gpu, [&](double u) {
+    return static_cast<double>(std::ceil(std::log(static_cast<float>(u)) / log_q));
   });
 }
 

@@ -54,6 +54,9 @@ void check_uniform_bounds(DType dtype, double from, double to);
 void check_normal(DType dtype, double std);
 void check_bernoulli(double p);
 void check_exponential(DType dtype, double lambda);
+// log_normal_'s std <= 0 and non-floating dtype; geometric_'s p outside (0, 1) and bool.
+void check_log_normal(DType dtype, double std);
+void check_geometric(DType dtype, double p);
 
 // `path` chooses how Philox runs (every path gives the same bits; tests compare them). Throws
 // what check_uniform_bounds and KernelLaunch::plan throw.
@@ -81,5 +84,19 @@ Tensor predict_bernoulli(PhiloxState& state, int64_t numel, DType dtype, const G
 // RuntimeError for lambda <= 0 and for integer dtypes, with PyTorch's messages.
 Tensor predict_exponential(PhiloxState& state, int64_t numel, DType dtype, const GpuProfile& gpu,
                            double lambda);
+
+// Tensor.log_normal_(mean, std): exp(mean + std * n) for predict_normal's draws n, computed in
+// float (double for double tensors) before the store, as PyTorch's kernel does: the same offsets
+// as normal_, and agreement to about 1e-6 relative, as normal_'s (the GPU's expf adds an ulp).
+Tensor predict_log_normal(PhiloxState& state, int64_t numel, DType dtype, const GpuProfile& gpu,
+                          double mean, double std);
+
+// Tensor.geometric_(p): ceil(log(u) / log1p(-p)) for each element's (0, 1] uniform, in float (p
+// rounded to float) or in double for double tensors; any dtype but bool (integers hold the count;
+// a count past the dtype's range is an OverflowError, not modelled as the GPU converts it). The
+// GPU's logf may differ from the host's in the last bit, which moves the count only where the
+// quotient is within an ulp of an integer.
+Tensor predict_geometric(PhiloxState& state, int64_t numel, DType dtype, const GpuProfile& gpu,
+                         double p);
 
 }  // namespace meshsim

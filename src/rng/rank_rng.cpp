@@ -62,8 +62,16 @@ std::string RandomOp::describe() const {
       return fmt::format("bernoulli_({})", a);
     case Kind::kExponential:
       return fmt::format("exponential_({})", a);
+    case Kind::kLogNormal:
+      return fmt::format("log_normal_({}, {})", a, b);
+    case Kind::kGeometric:
+      return fmt::format("geometric_({})", a);
   }
   return "?";
+}
+
+bool RandomOp::dtensor_random() const {
+  return kind != Kind::kExponential && kind != Kind::kLogNormal && kind != Kind::kGeometric;
 }
 
 std::string_view generator_name(Draw::Generator g) {
@@ -153,6 +161,12 @@ void check_arguments(const RandomOp& op, DType dtype) {
     case RandomOp::Kind::kExponential:
       check_exponential(dtype, op.a);
       return;
+    case RandomOp::Kind::kLogNormal:
+      check_log_normal(dtype, op.b);
+      return;
+    case RandomOp::Kind::kGeometric:
+      check_geometric(dtype, op.a);
+      return;
   }
 }
 
@@ -188,6 +202,12 @@ std::optional<Draw> RankRng::draw_local(Tensor& t, const RandomOp& op, PhiloxSta
         break;
       case RandomOp::Kind::kExponential:
         values = predict_exponential(state, t.numel(), t.dtype(), gpu_, op.a);
+        break;
+      case RandomOp::Kind::kLogNormal:
+        values = predict_log_normal(state, t.numel(), t.dtype(), gpu_, op.a, op.b);
+        break;
+      case RandomOp::Kind::kGeometric:
+        values = predict_geometric(state, t.numel(), t.dtype(), gpu_, op.a);
         break;
     }
   }
@@ -236,8 +256,9 @@ RankRng::OpResult RankRng::random_(DTensor& t, const RandomOp& op,
   if (!t.participates()) return {};  // DTensor's dispatcher runs nothing off the mesh
   const DTensorRngOffsets off =
       dtensor_rng_offsets(spec.shape, spec.mesh.shape(), *spec.mesh.coordinate(), spec.placements);
-  // exponential_ is not among DTensor's random ops: no tracker, no offsets.
-  const bool dtensor_random = op.kind != RandomOp::Kind::kExponential;
+  // exponential_, log_normal_ and geometric_ are not among DTensor's random ops: no tracker, no
+  // offsets.
+  const bool dtensor_random = op.dtensor_random();
   bool overwritten = false;
   if (dtensor_random && !tracker_) overwritten = create_tracker_synced(broadcast);
   OpResult r = dtensor_random && !t.local().is_meta() && tracker_->distribute_region

@@ -33,14 +33,18 @@ std::optional<RngProfile> parse_rng_profile(std::string_view text);
 
 // What a random op draws: the kind and its two parameters (from/to, mean/std, p, lambda).
 struct RandomOp {
-  enum class Kind { kUniform, kNormal, kBernoulli, kExponential };
+  enum class Kind { kUniform, kNormal, kBernoulli, kExponential, kLogNormal, kGeometric };
   Kind kind = Kind::kUniform;
   double a = 0.0;
   double b = 1.0;
   // What the user called, when it is not the in-place op itself ("rand", "kaiming_uniform_").
   std::string label;
-  // The label, or "uniform_(-0.5, 0.5)", "normal_(0, 1)", "bernoulli_(0.3)", "exponential_(1)".
+  // The label, or "uniform_(-0.5, 0.5)", "normal_(0, 1)", "bernoulli_(0.3)", "exponential_(1)",
+  // "log_normal_(1, 2)", "geometric_(0.3)".
   std::string describe() const;
+  // Whether DTensor's dispatcher treats the op as random (PyTorch 2.15's list): the others run
+  // on each rank's local shard with its default generator, without the tracker's offsets.
+  bool dtensor_random() const;
 };
 
 // One kernel's draw from a Philox stream: it consumed counter blocks [offset / 4,
@@ -112,8 +116,8 @@ class RankRng {
   // An in-place random op on a DTensor through DTensor's dispatcher: ranks outside its mesh do
   // nothing; otherwise the tracker is created lazily (with the broadcast) for the ops DTensor
   // counts as random, and the distribute region applies unless the local tensor is meta or the
-  // region is disabled. exponential_ is not in DTensor's random-op list (PyTorch 2.15): it runs
-  // as a local op on every rank of the mesh.
+  // region is disabled. exponential_, log_normal_ and geometric_ are not in DTensor's random-op
+  // list (PyTorch 2.15): they run as local ops on every rank of the mesh.
   OpResult random_(DTensor& t, const RandomOp& op, const BroadcastFromRank0& broadcast);
   // torch.distributed.tensor.rand / randn: creates the tracker lazily (with the broadcast) on
   // every rank that calls it, members of the mesh or not, then draws the rank's shard in the

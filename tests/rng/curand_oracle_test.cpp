@@ -136,3 +136,50 @@ TEST_CASE("curand oracle: bernoulli_ and exponential_ transform curand_uniform4'
     }
   }
 }
+
+TEST_CASE(
+    "curand oracle: log_normal_ is exp of curand_normal4's draw, geometric_ counts "
+    "curand_uniform4's",
+    "[rng][curand]") {
+  const meshsim::GpuProfile one_block = meshsim::GpuProfile::custom(1, 256);
+  meshsim::testing::SplitMix rng{29};
+  for (int i = 0; i < 200; ++i) {
+    const uint64_t seed = rng.next(), offset = 4 * (rng.next() % 100000);
+    const double p = static_cast<double>(1 + rng.below(999)) / 1000.0;
+    INFO("seed " << seed << " offset " << offset << " p " << p);
+    curandStatePhilox4_32_10_t s;
+    curand_init(seed, 0, offset, &s);
+    const float4 n4 = curand_normal4(&s);
+    const float n[] = {n4.x, n4.y, n4.z, n4.w};
+    meshsim::PhiloxState state{seed, offset};
+    const meshsim::Tensor ln =
+        meshsim::predict_log_normal(state, 1024, meshsim::DType::kFloat32, one_block, 1.0, 0.5);
+    REQUIRE(state.offset == offset + 4);  // the offsets of normal_
+    curand_init(seed, 0, offset, &s);
+    const float4 u4 = curand_uniform4(&s);
+    const float u[] = {u4.x, u4.y, u4.z, u4.w};
+    state = {seed, offset};
+    const meshsim::Tensor g =
+        meshsim::predict_geometric(state, 1024, meshsim::DType::kInt64, one_block, p);
+    for (int c = 0; c < 4; ++c) {
+      REQUIRE(ln.get(256 * c) == Approx(std::exp(1.0 + 0.5 * n[c])).epsilon(2e-5));
+      // The count each uniform gives; where logf's last bit could move it, either neighbour.
+      const double q = std::log(double{u[c]}) / std::log1p(-p);
+      const double count = g.get(256 * c);
+      if (std::abs(q - std::round(q)) > 1e-4) {
+        REQUIRE(count == std::ceil(q));
+      } else {
+        REQUIRE(std::abs(count - std::ceil(q)) <= 1.0);
+      }
+    }
+  }
+  meshsim::PhiloxState state{1, 0};
+  CHECK_THROWS_WITH(meshsim::predict_geometric(state, 4, meshsim::DType::kFloat32, one_block, 1.0),
+                    "geometric_ expects p to be in (0, 1), but got p=1");
+  CHECK_THROWS_WITH(
+      meshsim::predict_log_normal(state, 4, meshsim::DType::kInt64, one_block, 1.0, 2.0),
+      "\"log_normal_cuda\" not implemented for 'Long'");
+  CHECK_THROWS_WITH(
+      meshsim::predict_log_normal(state, 4, meshsim::DType::kFloat32, one_block, 1.0, 0.0),
+      "log_normal_ expects std > 0.0, but found std=0");
+}
