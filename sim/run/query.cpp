@@ -92,10 +92,22 @@ Json dtensor_metadata(const DTensor& t) {
   const DTensorSpec& spec = t.spec();
   Json placements = Json::array();
   for (const Placement& p : spec.placements) placements.push_back(placement_name(p));
+  // As DTensorSpec derives it: the tensor dims that are cut, each with its mesh dims in cut order;
+  // null when the _StridedShards encode no order.
+  Json shard_order = nullptr;
+  if (const std::optional<ShardOrder> order =
+          decode_shard_order(spec.placements, spec.mesh.shape(), spec.shape.size())) {
+    shard_order = Json::array();
+    for (size_t d = 0; d < order->size(); ++d) {
+      if (!(*order)[d].empty())
+        shard_order.push_back(Json{{"tensor_dim", d}, {"mesh_dims", (*order)[d]}});
+    }
+  }
   return Json{{"shape", spec.shape},
               {"stride", spec.stride()},
               {"dtype", dtype_name(spec.dtype)},
               {"placements", std::move(placements)},
+              {"shard_order", std::move(shard_order)},
               {"mesh_shape", spec.mesh.shape()},
               {"mesh_dims", spec.mesh.dim_names() ? Json(*spec.mesh.dim_names()) : Json(nullptr)},
               {"local_shape", t.local().shape()},
@@ -105,9 +117,9 @@ Json dtensor_metadata(const DTensor& t) {
 }  // namespace
 
 const std::vector<std::string>& dtensor_fields() {
-  static const std::vector<std::string> fields{"shape",       "stride",       "dtype",
-                                               "placements",  "mesh_shape",   "mesh_dims",
-                                               "local_shape", "requires_grad"};
+  static const std::vector<std::string> fields{"shape",      "stride",      "dtype",
+                                               "placements", "shard_order", "mesh_shape",
+                                               "mesh_dims",  "local_shape", "requires_grad"};
   return fields;
 }
 
@@ -194,6 +206,30 @@ std::vector<Placement> placements_of(const toml::node& node, const LoadContext& 
   if (info != nullptr && out.size() != info->ndim && !ctx.entry_raises()) {
     ctx.fail(node, fmt::format("{} placements for mesh \"{}\", which has {} dims", out.size(), mesh,
                                info->ndim));
+  }
+  return out;
+}
+
+std::vector<ShardOrderEntry> shard_order_of(const toml::node& node, const LoadContext& ctx) {
+  const toml::array* array = node.as_array();
+  if (array == nullptr) {
+    ctx.fail(node, "shard_order must be an array of { tensor_dim, mesh_dims } (ShardOrderEntry)");
+  }
+  std::vector<ShardOrderEntry> out;
+  for (const toml::node& item : *array) {
+    const toml::table* entry = item.as_table();
+    if (entry == nullptr) ctx.fail(item, "a shard_order entry is { tensor_dim, mesh_dims }");
+    ctx.only_keys(*entry, {"tensor_dim", "mesh_dims"}, "shard_order entry");
+    ShardOrderEntry e;
+    const toml::node& dim = ctx.require(*entry, "tensor_dim", "shard_order entry");
+    e.tensor_dim = ctx.integer_of(dim, "tensor_dim");
+    if (e.tensor_dim < 0 || e.tensor_dim >= static_cast<int64_t>(Tensor::kMaxDims))
+      ctx.fail(dim, fmt::format("tensor_dim must be in [0, {})", Tensor::kMaxDims));
+    const toml::node& dims = ctx.require(*entry, "mesh_dims", "shard_order entry");
+    e.mesh_dims = ctx.integers_of(dims, "mesh_dims");
+    // PyTorch's ShardOrderEntry guarantees a non-empty list.
+    if (e.mesh_dims.empty()) ctx.fail(dims, "mesh_dims may not be empty");
+    out.push_back(std::move(e));
   }
   return out;
 }

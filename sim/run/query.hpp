@@ -10,6 +10,7 @@
 #include "sim/scenario/expression.hpp"
 #include "sim/scenario/load_context.hpp"
 #include "src/dtensor/placement.hpp"
+#include "src/dtensor/shard_order.hpp"
 
 namespace meshsim::sim {
 
@@ -56,8 +57,13 @@ std::vector<Placement> placements_of(const toml::node& node, const LoadContext& 
                                      const std::string& mesh,
                                      std::optional<size_t> tensor_ndim = std::nullopt);
 
-// What the `dtensor` query reports: shape, stride, dtype, placements, mesh_shape, mesh_dims,
-// local_shape and requires_grad.
+// shard_order = [{ tensor_dim = 0, mesh_dims = [1, 0] }, ...]: PyTorch's ShardOrderEntry list,
+// which turns the placements' Shards into the _StridedShards that encode that order
+// (encode_shard_order, applied where the mesh's sizes are known). InputError at the bad entry.
+std::vector<ShardOrderEntry> shard_order_of(const toml::node& node, const LoadContext& ctx);
+
+// What the `dtensor` query reports: shape, stride, dtype, placements, shard_order, mesh_shape,
+// mesh_dims, local_shape and requires_grad.
 const std::vector<std::string>& dtensor_fields();
 
 // The first `n` values of a materialized tensor, as the report shows them.

@@ -32,12 +32,16 @@ class RedistributeStep final : public Step {
   void run(RankState& rank) const override {
     const DTensor& t = rank.dtensor(tensor_);
     const DeviceMesh& mesh = mesh_.empty() ? t.spec().mesh : rank.mesh(mesh_);
-    DTensor out = redistribute(t, mesh, placements_, rank.backend(), groups_of(rank),
+    const std::vector<Placement> placements =
+        shard_order_.empty() ? placements_
+                             : encode_shard_order(placements_, shard_order_, mesh.shape());
+    DTensor out = redistribute(t, mesh, placements, rank.backend(), groups_of(rank),
                                warnings_of(rank), devices_per_host(rank, t.spec().mesh));
     rank.set_dtensor(out_, std::move(out));
   }
   std::string tensor_, mesh_, out_;
   std::vector<Placement> placements_;
+  std::vector<ShardOrderEntry> shard_order_;
 };
 
 // `full_tensor = { tensor, out }` and `to_local = { tensor, out }`: plain tensors from a DTensor,
@@ -70,26 +74,29 @@ std::string out_name(const toml::table& args, std::string_view what, LoadContext
 }  // namespace
 
 void register_dtensor_steps(StepRegistry& r) {
-  r.add("redistribute", "{ tensor, placements, mesh, out }",
-        "DTensor.redistribute with the collectives it issues (out defaults to tensor)",
-        [](const toml::node& value, const toml::table&, LoadContext& ctx) -> std::unique_ptr<Step> {
-          const toml::table& args = ctx.table_of(value, "redistribute");
-          ctx.only_keys(args, {"tensor", "placements", "mesh", "out"}, "redistribute");
-          auto step = std::make_unique<RedistributeStep>();
-          step->tensor_ = ctx.tensor_name(args, "tensor", "redistribute");
-          LoadContext::TensorFacts facts = ctx.tensor_facts(step->tensor_);
-          if (const toml::node* m = args.get("mesh")) {
-            step->mesh_ = ctx.string_of(*m, "mesh");
-            ctx.require_mesh(*m, step->mesh_);
-            facts.mesh = step->mesh_;
-          }
-          // Checked against the tensor's dims and mesh where the file tells them.
-          step->placements_ = placements_of(ctx.require(args, "placements", "redistribute"), ctx,
-                                            facts.mesh, facts.ndim);
-          step->out_ = step->tensor_;
-          if (args.contains("out")) step->out_ = out_name(args, "redistribute", ctx, facts);
-          return step;
-        });
+  r.add(
+      "redistribute", "{ tensor, placements, shard_order, mesh, out }",
+      "DTensor.redistribute with the collectives it issues (out defaults to tensor)",
+      [](const toml::node& value, const toml::table&, LoadContext& ctx) -> std::unique_ptr<Step> {
+        const toml::table& args = ctx.table_of(value, "redistribute");
+        ctx.only_keys(args, {"tensor", "placements", "shard_order", "mesh", "out"}, "redistribute");
+        auto step = std::make_unique<RedistributeStep>();
+        step->tensor_ = ctx.tensor_name(args, "tensor", "redistribute");
+        LoadContext::TensorFacts facts = ctx.tensor_facts(step->tensor_);
+        if (const toml::node* m = args.get("mesh")) {
+          step->mesh_ = ctx.string_of(*m, "mesh");
+          ctx.require_mesh(*m, step->mesh_);
+          facts.mesh = step->mesh_;
+        }
+        // Checked against the tensor's dims and mesh where the file tells them.
+        step->placements_ = placements_of(ctx.require(args, "placements", "redistribute"), ctx,
+                                          facts.mesh, facts.ndim);
+        if (const toml::node* order = args.get("shard_order"))
+          step->shard_order_ = shard_order_of(*order, ctx);
+        step->out_ = step->tensor_;
+        if (args.contains("out")) step->out_ = out_name(args, "redistribute", ctx, facts);
+        return step;
+      });
   for (const bool full : {true, false}) {
     const char* key = full ? "full_tensor" : "to_local";
     r.add(key, "{ tensor, out }",

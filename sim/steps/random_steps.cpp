@@ -15,12 +15,14 @@ struct DTensorShape {
   std::string mesh;  // empty: a plain tensor of this rank (factories only)
   std::vector<int64_t> shape;
   std::vector<Placement> placements;  // empty: Replicate() on every mesh dim
+  std::vector<ShardOrderEntry> shard_order;
   DType dtype = DType::kFloat32;
 
   DTensorSpec spec(const RankState& rank) const {
     const DeviceMesh& m = rank.mesh(mesh);
     std::vector<Placement> p = placements;
     if (p.empty()) p.assign(m.ndim(), Replicate{});
+    if (!shard_order.empty()) p = encode_shard_order(p, shard_order, m.shape());
     return DTensorSpec{m, std::move(p), shape, dtype};
   }
   LoadContext::TensorFacts facts() const { return {shape.size(), mesh}; }
@@ -47,12 +49,17 @@ DTensorShape dtensor_shape_of(const toml::table& args, LoadContext& ctx, std::st
   const toml::node* mesh = mesh_required ? &ctx.require(args, "mesh", what) : args.get("mesh");
   if (mesh == nullptr) {
     if (args.get("placements")) ctx.fail(*args.get("placements"), "placements need a mesh");
+    if (args.get("shard_order")) ctx.fail(*args.get("shard_order"), "shard_order needs a mesh");
     return out;
   }
   out.mesh = ctx.string_of(*mesh, "mesh");
   ctx.require_mesh(*mesh, out.mesh);
   if (const toml::node* p = args.get("placements")) {
     out.placements = placements_of(*p, ctx, out.mesh, out.shape.size());
+  }
+  if (const toml::node* order = args.get("shard_order")) {
+    if (out.placements.empty()) ctx.fail(*order, "shard_order needs placements");
+    out.shard_order = shard_order_of(*order, ctx);
   }
   return out;
 }
@@ -178,7 +185,7 @@ StepParser factory_parser(RandomOp::Kind kind, std::string_view key) {
   return [kind, key](const toml::node& value, const toml::table&,
                      LoadContext& ctx) -> std::unique_ptr<Step> {
     const toml::table& args = ctx.table_of(value, key);
-    ctx.only_keys(args, {"name", "shape", "mesh", "placements", "dtype"}, key);
+    ctx.only_keys(args, {"name", "shape", "mesh", "placements", "shard_order", "dtype"}, key);
     auto step = std::make_unique<FactoryStep>();
     step->name_ = ctx.string_of(ctx.require(args, "name", key), "name");
     step->shape_ = dtensor_shape_of(args, ctx, key, false);
@@ -232,12 +239,14 @@ StepParser in_place_parser(OpKeys k) {
 
 void register_random_steps(StepRegistry& r) {
   r.add("dtensor",
-        "{ name, mesh, shape, placements = [\"Shard(0)\", ...], dtype, meta, fill = \"index\" }",
+        "{ name, mesh, shape, placements = [\"Shard(0)\", ...], shard_order, dtype, meta, fill = "
+        "\"index\" }",
         "a zero DTensor",
         [](const toml::node& value, const toml::table&, LoadContext& ctx) -> std::unique_ptr<Step> {
           const toml::table& args = ctx.table_of(value, "dtensor");
-          ctx.only_keys(args, {"name", "mesh", "shape", "placements", "dtype", "meta", "fill"},
-                        "dtensor");
+          ctx.only_keys(
+              args, {"name", "mesh", "shape", "placements", "shard_order", "dtype", "meta", "fill"},
+              "dtensor");
           auto step = std::make_unique<DTensorStep>();
           step->name_ = ctx.string_of(ctx.require(args, "name", "dtensor"), "name");
           step->shape_ = dtensor_shape_of(args, ctx, "dtensor", true);
@@ -266,9 +275,9 @@ void register_random_steps(StepRegistry& r) {
           }
           return step;
         });
-  r.add("rand", "{ name, shape, mesh, placements, dtype }", "torch.rand / distributed.tensor.rand",
-        factory_parser(RandomOp::Kind::kUniform, "rand"));
-  r.add("randn", "{ name, shape, mesh, placements, dtype }",
+  r.add("rand", "{ name, shape, mesh, placements, shard_order, dtype }",
+        "torch.rand / distributed.tensor.rand", factory_parser(RandomOp::Kind::kUniform, "rand"));
+  r.add("randn", "{ name, shape, mesh, placements, shard_order, dtype }",
         "torch.randn / distributed.tensor.randn", factory_parser(RandomOp::Kind::kNormal, "randn"));
   r.add("rand_like", "{ name, like, dtype }",
         "torch.rand_like (a DTensor's spec, Partial made Replicate)",

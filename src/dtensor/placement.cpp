@@ -25,6 +25,19 @@ std::string placement_name(const Placement& p) {
   return std::visit(Namer{}, p);
 }
 
+std::string placement_repr(const Placement& p) {
+  if (const auto* s = std::get_if<Shard>(&p)) return fmt::format("Shard(dim={})", s->dim);
+  if (const auto* s = std::get_if<StridedShard>(&p))
+    return fmt::format("_StridedShard(dim={}, sf={})", s->dim, s->split_factor);
+  return placement_name(p);
+}
+
+std::string placements_repr(std::span<const Placement> placements) {
+  std::vector<std::string> parts;
+  for (const Placement& p : placements) parts.push_back(placement_repr(p));
+  return fmt::format("({}{})", fmt::join(parts, ", "), parts.size() == 1 ? "," : "");
+}
+
 int64_t sharded_dim(const Placement& p) {
   if (const auto* s = std::get_if<Shard>(&p)) return s->dim;
   if (const auto* s = std::get_if<StridedShard>(&p)) return s->dim;

@@ -35,6 +35,10 @@ using Placement = std::variant<Shard, Replicate, Partial, StridedShard>;
 
 // Python-like spelling: "Shard(0)", "Replicate()", "Partial(sum)", "_StridedShard(0, sf=2)".
 std::string placement_name(const Placement& p);
+// As PyTorch's repr() prints it: "Shard(dim=1)", "Replicate()", "_StridedShard(dim=0, sf=2)"; and
+// a tuple of them: "(Shard(dim=1), Replicate())".
+std::string placement_repr(const Placement& p);
+std::string placements_repr(std::span<const Placement> placements);
 // As PyTorch's str() prints it in messages: "S(0)", "R", "P(sum)", "_S(0, 2)".
 std::string placement_str(const Placement& p);
 // A list of them so: "[S(0), R]".

@@ -280,28 +280,6 @@ Tensor run_transform(const MeshDimContext& c, const Tensor& local,
   not_supported(from, to);  // other moves to Partial: the public API refuses them first
 }
 
-// The order in which each tensor dim was cut by mesh dims, as PyTorch decodes _StridedShards
-// (DTensorSpec._maybe_convert_StridedShard_to_shard_order): right to left, a mesh dim's split
-// factor says how many pieces the mesh dims cutting before it made. nullopt when some split
-// factor matches no such product.
-std::optional<ShardOrder> decode_shard_order(std::span<const Placement> placements,
-                                             const DeviceMesh& mesh, size_t tensor_ndim) {
-  ShardOrder order(tensor_ndim);
-  for (size_t m = placements.size(); m-- > 0;) {
-    if (!is_shard(placements[m])) continue;
-    const auto* strided = std::get_if<StridedShard>(&placements[m]);
-    const int64_t factor = strided ? strided->split_factor : 1;
-    std::vector<size_t>& dims = order[dim_of(placements[m])];
-    int64_t pieces = 1;
-    size_t at = 0;
-    for (; at < dims.size() && pieces != factor; ++at)
-      pieces = checked_times(pieces, mesh.size(dims[at]));
-    if (pieces != factor) return std::nullopt;
-    dims.insert(dims.begin() + static_cast<ptrdiff_t>(at), m);
-  }
-  return order;
-}
-
 // "mesh dim 1, then mesh dim 0": the order a tensor dim is cut in.
 std::string cut_order_str(const std::vector<size_t>& mesh_dims) {
   std::vector<std::string> parts;
@@ -441,8 +419,8 @@ DTensor redistribute(const DTensor& t, const DeviceMesh& mesh, std::vector<Place
   if (t.participates()) {
     std::optional<ShardOrder> from_order, to_order;
     if (has_strided(spec.placements) || has_strided(target.placements)) {
-      from_order = decode_shard_order(spec.placements, mesh, spec.shape.size());
-      to_order = decode_shard_order(target.placements, mesh, spec.shape.size());
+      from_order = decode_shard_order(spec.placements, mesh.shape(), spec.shape.size());
+      to_order = decode_shard_order(target.placements, mesh.shape(), spec.shape.size());
     }
     if (from_order && to_order) check_decoded_layouts(spec, *from_order, target, *to_order, warn);
     const std::vector<RedistributeTransform> plan =

@@ -12,11 +12,9 @@
 #include <vector>
 
 #include "src/dtensor/redistribute.hpp"
+#include "src/dtensor/shard_order.hpp"
 
 namespace meshsim {
-
-// By tensor dim: the mesh dims that cut it, first cut first.
-using ShardOrder = std::vector<std::vector<size_t>>;
 
 // This rank's shape of `spec`'s tensor with every tensor dim cut by its mesh dims in `order`,
 // the cut of mesh dim `except` left out (PyTorch's logical shape of a step on that mesh dim).

@@ -423,8 +423,8 @@ TEST_CASE("queries: collectives, dtensor metadata, from_local's keywords", "[sim
                         "[[step]]\ndtensor = { name = \"x\", mesh = \"m\", shape = [4], "
                         "placements = [\"R\", \"S(0)\"] }\n";
   CHECK(load_error(x + "[[expect]]\ndtensor = { name = \"x\", field = \"size\" }\nequals = 1\n") ==
-        "t.toml:11:33: field is one of shape, stride, dtype, placements, mesh_shape, mesh_dims, "
-        "local_shape, requires_grad");
+        "t.toml:11:33: field is one of shape, stride, dtype, placements, shard_order, mesh_shape, "
+        "mesh_dims, local_shape, requires_grad");
   CHECK(load_error(x + "[[step]]\nfrom_local = { name = \"y\", local = \"x\", mesh = \"m\", "
                        "shape = [8] }\n") ==
         "t.toml:11:14: ('Found shape:(8,), stride:None.', 'Please pass both shape and stride at "
