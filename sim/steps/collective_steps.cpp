@@ -4,6 +4,7 @@
 
 #include "sim/run/rank_state.hpp"
 #include "sim/scenario/step_registry.hpp"
+#include "sim/scenario/tensor_literal.hpp"
 #include "sim/scenario/tensor_spec.hpp"
 
 namespace meshsim::sim {
@@ -14,17 +15,24 @@ namespace {
 struct TensorOperand {
   std::string name;
   std::optional<TensorSpec> spec;
-  Tensor get(const RankState& rank) const { return spec ? spec->make(rank) : rank.tensor(name); }
-  // A plain tensor's: its dims where the constructor or the named tensor tells them.
+  std::optional<TensorLiteral> literal;
+  Tensor get(const RankState& rank) const {
+    if (literal) return literal->make(rank);
+    return spec ? spec->make(rank) : rank.tensor(name);
+  }
+  // A plain tensor's: its dims where the constructor, the literal or the named tensor tells them.
   LoadContext::TensorFacts facts(const LoadContext& ctx) const {
+    if (literal) return {literal->ndim(), ""};
     return {spec ? std::optional<size_t>(spec->ndim()) : ctx.tensor_facts(name).ndim, ""};
   }
 };
 
-TensorOperand tensor_operand(const toml::node& node, const LoadContext& ctx,
-                             std::string_view what) {
+// A tensor set earlier, a constructor ("ones(4)"), or a nested list of values.
+TensorOperand tensor_operand(const toml::node& node, LoadContext& ctx, std::string_view what,
+                             std::optional<DType> dtype = std::nullopt) {
+  if (node.is_array()) return {"", std::nullopt, TensorLiteral::parse(node, ctx, dtype)};
   const std::string text = ctx.string_of(node, what);
-  if (ctx.has_tensor(text)) return {text, std::nullopt};
+  if (ctx.has_tensor(text)) return {text, std::nullopt, std::nullopt};
   try {
     TensorSpec spec = TensorSpec::parse(text);
     spec.check(ctx);
@@ -33,7 +41,7 @@ TensorOperand tensor_operand(const toml::node& node, const LoadContext& ctx,
     } catch (const ExpressionError& e) {
       ctx.fail(node, e.what());
     }
-    return {"", std::move(spec)};
+    return {"", std::move(spec), std::nullopt};
   } catch (const ExpressionError& e) {
     SourceLocation where = ctx.at(node);
     where.column += 1 + static_cast<int64_t>(e.offset());
@@ -303,13 +311,23 @@ class CountCollectivesStep final : public Step {
 }  // namespace
 
 void register_collective_steps(StepRegistry& r) {
-  r.add("tensor", "{ name = \"x\", value = \"ones(4)\" }", "set a named tensor",
+  r.add("tensor", "{ name = \"x\", value = \"ones(4)\" | [[1, 2], [3, 4]], dtype }",
+        "set a named tensor",
         [](const toml::node& value, const toml::table&, LoadContext& ctx) -> std::unique_ptr<Step> {
           const toml::table* t = value.as_table();
           if (t == nullptr) ctx.fail(value, "tensor must be a table { name, value }");
-          ctx.only_keys(*t, {"name", "value"}, "tensor");
+          ctx.only_keys(*t, {"name", "value", "dtype"}, "tensor");
           auto step = std::make_unique<TensorStep>();
-          step->value_ = tensor_operand(ctx.require(*t, "value", "tensor"), ctx, "value");
+          const toml::node& v = ctx.require(*t, "value", "tensor");
+          std::optional<DType> dtype;
+          if (const toml::node* d = t->get("dtype")) {
+            // A constructor names its dtype inside ("ones(4, dtype=float64)").
+            if (!v.is_array()) ctx.fail(*d, "dtype goes with a list of values");
+            const std::string text = ctx.string_of(*d, "dtype");
+            dtype = parse_dtype(text);
+            if (!dtype) ctx.fail(*d, fmt::format("unknown dtype \"{}\"", text));
+          }
+          step->value_ = tensor_operand(v, ctx, "value", dtype);
           step->name_ = ctx.string_of(ctx.require(*t, "name", "tensor"), "name");
           ctx.declare_tensor(step->name_, step->value_.facts(ctx));
           return step;

@@ -96,6 +96,34 @@ TEST_CASE("scenario_loader: mistakes are refused with file:line:col", "[sim][loa
   CHECK_THAT(load_error("[other]\n"), Catch::StartsWith("t.toml:4:2: unknown key \"other\""));
 }
 
+TEST_CASE("scenario_loader: tensor literals are torch.tensor's nested lists",
+          "[sim][loader][errors]") {
+  const auto step = [](const std::string& value) {
+    return "[[step]]\ntensor = { name = \"x\", value = " + value + " }\n";
+  };
+  CHECK(load_error(step("[[1, 2], [3]]")) ==
+        "t.toml:5:41: values is ragged: expected 2 entries at depth 2, found 1");
+  CHECK(load_error(step("[[1, 2], 3]")) ==
+        "t.toml:5:41: values is ragged: a number where a list belongs");
+  CHECK(load_error(step("[1, [2]]")) ==
+        "t.toml:5:36: values is ragged: a list where a number belongs");
+  CHECK(load_error(step("[1, 2.5], dtype = \"int32\"")) ==
+        "t.toml:5:36: a int32 tensor holds integers, not 2.5");
+  CHECK(load_error(step("[1, \"rank +\"]")).find("t.toml:5:") == 0);
+  std::string deep = "1";
+  for (int i = 0; i < 26; ++i) deep = "[" + deep + "]";
+  CHECK(load_error(step(deep)).ends_with("a tensor has at most 25 dims"));
+  CHECK(load_error(step("\"ones(2)\", dtype = \"int32\"")) ==
+        "t.toml:5:51: dtype goes with a list of values");
+  // Integers (and expressions) make int64, a float makes float32, as torch.tensor infers.
+  const ScenarioResult r = run_text(step("[[1, \"rank\"], [3, 4]]") +
+                                    "[[expect]]\ntensor = \"x\"\nby_rank = [[1, 0, 3, 4], [1, 1, "
+                                    "3, 4], [1, 2, 3, 4], [1, 3, 3, 4]]\n" +
+                                    "[[step]]\ntensor = { name = \"y\", value = [1, 0.5] }\n"
+                                    "[[expect]]\ntensor = \"y\"\nequals = [1.0, 0.5]\n");
+  CHECK(r.passed());
+}
+
 TEST_CASE("scenario_loader: collective groups name declared meshes and dims",
           "[sim][loader][errors]") {
   const std::string mesh = "[[mesh]]\nname = \"m\"\nshape = [2, 2]\ndims = [\"dp\", \"tp\"]\n";
