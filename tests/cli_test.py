@@ -116,6 +116,7 @@ bad = {
     "unknown_dim.toml": ":9:19: bad expression in value: mesh 'm' has no dim 'y'",
     "mesh_too_big.toml": ':6:9: mesh "m" has 8 ranks, more than the world size 4',
     "bad_expression.toml": ":5:16: bad expression in value: unexpected '*'",
+    "bad_view_index.toml": ":7:54: index \"[:, 1::coord(m, 0)]\": unknown mesh 'm'",
     "toml_syntax.toml": ":6:15: TOML syntax error",
     # Issue 6 reproducers: each a load-time error at its place, never a crash or a wrong value.
     "deep_parens.toml": ":5:74: bad expression in value: expression nests deeper than 64 levels",

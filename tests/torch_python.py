@@ -63,6 +63,20 @@ def failing_scenarios(meshsim, paths, flags=()):
     return failed
 
 
+def failing_scenario_texts(meshsim, texts):
+    """failing_scenarios over scenario texts, written to case_<i>.toml files of a temporary
+    directory."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = []
+        for i, text in enumerate(texts):
+            path = os.path.join(tmp, f"case_{i}.toml")
+            with open(path, "w") as f:
+                f.write(text)
+            paths.append(path)
+        return failing_scenarios(meshsim, paths)
+
+
 def torch_vs_meshsim(test, meshsim, worker, world, cases, scenario_of):
     """The loop of a differential test: `worker(rank, port, out_dir)` runs every case on `world`
     Gloo processes, each writing torch_<rank>.json keyed by case name (case[0]); each case becomes

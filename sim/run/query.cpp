@@ -116,6 +116,12 @@ Json dtensor_metadata(const DTensor& t) {
 
 }  // namespace
 
+const std::vector<std::string>& layout_fields() {
+  static const std::vector<std::string> fields{"shape", "stride", "storage_offset", "is_contiguous",
+                                               "dtype"};
+  return fields;
+}
+
 const std::vector<std::string>& dtensor_fields() {
   static const std::vector<std::string> fields{"shape",      "stride",      "dtype",
                                                "placements", "shard_order", "mesh_shape",
@@ -240,7 +246,7 @@ const std::vector<std::string_view>& Query::keys() {
       "groups",         "group_name",        "local_rank", "local_shard",
       "owned_indices",  "has_group_names",   "tensor",     "rng_state",
       "same",           "stale_group_names", "my_group",   "intra_node",
-      "process_groups", "collectives",       "dtensor"};
+      "process_groups", "collectives",       "dtensor",    "layout"};
   return k;
 }
 
@@ -304,19 +310,20 @@ Query Query::parse(std::string_view key, const toml::node& node, LoadContext& ct
     return q;
   }
   if (key == "collectives") return parse_collectives(node, ctx);
-  if (key == "dtensor") {
+  if (key == "dtensor" || key == "layout") {
     // "x" (every field), or { name = "x", field = "shape" }.
+    const std::string what = fmt::format("{} query", key);
     const toml::node* name = &node;
     if (const toml::table* t = node.as_table()) {
-      ctx.only_keys(*t, {"name", "field"}, "dtensor query");
-      name = &ctx.require(*t, "name", "dtensor query");
-      const toml::node& field = ctx.require(*t, "field", "dtensor query");
+      ctx.only_keys(*t, {"name", "field"}, what);
+      name = &ctx.require(*t, "name", what);
+      const toml::node& field = ctx.require(*t, "field", what);
       q.generator_ = ctx.string_of(field, "field");
-      const auto& fields = dtensor_fields();
+      const auto& fields = key == "dtensor" ? dtensor_fields() : layout_fields();
       if (std::find(fields.begin(), fields.end(), q.generator_) == fields.end())
         ctx.fail(field, fmt::format("field is one of {}", fmt::join(fields, ", ")));
     }
-    q.tensor_ = ctx.string_of(*name, "dtensor");
+    q.tensor_ = ctx.string_of(*name, key);
     if (!ctx.has_tensor(q.tensor_))
       ctx.fail(*name, fmt::format("no tensor \"{}\" is set before this", q.tensor_));
     return q;
@@ -384,6 +391,8 @@ Json Query::canonical_expected(Json expected) const {
 }
 
 bool Query::yields_integers() const {
+  if (key_ == "layout")
+    return generator_ == "shape" || generator_ == "stride" || generator_ == "storage_offset";
   if (key_ == "dtensor")
     return generator_ == "shape" || generator_ == "stride" || generator_ == "local_shape" ||
            generator_ == "mesh_shape";
@@ -396,9 +405,9 @@ std::string Query::describe() const {
   if (key_ == "rng_state") return fmt::format("rng_state({})", generator_);
   if (key_ == "process_groups") return fmt::format("process_groups({})", generator_);
   if (key_ == "same") return fmt::format("same({}, {})", tensor_, other_tensor_);
-  if (key_ == "dtensor")
-    return generator_.empty() ? fmt::format("dtensor({})", tensor_)
-                              : fmt::format("dtensor({}, {})", tensor_, generator_);
+  if (key_ == "dtensor" || key_ == "layout")
+    return generator_.empty() ? fmt::format("{}({})", key_, tensor_)
+                              : fmt::format("{}({}, {})", key_, tensor_, generator_);
   if (key_ == "collectives") {
     std::string args = generator_.empty() ? std::string("counts") : generator_;
     if (!mesh_.empty())
@@ -449,6 +458,15 @@ Json Query::observe(const RankState& rank) const {
     const auto* t = std::get_if<DTensor>(&rank.value(tensor_));
     if (t == nullptr) throw runtime_error(fmt::format("\"{}\" is not a DTensor", tensor_));
     Json fields = dtensor_metadata(*t);
+    return generator_.empty() ? fields : fields.at(generator_);
+  }
+  if (key_ == "layout") {
+    const ViewLayout layout = rank.layout(tensor_);
+    Json fields{{"shape", layout.shape},
+                {"stride", layout.stride},
+                {"storage_offset", layout.storage_offset},
+                {"is_contiguous", layout.is_contiguous()},
+                {"dtype", dtype_name(rank.tensor(tensor_).dtype())}};
     return generator_.empty() ? fields : fields.at(generator_);
   }
   if (key_ == "process_groups") {

@@ -66,6 +66,10 @@ std::vector<ShardOrderEntry> shard_order_of(const toml::node& node, const LoadCo
 // mesh_dims, local_shape and requires_grad.
 const std::vector<std::string>& dtensor_fields();
 
+// What the `layout` query reports of a tensor or view: shape, stride, storage_offset,
+// is_contiguous and dtype.
+const std::vector<std::string>& layout_fields();
+
 // The first `n` values of a materialized tensor, as the report shows them.
 Json first_values(const Tensor& t, int64_t n);
 

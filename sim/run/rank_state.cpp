@@ -79,7 +79,93 @@ const Tensor& RankState::tensor(const std::string& name) const {
 // again that it holds one.
 void RankState::set_tensor(const std::string& name, Tensor value) {
   drawn_.erase(name);
+  aliases_.erase(name);
   values_.insert_or_assign(name, std::move(value));
+}
+
+ViewLayout RankState::layout(const std::string& name) const {
+  const auto it = aliases_.find(name);
+  if (it != aliases_.end()) return it->second.layout;
+  if (!std::holds_alternative<Tensor>(value(name))) {
+    throw runtime_error(
+        fmt::format("meshsim makes views of plain tensors only, and \"{}\" is a DTensor (take its "
+                    "to_local() first)",
+                    name));
+  }
+  return ViewLayout::contiguous(tensor(name).shape());
+}
+
+void RankState::set_view(const std::string& name, const std::string& of, const ViewLayout& layout) {
+  this->layout(of);  // throws for a DTensor
+  auto it = aliases_.find(of);
+  if (it == aliases_.end()) {
+    const Tensor& base = tensor(of);
+    it = aliases_
+             .insert_or_assign(
+                 of, Alias{std::make_shared<Tensor>(base), ViewLayout::contiguous(base.shape())})
+             .first;
+  }
+  const std::shared_ptr<Tensor> storage = it->second.storage;
+  Tensor values = gather_view(*storage, layout);
+  drawn_.erase(name);
+  values_.insert_or_assign(name, std::move(values));
+  aliases_.insert_or_assign(name, Alias{storage, layout});
+}
+
+void RankState::refresh_aliases(const std::shared_ptr<Tensor>& storage) {
+  for (const auto& [alias, a] : aliases_) {
+    if (a.storage != storage) continue;
+    // The whole storage is shared rather than copied; the next write copies it then.
+    const bool whole = a.layout.storage_offset == 0 && a.layout.numel() == storage->numel() &&
+                       a.layout.is_contiguous();
+    values_.insert_or_assign(
+        alias, whole ? storage->reshaped(a.layout.shape) : gather_view(*storage, a.layout));
+  }
+}
+
+namespace {
+
+// The layout of the numel elements from a view's first one on, in storage order. RuntimeError
+// when they run past the storage's end.
+ViewLayout memory_run_of(const std::string& name, const ViewLayout& view, int64_t storage_numel) {
+  ViewLayout run;
+  run.shape = {view.numel()};
+  run.stride = {1};
+  run.storage_offset = view.storage_offset;
+  if (run.storage_offset + run.shape[0] > storage_numel) {
+    throw runtime_error(fmt::format(
+        "the {} elements from where \"{}\" starts (storage offset {}) run past the end of its "
+        "storage of {}: the backend would read memory that is not this tensor's",
+        run.shape[0], name, run.storage_offset, storage_numel));
+  }
+  return run;
+}
+
+}  // namespace
+
+Tensor RankState::memory_run(const std::string& name) const {
+  const auto it = aliases_.find(name);
+  if (it == aliases_.end()) return tensor(name);
+  const Tensor& storage = *it->second.storage;
+  return gather_view(storage, memory_run_of(name, it->second.layout, storage.numel()))
+      .reshaped(it->second.layout.shape);
+}
+
+void RankState::write_in_place(const std::string& name, const Tensor& values, Places places) {
+  drawn_.erase(name);
+  const auto it = aliases_.find(name);
+  if (it == aliases_.end()) {
+    values_.insert_or_assign(name, values);
+    return;
+  }
+  const std::shared_ptr<Tensor> storage = it->second.storage;
+  if (places == Places::kElements) {
+    scatter_view(*storage, it->second.layout, values);
+  } else {
+    scatter_view(*storage, memory_run_of(name, it->second.layout, storage->numel()),
+                 values.reshaped({values.numel()}));
+  }
+  refresh_aliases(storage);
 }
 
 DTensor& RankState::dtensor(const std::string& name) {
@@ -94,6 +180,7 @@ DTensor& RankState::dtensor(const std::string& name) {
 
 void RankState::set_dtensor(const std::string& name, DTensor value) {
   drawn_.erase(name);
+  aliases_.erase(name);
   values_.insert_or_assign(name, std::move(value));
 }
 
@@ -116,9 +203,17 @@ PhiloxState RankState::broadcast_rng_state(const PhiloxState& mine) {
 
 void RankState::random_in_place(const Step& step, const std::string& name, const RandomOp& op) {
   if (std::holds_alternative<Tensor>(value(name))) {
+    if (!layout(name).is_contiguous()) {
+      // CUDA's kernels draw in the order TensorIterator walks memory, which meshsim does not
+      // model for strided tensors.
+      throw runtime_error(fmt::format(
+          "meshsim draws random numbers in place only into contiguous tensors, and \"{}\" is a "
+          "non-contiguous view (draw into its base, or a .contiguous() copy)",
+          name));
+    }
     Tensor t = tensor(name);
     const RankRng::OpResult drawn = rng_.random_(t, op);
-    set_tensor(name, std::move(t));
+    write_in_place(name, t);
     record_draw(step, name, drawn);
   } else {
     record_draw(step, name, rng_.random_(dtensor(name), op, rng_state_broadcast()));

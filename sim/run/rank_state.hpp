@@ -14,6 +14,7 @@
 #include "src/mesh/device_mesh.hpp"
 #include "src/nn/parallelize.hpp"
 #include "src/rng/rank_rng.hpp"
+#include "src/tensor/strided_view.hpp"
 #include "src/tensor/tensor.hpp"
 
 namespace meshsim::sim {
@@ -56,6 +57,25 @@ class RankState final : public ExpressionEnv {
   const Parameter& value(const std::string& name) const;
   DTensor& dtensor(const std::string& name);
   void set_dtensor(const std::string& name, DTensor value);
+
+  // Views share the storage of the tensor they were made from, as in PyTorch: a view's value is
+  // its elements gathered from that storage, and a write in place into any of them is seen by
+  // all. Setting a name anew (set_tensor, set_dtensor) ends its sharing.
+  // Where the tensor `name` lies in its storage: a view's layout, or the whole of a contiguous
+  // storage for a plain tensor. RuntimeError for a DTensor.
+  ViewLayout layout(const std::string& name) const;
+  bool is_view(const std::string& name) const { return aliases_.contains(name); }
+  // Makes `name` the view `layout` (a layout within the storage of `of`, as layout(of) is) of
+  // the plain tensor `of`. Throws what gather_view throws.
+  void set_view(const std::string& name, const std::string& of, const ViewLayout& layout);
+  // The numel elements of storage from where `name` starts, in storage order (in its shape):
+  // what NCCL and Gloo move for a tensor, whatever its strides. RuntimeError when they run past
+  // the storage's end.
+  Tensor memory_run(const std::string& name) const;
+  // Writes `values` (the shape of `name`) into its elements, or into its memory run.
+  enum class Places { kElements, kMemoryRun };
+  void write_in_place(const std::string& name, const Tensor& values,
+                      Places places = Places::kElements);
 
   // nn.Linear modules by name: (in_features, out_features, bias); their parameters are the
   // values "<name>.weight" and "<name>.bias".
@@ -119,6 +139,14 @@ class RankState final : public ExpressionEnv {
   std::unique_ptr<GroupCreator> groups_;
   std::map<std::string, DeviceMesh> meshes_;
   std::map<std::string, Parameter> values_;
+  // The names that share a storage with others (views, and the tensors views were made of).
+  struct Alias {
+    std::shared_ptr<Tensor> storage;
+    ViewLayout layout;
+  };
+  std::map<std::string, Alias> aliases_;
+  // Regathers every name sharing `storage` after a write into it.
+  void refresh_aliases(const std::shared_ptr<Tensor>& storage);
   std::map<std::string, LinearModule> modules_;
   // Per value, the last draw into it and the digest of its values right after.
   struct DrawnValue {

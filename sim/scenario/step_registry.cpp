@@ -41,6 +41,7 @@ const StepRegistry& StepRegistry::builtin() {
             return parse_expectation(*table, ctx);
           });
     register_collective_steps(r);
+    register_view_step(r);
     register_random_steps(r);
     register_module_steps(r);
     register_checkpoint_steps(r);

@@ -51,6 +51,8 @@ std::unique_ptr<Step> parse_dump(const toml::node& value, const toml::table& ent
 
 // Registers tensor, the collectives, send/recv, object collectives and sleep.
 void register_collective_steps(StepRegistry& registry);
+// Registers view: indexing, permute and .contiguous() of a plain tensor.
+void register_view_step(StepRegistry& registry);
 
 // An [[expect]] with `distinct` or `equal`: a step every rank runs to record what it holds, and
 // the comparison across ranks after the run. nullopt for any other [[expect]].

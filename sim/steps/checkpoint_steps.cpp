@@ -194,6 +194,13 @@ class FromLocalStep final : public Step {
     std::vector<Placement> placements = placements_;
     if (placements.empty()) placements.assign(mesh.ndim(), Replicate{});
     check_no_mixed_partials(placements);
+    if (rank.is_view(local_) && !rank.layout(local_).is_contiguous()) {
+      throw Error(PyErrorType::kNotImplementedError,
+                  fmt::format("meshsim models contiguous DTensors only: the local tensor \"{}\" "
+                              "is a non-contiguous view (stride ({})), whose strides PyTorch "
+                              "would carry into the DTensor's",
+                              local_, fmt::join(rank.layout(local_).stride, ", ")));
+    }
     const Tensor& local = rank.tensor(local_);
     std::vector<int64_t> shape = local.shape();
     const auto ndim = static_cast<int64_t>(shape.size());
@@ -230,7 +237,7 @@ class FromLocalStep final : public Step {
     }
     Tensor held = local;
     if (run_check_ && check_across_ranks(rank, mesh, placements, held)) {
-      rank.set_tensor(local_, held);  // PyTorch broadcasts into the caller's own tensor
+      rank.write_in_place(local_, held);  // PyTorch broadcasts into the caller's own tensor
     }
     DTensor t = DTensor::from_local_shard(std::move(spec), std::move(held));
     t.set_requires_grad(requires_grad_);

@@ -84,20 +84,62 @@ GroupOperand group_operand(const toml::table& args, const LoadContext& ctx) {
   return {name, ""};
 }
 
+// Which places of the tensor `name` a collective reads and writes: its elements when it is
+// contiguous (in the memory format its strides suggest), else what the backend does with it.
+// NCCL refuses such a tensor in a collective and only warns in send/recv, where it moves the
+// memory from the tensor's start; Gloo moves that memory in all_reduce, broadcast and send/recv
+// without a word, which meshsim reports as the wrong values it gives.
+RankState::Places places_moved(RankState& rank, const std::string& name, CollectiveOp op) {
+  if (name.empty() || !rank.is_view(name)) return RankState::Places::kElements;
+  if (rank.layout(name).is_contiguous_for_collectives()) return RankState::Places::kElements;
+  const bool p2p = op == CollectiveOp::kSend || op == CollectiveOp::kRecv;
+  if (rank.device_type() == "cuda") {
+    if (!p2p) throw value_error("Tensors must be contiguous");
+    rank.warn(
+        "Detected non-contiguous tensor in P2P operations. It is user responsibility to "
+        "guarantee that source and destination tensors have the same contiguity format.");
+    return RankState::Places::kMemoryRun;
+  }
+  if (!p2p && op != CollectiveOp::kAllReduce && op != CollectiveOp::kBroadcast) {
+    throw runtime_error(
+        fmt::format("meshsim does not model Gloo's {} of the non-contiguous view \"{}\": call "
+                    ".contiguous() first (contiguous = true on the view step)",
+                    collective_op_name(op), name));
+  }
+  rank.warn(fmt::format(
+      "Gloo's {} of the non-contiguous view \"{}\" moves the {} elements from its first one in "
+      "memory order, not the view's elements; PyTorch raises nothing (call .contiguous() first)",
+      collective_op_name(op), name, rank.tensor(name).numel()));
+  return RankState::Places::kMemoryRun;
+}
+
 class CollectiveStep final : public Step {
  public:
   void run(RankState& rank) const override {
     const Group group = rank.group(group_.mesh, group_.dim);
     Backend& b = rank.backend();
+    const RankState::Places places = places_moved(rank, tensor_.name, op_);
+    auto input = [&] {
+      return places == RankState::Places::kMemoryRun ? rank.memory_run(tensor_.name)
+                                                     : tensor_.get(rank);
+    };
+    // all_reduce, broadcast and recv write into their tensor when out is its name.
+    auto store = [&](Tensor result) {
+      if (out_ != tensor_.name) {
+        rank.set_tensor(out_, std::move(result));
+      } else {
+        rank.write_in_place(out_, result, places);
+      }
+    };
     switch (op_) {
       case CollectiveOp::kBarrier:
         b.barrier(group);
         return;
       case CollectiveOp::kSend:
-        b.send(tensor_.get(rank), peer_->evaluate(rank), group);
+        b.send(input(), peer_->evaluate(rank), group);
         return;
       case CollectiveOp::kRecv:
-        rank.set_tensor(out_, b.recv(tensor_.get(rank), peer_->evaluate(rank), group));
+        store(b.recv(input(), peer_->evaluate(rank), group));
         return;
       case CollectiveOp::kBroadcastObjectList:
       case CollectiveOp::kAllGatherObject: {
@@ -115,17 +157,17 @@ class CollectiveStep final : public Step {
         return;
       }
       case CollectiveOp::kAllGather: {
-        const std::vector<Tensor> parts = b.all_gather(tensor_.get(rank), group);
+        const std::vector<Tensor> parts = b.all_gather(input(), group);
         for (size_t i = 0; i < parts.size(); ++i)
           rank.set_tensor(fmt::format("{}.{}", out_, i), parts[i]);
         return;
       }
       case CollectiveOp::kAllToAll: {
         // Chunks of dim 0 go to each group rank; what comes back is concatenated again.
-        const Tensor input = tensor_.get(rank);
+        const Tensor whole = input();
         std::vector<Tensor> chunks;
         for (int64_t i = 0; i < group.size(); ++i)
-          chunks.push_back(chunk_dim0(input, group.size(), i));
+          chunks.push_back(chunk_dim0(whole, group.size(), i));
         const std::vector<Tensor> got = b.all_to_all(chunks, group);
         std::vector<const Tensor*> parts;
         for (const Tensor& t : got) parts.push_back(&t);
@@ -133,20 +175,20 @@ class CollectiveStep final : public Step {
         return;
       }
       case CollectiveOp::kAllGatherIntoTensor:
-        rank.set_tensor(out_, b.all_gather_into_tensor(tensor_.get(rank), group));
+        rank.set_tensor(out_, b.all_gather_into_tensor(input(), group));
         return;
       case CollectiveOp::kReduceScatter:
-        rank.set_tensor(out_, b.reduce_scatter(tensor_.get(rank), *reduce_op_, group));
+        rank.set_tensor(out_, b.reduce_scatter(input(), *reduce_op_, group));
         return;
       case CollectiveOp::kAllReduce:
       case CollectiveOp::kBroadcast: {
-        Tensor t = tensor_.get(rank);
+        Tensor t = input();
         if (op_ == CollectiveOp::kAllReduce) {
           b.all_reduce(t, *reduce_op_, group);
         } else {
           b.broadcast(t, peer_->evaluate(rank), group);
         }
-        rank.set_tensor(out_, std::move(t));
+        store(std::move(t));
         return;
       }
       case CollectiveOp::kNewGroup:
