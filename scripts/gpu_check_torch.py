@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Part of scripts/gpu-check: `meshsim rng predict` against torch.rand / torch.randn / uniform_ on
-this machine's GPU, over a matrix of sizes (crossing one wave), dtypes, seeds and offsets, for the
+"""Part of scripts/gpu-check: `meshsim rng predict` against torch.rand / torch.randn / uniform_ and
+F.dropout (of ones) on this machine's GPU, over a matrix of sizes (crossing one wave), dtypes, seeds and offsets, for the
 GPU profile torch reports. Prints one summary line per case; exit 0 when uniform values are equal
 bit for bit and normals are within rng.md's tolerance, 1 otherwise, 77 when torch or CUDA is absent.
 """
@@ -35,7 +35,8 @@ def wave(dtype):
 def predicted(seed, offset, numel, dtype, op, a, b):
     cmd = [MESHSIM, "rng", "predict", "--seed", str(seed), "--offset", str(offset), "--numel",
            str(numel), "--dtype", dtype, "--sms", str(SMS), "--max-threads-per-sm", str(THREADS),
-           "--op", op, "--from", repr(a), "--to", repr(b)]
+           "--op", op]
+    cmd += ["--p", repr(a)] if op == "dropout" else ["--from", repr(a), "--to", repr(b)]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.split("\n")
     assert out[-2].startswith("offset "), out[-2:]
     values = np.array(out[:-2], dtype=np.float64)  # printed with round-trip precision
@@ -43,6 +44,13 @@ def predicted(seed, offset, numel, dtype, op, a, b):
 
 
 def on_device(seed, offset, numel, dtype, op, a, b):
+    if op == "dropout":
+        # F.dropout takes no generator: the default one, seeded and moved as the others.
+        gen = torch.cuda.default_generators[0]
+        gen.manual_seed(seed)
+        gen.set_offset(offset)
+        ones = torch.ones(numel, dtype=DTYPES[dtype], device="cuda")
+        return torch.nn.functional.dropout(ones, a).cpu(), gen.get_offset()
     gen = torch.Generator(device="cuda")
     gen.manual_seed(seed)
     gen.set_offset(offset)
@@ -67,11 +75,12 @@ def main():
         for k, numel in enumerate(sizes):
             seed = seeds[k % len(seeds)]
             offset = offsets[(k // len(seeds) + k) % len(offsets)]
-            for op, a, b in [("uniform", 0.0, 1.0), ("uniform", -2.0, 3.0), ("normal", 0.0, 1.0)]:
+            for op, a, b in [("uniform", 0.0, 1.0), ("uniform", -2.0, 3.0), ("normal", 0.0, 1.0),
+                             ("dropout", 0.2, 0.0)]:
                 cases += 1
                 want, want_offset = predicted(seed, offset, numel, dtype, op, a, b)
                 got, got_offset = on_device(seed, offset, numel, dtype, op, a, b)
-                if op == "uniform":
+                if op in ("uniform", "dropout"):
                     bad = int((want.view(-1) != got.view(-1)).sum())
                     detail = f"{bad} mismatches"
                 else:

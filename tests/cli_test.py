@@ -559,6 +559,18 @@ with tempfile.TemporaryDirectory() as tmp:
     r = run("rng", "predict", "--gpu", "list")
     check(r.returncode == 0 and "H100 SXM    132 SMs x 2048 threads  (also H100" in r.stdout
           and len(r.stdout.splitlines()) == 11, f"rng predict --gpu list: {r.stdout!r}")
+    # Dropout of ones: 0 or 1 / (1 - p), and the offset of one curand_uniform4 per thread. The
+    # pytorch_dropout regression pins the same draw (seed 7, offset 1056) on its tensor.
+    # 8 elements run the vectorized kernel, 7 the unrolled one, which lays the draws out otherwise.
+    r = run("rng", "predict", "--op", "dropout", "--p", "0.5", "--numel", "8", "--seed", "7",
+            "--offset", "1056")
+    check(r.returncode == 0 and r.stdout.split()[:7] == ["2", "0", "2", "2", "2", "0", "0"]
+          and r.stdout.split()[-2:] == ["offset", "1060"], f"rng predict --op dropout: {r.stdout!r}")
+    r = run("rng", "predict", "--op", "dropout", "--p", "0.5", "--numel", "7", "--seed", "7",
+            "--offset", "1056")
+    check(r.returncode == 0 and r.stdout.split() == ["2", "2", "2", "0", "2", "0", "0", "offset",
+                                                     "1060"],
+          f"rng predict --op dropout, unrolled: {r.stdout!r}")
     for bad_args, message in [
             (["--shape", "3,0"], "--shape: shape [3, 0]: 1 to 2^30 elements"),
             (["--shape", "65536,65536"], "--shape: shape [65536, 65536]: 1 to 2^30 elements"),
@@ -569,7 +581,15 @@ with tempfile.TemporaryDirectory() as tmp:
              "--p: bernoulli_ expects p to be in [0, 1], but got p=1.5"),
             (["--numel", "5", "--op", "exponential", "--lambda", "0"],
              "--lambda: exponential_ expects lambda > 0.0, but found lambda=0"),
-            (["--numel", "5", "--p", "0.5"], "--p: --p goes with --op bernoulli"),
+            (["--numel", "5", "--p", "0.5"], "--p: --p goes with bernoulli, geometric and dropout"),
+            (["--numel", "5", "--op", "geometric"], "--p: --op geometric needs --p"),
+            (["--numel", "5", "--op", "geometric", "--p", "1"],
+             "--p: geometric_ expects p to be in (0, 1), but got p=1"),
+            (["--numel", "5", "--op", "dropout", "--p", "2"],
+             "--p: dropout probability has to be between 0 and 1, but got 2"),
+            (["--numel", "5", "--op", "dropout", "--p", "0"], "--p: dropout draws only for 0 < p < 1"),
+            (["--numel", "5", "--op", "log_normal", "--to", "0"],
+             "--to: log_normal_ expects std > 0.0, but found std=0"),
             (["--numel", "5", "--op", "bernoulli", "--from", "1"], "--from: --from and --to go"),
             (["--numel", "5", "--offset", "3"], "--offset: offset must be a multiple of 4"),
             (["--numel", "0"], "--numel"),

@@ -2,8 +2,9 @@
 """Differential test: views (basic indexing, permute, .contiguous()) against PyTorch itself.
 
 Random bases (1 to 5 dims) take a chain of one to three views: indices of integers (negative and
-out of range ones too), slices (steps 1 to 3, bounds past the ends, some steps below 1), None and
-an ellipsis, and permutations (some with a repeated dim). torch 2.15 gives each view's shape,
+out of range ones too), slices (steps 1 to 3, bounds past the ends and 2^40 away, some steps below
+1), None and an ellipsis, lone entries with a trailing comma, and permutations (some with a
+repeated dim); the chains reach 0-dim views and dims of size 0. torch 2.15 gives each view's shape,
 stride, storage offset, is_contiguous() and values, or the error it raises; then whether NCCL
 would take the last view in a collective (contiguous in its suggested memory format), and what
 an in-place all_reduce over two ranks holding the same values leaves in the base (the view's
@@ -37,8 +38,9 @@ def random_index(rng, ndim):
             entries.append(rng.randint(-4, 4))
             dims_left -= 1
         else:
-            start = rng.choice([None, None, rng.randint(-5, 5)])
-            stop = rng.choice([None, None, rng.randint(-5, 5)])
+            far = rng.choice([-2**40, 2**40])  # bounds far past the ends clamp
+            start = rng.choice([None, None, rng.randint(-5, 5), rng.randint(-5, 5), far])
+            stop = rng.choice([None, None, rng.randint(-5, 5), rng.randint(-5, 5), far])
             step = rng.choice([None, None, 1, 2, 3] + ([0, -1] if rng.random() < 0.05 else []))
             entries.append(slice(start, stop, step))
             dims_left -= 1
@@ -56,7 +58,10 @@ def random_index(rng, ndim):
         if e.step is not None:
             parts.append(str(e.step))
         return ":".join(parts)
-    return tuple(entries), "[" + ", ".join(spelled(e) for e in entries) + "]"
+    # A trailing comma makes a lone entry a tuple, which a 0-dim tensor answers differently.
+    trailing = len(entries) == 1 and rng.random() < 0.2
+    text = "[" + ", ".join(spelled(e) for e in entries) + ("," if trailing else "") + "]"
+    return tuple(entries), text, trailing
 
 
 def make_case(rng, number):
@@ -76,10 +81,10 @@ def make_case(rng, number):
             op["permute"] = [0, ndim - 1] + list(range(1, ndim - 1))
             make = lambda t, dims=op["permute"]: t.permute(dims)
         elif rng.random() < 0.65:
-            index, text = random_index(rng, current.dim())
+            index, text, trailing = random_index(rng, current.dim())
             op["index"] = text
             # "[::2]" is t[::2], not t[(slice(None, None, 2),)]: a lone entry is no tuple.
-            key = index[0] if len(index) == 1 else index
+            key = index[0] if len(index) == 1 and not trailing else index
             make = lambda t, key=key: t[key]
         else:
             dims = list(range(current.dim()))
@@ -152,9 +157,12 @@ def main():
     errors = sum("error" in c["views"][-1] for c in cases)
     refused = sum("error" not in c["views"][-1] and "after" not in c for c in cases)
     channels_last = sum(c.get("dense_not_row_major", False) for c in cases)
+    made = [v["layout"] for c in cases for v in c["views"] if "layout" in v]
+    scalars = sum(len(v["shape"]) == 0 for v in made)
+    empty = sum(0 in v["shape"] for v in made)
     print(f"view_diff: torch {torch.__version__}: {len(cases)} cases, {views} views ({errors} "
-          f"raising, {refused} refused by NCCL's contiguity check, {channels_last} taken by it "
-          f"although not row-major), {len(failed)} mismatches")
+          f"raising, {scalars} 0-dim, {empty} empty; {refused} refused by NCCL's contiguity "
+          f"check, {channels_last} taken by it although not row-major), {len(failed)} mismatches")
     return 1 if failed else 0
 
 

@@ -9,6 +9,7 @@
 #include "sim/cli/cli_numbers.hpp"
 #include "src/error.hpp"
 #include "src/rng/cuda_random_kernel.hpp"
+#include "src/rng/dropout_kernel.hpp"
 #include "src/rng/dtensor_rng_offsets.hpp"
 
 namespace meshsim::sim {
@@ -81,12 +82,19 @@ RngCommands add_rng_command(CLI::App& app, RngPredictFlags& f, RngOffsetsFlags& 
   predict
       ->add_option("--op", f.op,
                    "uniform (torch.rand, uniform_), normal (torch.randn, normal_), bernoulli "
-                   "(bernoulli_) or exponential (exponential_)")
-      ->check(CLI::IsMember({"uniform", "normal", "bernoulli", "exponential"}));
+                   "(bernoulli_), exponential (exponential_), log_normal (log_normal_), "
+                   "geometric (geometric_) or dropout (F.dropout of a tensor of ones)")
+      ->check(CLI::IsMember(
+          {"uniform", "normal", "bernoulli", "exponential", "log_normal", "geometric", "dropout"}));
   predict->add_option("--from", f.from,
-                      "uniform: lower bound (default 0); normal: mean (default 0)");
-  predict->add_option("--to", f.to, "uniform: upper bound (default 1); normal: std (default 1)");
-  predict->add_option("--p", f.p, "bernoulli: the probability of a 1 (default 0.5)");
+                      "uniform: lower bound (default 0); normal: mean (default 0); log_normal: "
+                      "mean (default 1)");
+  predict->add_option("--to", f.to,
+                      "uniform: upper bound (default 1); normal: std (default 1); log_normal: "
+                      "std (default 2)");
+  predict->add_option("--p", f.p,
+                      "bernoulli: the probability of a 1 (default 0.5); geometric: the success "
+                      "probability (required); dropout: the probability of a zero (default 0.5)");
   predict->add_option("--lambda", f.lambda, "exponential: the rate (default 1)");
   predict->add_option("--format", f.format, "float (default) or hex (the raw bits)")
       ->check(CLI::IsMember({"float", "hex"}));
@@ -179,15 +187,21 @@ int run_rng_predict(const RngPredictFlags& f) {
   }
   const bool uniform = f.op == "uniform";
   const bool normal = f.op == "normal";
+  const bool log_normal = f.op == "log_normal";
+  const bool takes_p = f.op == "bernoulli" || f.op == "geometric" || f.op == "dropout";
   // Each flag belongs to its op: a stray one is a mistake, not something to ignore.
-  if ((!f.from.empty() || !f.to.empty()) && !uniform && !normal)
-    return bad(f.from.empty() ? "--to" : "--from", "--from and --to go with uniform and normal");
-  if (!f.p.empty() && f.op != "bernoulli") return bad("--p", "--p goes with --op bernoulli");
+  if ((!f.from.empty() || !f.to.empty()) && !uniform && !normal && !log_normal) {
+    return bad(f.from.empty() ? "--to" : "--from",
+               "--from and --to go with uniform, normal and log_normal");
+  }
+  if (!f.p.empty() && !takes_p) return bad("--p", "--p goes with bernoulli, geometric and dropout");
+  if (f.p.empty() && f.op == "geometric") return bad("--p", "--op geometric needs --p");
   if (!f.lambda.empty() && f.op != "exponential")
     return bad("--lambda", "--lambda goes with --op exponential");
   double a = 0.0, b = 1.0;
-  if (f.op == "bernoulli") a = 0.5;
+  if (f.op == "bernoulli" || f.op == "dropout") a = 0.5;
   if (f.op == "exponential") a = 1.0;
+  if (log_normal) a = 1.0, b = 2.0;
   if (!f.from.empty() && !parse_double(f.from, a)) return bad("--from", "not a finite number");
   if (!f.to.empty() && !parse_double(f.to, b)) return bad("--to", "not a finite number");
   if (!f.p.empty() && !parse_double(f.p, a)) return bad("--p", "not a finite number");
@@ -199,12 +213,15 @@ int run_rng_predict(const RngPredictFlags& f) {
     if (normal) check_normal(dtype, b);
     if (f.op == "bernoulli") check_bernoulli(a);
     if (f.op == "exponential") check_exponential(dtype, a);
+    if (log_normal) check_log_normal(dtype, b);
+    if (f.op == "geometric") check_geometric(dtype, a);
+    if (f.op == "dropout") check_dropout(dtype, a);
   } catch (const Error& e) {
     const std::string message = e.what();
-    const char* flag = uniform  ? (message.rfind("from is", 0) == 0 ? "--from" : "--to")
-                       : normal ? "--to"
-                       : f.op == "bernoulli" ? "--p"
-                                             : "--lambda";
+    const char* flag = uniform ? (message.rfind("from is", 0) == 0 ? "--from" : "--to")
+                       : normal || log_normal  ? "--to"
+                       : f.op == "exponential" ? "--lambda"
+                                               : "--p";
     return bad(flag, message);
   }
   const auto n = static_cast<int64_t>(numel);
@@ -216,8 +233,17 @@ int run_rng_predict(const RngPredictFlags& f) {
       values = predict_normal(state, n, dtype, gpu, a, b);
     } else if (f.op == "bernoulli") {
       values = predict_bernoulli(state, n, dtype, gpu, a);
-    } else {
+    } else if (f.op == "exponential") {
       values = predict_exponential(state, n, dtype, gpu, a);
+    } else if (log_normal) {
+      values = predict_log_normal(state, n, dtype, gpu, a, b);
+    } else if (f.op == "geometric") {
+      values = predict_geometric(state, n, dtype, gpu, a);
+    } else {
+      // The kernel's output for an input of ones: 0 or 1 / (1 - p). The fused kernel runs only
+      // for 0 < p < 1.
+      if (!dropout_draws(a, true, n)) return bad("--p", "dropout draws only for 0 < p < 1");
+      values = predict_dropout(state, Tensor::full({n}, 1, dtype), a, gpu);
     }
   } catch (const Error& e) {
     return bad("--numel", fmt::format("{}: {}", py_error_type_name(e.type()), e.what()));

@@ -461,7 +461,10 @@ Json Query::observe(const RankState& rank) const {
     return generator_.empty() ? fields : fields.at(generator_);
   }
   if (key_ == "layout") {
-    const ViewLayout layout = rank.layout(tensor_);
+    // A DTensor's local tensor is its own contiguous allocation.
+    const ViewLayout layout = std::holds_alternative<DTensor>(rank.value(tensor_))
+                                  ? ViewLayout::contiguous(rank.tensor(tensor_).shape())
+                                  : rank.layout(tensor_);
     Json fields{{"shape", layout.shape},
                 {"stride", layout.stride},
                 {"storage_offset", layout.storage_offset},

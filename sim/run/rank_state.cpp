@@ -123,31 +123,10 @@ void RankState::refresh_aliases(const std::shared_ptr<Tensor>& storage) {
   }
 }
 
-namespace {
-
-// The layout of the numel elements from a view's first one on, in storage order. RuntimeError
-// when they run past the storage's end.
-ViewLayout memory_run_of(const std::string& name, const ViewLayout& view, int64_t storage_numel) {
-  ViewLayout run;
-  run.shape = {view.numel()};
-  run.stride = {1};
-  run.storage_offset = view.storage_offset;
-  if (run.storage_offset + run.shape[0] > storage_numel) {
-    throw runtime_error(fmt::format(
-        "the {} elements from where \"{}\" starts (storage offset {}) run past the end of its "
-        "storage of {}: the backend would read memory that is not this tensor's",
-        run.shape[0], name, run.storage_offset, storage_numel));
-  }
-  return run;
-}
-
-}  // namespace
-
 Tensor RankState::memory_run(const std::string& name) const {
   const auto it = aliases_.find(name);
   if (it == aliases_.end()) return tensor(name);
-  const Tensor& storage = *it->second.storage;
-  return gather_view(storage, memory_run_of(name, it->second.layout, storage.numel()))
+  return gather_view(*it->second.storage, it->second.layout.memory_run())
       .reshaped(it->second.layout.shape);
 }
 
@@ -162,8 +141,7 @@ void RankState::write_in_place(const std::string& name, const Tensor& values, Pl
   if (places == Places::kElements) {
     scatter_view(*storage, it->second.layout, values);
   } else {
-    scatter_view(*storage, memory_run_of(name, it->second.layout, storage->numel()),
-                 values.reshaped({values.numel()}));
+    scatter_view(*storage, it->second.layout.memory_run(), values.reshaped({values.numel()}));
   }
   refresh_aliases(storage);
 }

@@ -69,8 +69,7 @@ class RankState final : public ExpressionEnv {
   // the plain tensor `of`. Throws what gather_view throws.
   void set_view(const std::string& name, const std::string& of, const ViewLayout& layout);
   // The numel elements of storage from where `name` starts, in storage order (in its shape):
-  // what NCCL and Gloo move for a tensor, whatever its strides. RuntimeError when they run past
-  // the storage's end.
+  // what NCCL and Gloo move for a tensor, whatever its strides.
   Tensor memory_run(const std::string& name) const;
   // Writes `values` (the shape of `name`) into its elements, or into its memory run.
   enum class Places { kElements, kMemoryRun };

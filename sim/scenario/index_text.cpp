@@ -62,10 +62,10 @@ IndexText IndexText::parse(std::string_view text) {
                           "\"[:, ::2]\" or \"[rank % 2, ..., None]\"");
   }
   std::vector<Span> entries = split_top_level(text, {all.begin + 1, all.end - 1}, ',');
-  // Python allows one trailing comma: t[1,] is t[1].
-  if (entries.size() > 1 &&
-      trimmed(text, entries.back()).begin == trimmed(text, entries.back()).end)
-    entries.pop_back();
+  out.tuple_ = entries.size() > 1;
+  // Python allows one trailing comma, which makes a tuple: t[1,] is t[(1,)].
+  const Span last = trimmed(text, entries.back());
+  if (entries.size() > 1 && last.begin == last.end) entries.pop_back();
   if (entries.size() > kMaxEntries) {
     throw ExpressionError(entries[kMaxEntries].begin,
                           fmt::format("an index of more than {} entries", kMaxEntries));

@@ -29,6 +29,8 @@ class IndexText {
   static IndexText parse(std::string_view text);
   void check(const ExpressionSchema& schema) const;
   std::vector<IndexEntry> evaluate(const ExpressionEnv& env) const;
+  // Whether the index has a top-level comma, as Python's tuple of indices (t[0,] included).
+  bool is_tuple() const { return tuple_; }
   const std::string& text() const { return text_; }
 
  private:
@@ -41,6 +43,7 @@ class IndexText {
   };
   std::string text_;
   std::vector<Part> parts_;
+  bool tuple_ = false;
 };
 
 }  // namespace meshsim::sim

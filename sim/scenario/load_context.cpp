@@ -43,12 +43,15 @@ std::string LoadContext::dim_name(const toml::node& node, const std::string& mes
                                   const MeshInfo& info) const {
   if (const auto* index = node.as_integer()) {
     const int64_t i = index->get();
-    if (i < 0 || static_cast<size_t>(i) >= info.ndim) {
-      fail(node, fmt::format("mesh dim {} is out of range for a {}-d mesh (dims 0 to {}{}{})", i,
-                             info.ndim, info.ndim - 1,
-                             info.dims.empty() ? "" : ", or a name: ", fmt::join(info.dims, ", ")));
+    const auto ndim = static_cast<int64_t>(info.ndim);
+    if (i < -ndim || i >= ndim) {
+      fail(node, fmt::format(
+                     "mesh dim {} is out of range for a {}-d mesh (dims 0 to {}, or -{} to -1{}{})",
+                     i, ndim, ndim - 1, ndim,
+                     info.dims.empty() ? "" : ", or a name: ", fmt::join(info.dims, ", ")));
     }
-    return std::to_string(i);
+    // PyTorch indexes a list of the mesh's groups with it: -1 is the last dim.
+    return std::to_string(i < 0 ? i + ndim : i);
   }
   const std::string name = string_of(node, "dim");
   std::vector<std::string> known = info.dims;

@@ -6,6 +6,7 @@
 #include "sim/scenario/step_registry.hpp"
 #include "sim/scenario/tensor_literal.hpp"
 #include "sim/scenario/tensor_spec.hpp"
+#include "src/comm/strided_input.hpp"
 
 namespace meshsim::sim {
 
@@ -84,33 +85,15 @@ GroupOperand group_operand(const toml::table& args, const LoadContext& ctx) {
   return {name, ""};
 }
 
-// Which places of the tensor `name` a collective reads and writes: its elements when it is
-// contiguous (in the memory format its strides suggest), else what the backend does with it.
-// NCCL refuses such a tensor in a collective and only warns in send/recv, where it moves the
-// memory from the tensor's start; Gloo moves that memory in all_reduce, broadcast and send/recv
-// without a word, which meshsim reports as the wrong values it gives.
+// Which places of the tensor `name` a collective reads and writes: its elements, or what the
+// process-group backend moves for a view that is not row-major.
 RankState::Places places_moved(RankState& rank, const std::string& name, CollectiveOp op) {
   if (name.empty() || !rank.is_view(name)) return RankState::Places::kElements;
-  if (rank.layout(name).is_contiguous_for_collectives()) return RankState::Places::kElements;
-  const bool p2p = op == CollectiveOp::kSend || op == CollectiveOp::kRecv;
-  if (rank.device_type() == "cuda") {
-    if (!p2p) throw value_error("Tensors must be contiguous");
-    rank.warn(
-        "Detected non-contiguous tensor in P2P operations. It is user responsibility to "
-        "guarantee that source and destination tensors have the same contiguity format.");
-    return RankState::Places::kMemoryRun;
-  }
-  if (!p2p && op != CollectiveOp::kAllReduce && op != CollectiveOp::kBroadcast) {
-    throw runtime_error(
-        fmt::format("meshsim does not model Gloo's {} of the non-contiguous view \"{}\": call "
-                    ".contiguous() first (contiguous = true on the view step)",
-                    collective_op_name(op), name));
-  }
-  rank.warn(fmt::format(
-      "Gloo's {} of the non-contiguous view \"{}\" moves the {} elements from its first one in "
-      "memory order, not the view's elements; PyTorch raises nothing (call .contiguous() first)",
-      collective_op_name(op), name, rank.tensor(name).numel()));
-  return RankState::Places::kMemoryRun;
+  const StridedInput how = strided_input(
+      rank.device_type() == "cuda" ? ProcessGroupKind::kNccl : ProcessGroupKind::kGloo, op,
+      rank.layout(name), name);
+  if (!how.warning.empty()) rank.warn(how.warning);
+  return how.memory_run ? RankState::Places::kMemoryRun : RankState::Places::kElements;
 }
 
 class CollectiveStep final : public Step {

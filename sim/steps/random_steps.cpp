@@ -5,6 +5,7 @@
 #include "sim/run/query.hpp"
 #include "sim/run/rank_state.hpp"
 #include "sim/scenario/step_registry.hpp"
+#include "src/rng/dropout_kernel.hpp"
 
 namespace meshsim::sim {
 
@@ -175,6 +176,61 @@ class InPlaceRandomStep final : public Step {
   RandomOp op_;
 };
 
+// `dropout = { tensor, p = 0.5, training = true, out }`: out = F.dropout(tensor, p, training),
+// a new tensor or DTensor (the input keeps its values).
+class DropoutStep final : public Step {
+ public:
+  void run(RankState& rank) const override {
+    check_dropout_probability(p_);
+    const Parameter& input = rank.value(tensor_);
+    const DTensor* d = std::get_if<DTensor>(&input);
+    const int64_t numel = d != nullptr ? d->spec().numel() : rank.tensor(tensor_).numel();
+    if (!dropout_draws(p_, training_, numel)) {
+      // No kernel runs: the input as it is, or for p = 1 the input times a zero.
+      const bool zeroed = p_ == 1.0 && training_;
+      if (d != nullptr) {
+        DTensor out = *d;
+        if (zeroed) out.set_local(times_zero(d->local()));
+        rank.set_dtensor(out_, std::move(out));
+      } else {
+        const Tensor& t = rank.tensor(tensor_);
+        rank.set_tensor(out_, zeroed ? times_zero(t) : t);
+      }
+      return;
+    }
+    RandomOp op{RandomOp::Kind::kDropout, p_, 0.0, {}};
+    if (d != nullptr) {
+      DTensor copy = *d;
+      rank.set_dtensor(out_, std::move(copy));
+    } else {
+      const ViewLayout layout = rank.layout(tensor_);
+      if (!layout.is_contiguous()) {
+        throw runtime_error(fmt::format(
+            "meshsim predicts dropout of contiguous tensors only, and \"{}\" is a non-contiguous "
+            "view (the kernel then walks its memory order)",
+            tensor_));
+      }
+      const Tensor& t = rank.tensor(tensor_);
+      op.input_byte_offset = static_cast<uint64_t>(layout.storage_offset) * dtype_size(t.dtype());
+      rank.set_tensor(out_, t);
+    }
+    rank.random_in_place(*this, out_, op);
+  }
+  std::string tensor_;
+  std::string out_;
+  double p_ = 0.5;
+  bool training_ = true;
+
+ private:
+  static Tensor times_zero(const Tensor& t) {
+    Tensor out(t.shape(), t.dtype(),
+               t.is_meta() ? Tensor::Storage::kMeta : Tensor::Storage::kMaterialized);
+    if (t.is_meta() || !is_floating(t.dtype())) return out;
+    for (int64_t i = 0; i < t.numel(); ++i) out.set(i, t.get(i) * 0.0);  // NaN and inf stay NaN
+    return out;
+  }
+};
+
 class DistributeRegionStep final : public Step {
  public:
   void run(RankState& rank) const override { rank.rng().set_distribute_region_enabled(enabled_); }
@@ -293,6 +349,21 @@ void register_random_steps(StepRegistry& r) {
         in_place_parser({"bernoulli_", RandomOp::Kind::kBernoulli, "p", "", 0.5, 0.0}));
   r.add("exponential_", "{ tensor, lambda = 1 }", "Tensor.exponential_",
         in_place_parser({"exponential_", RandomOp::Kind::kExponential, "lambda", "", 1.0, 0.0}));
+  r.add("dropout", "{ tensor, p = 0.5, training = true, out }",
+        "torch.nn.functional.dropout (ATen's fused CUDA kernel; a DTensor draws through the "
+        "tracker)",
+        [](const toml::node& value, const toml::table&, LoadContext& ctx) -> std::unique_ptr<Step> {
+          const toml::table& args = ctx.table_of(value, "dropout");
+          ctx.only_keys(args, {"tensor", "p", "training", "out"}, "dropout");
+          auto step = std::make_unique<DropoutStep>();
+          step->tensor_ = ctx.tensor_name(args, "tensor", "dropout");
+          if (const toml::node* p = args.get("p")) step->p_ = ctx.number_of(*p, "p");
+          if (const toml::node* t = args.get("training"))
+            step->training_ = ctx.boolean_of(*t, "training");
+          step->out_ = ctx.string_of(ctx.require(args, "out", "dropout"), "out");
+          ctx.declare_tensor(step->out_, ctx.tensor_facts(step->tensor_));
+          return step;
+        });
   r.add("log_normal_", "{ tensor, mean = 1, std = 2 }", "Tensor.log_normal_",
         in_place_parser({"log_normal_", RandomOp::Kind::kLogNormal, "mean", "std", 1.0, 2.0}));
   r.add("geometric_", "{ tensor, p }", "Tensor.geometric_",

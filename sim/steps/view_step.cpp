@@ -14,7 +14,7 @@ class ViewStep final : public Step {
  public:
   void run(RankState& rank) const override {
     ViewLayout layout = rank.layout(of_);
-    if (index_) layout = index_view(layout, index_->evaluate(rank));
+    if (index_) layout = index_view(layout, index_->evaluate(rank), index_->is_tuple());
     if (!permute_.empty()) {
       std::vector<int64_t> dims;
       for (const Expression& d : permute_) dims.push_back(d.evaluate(rank));

@@ -71,20 +71,6 @@ void for_each_draw(const PhiloxState& state, const KernelLaunch& launch, PhiloxP
   }
 }
 
-// The value the kernel stores for `v` computed in opmath: rounded to the tensor's dtype.
-double stored(DType dtype, double v) {
-  switch (dtype) {
-    case DType::kFloat16:
-      return half_bits_to_float(float_to_half_bits(static_cast<float>(v)));
-    case DType::kBFloat16:
-      return bfloat16_bits_to_float(float_to_bfloat16_bits(static_cast<float>(v)));
-    case DType::kFloat32:
-      return static_cast<float>(v);
-    default:
-      return v;
-  }
-}
-
 }  // namespace
 
 KernelLaunch KernelLaunch::plan(int64_t numel, DType dtype, const GpuProfile& gpu) {
@@ -180,8 +166,8 @@ Tensor predict_uniform(PhiloxState& state, int64_t numel, DType dtype, const Gpu
   const KernelLaunch launch = KernelLaunch::plan(numel, dtype, gpu);
   Tensor out({numel}, dtype);
   // Bounds and their difference in the tensor's dtype, then opmath (float, or double).
-  const double from_s = stored(dtype, from), to_s = stored(dtype, to);
-  const double range = stored(dtype, to_s - from_s);
+  const double from_s = stored_as(dtype, from), to_s = stored_as(dtype, to);
+  const double range = stored_as(dtype, to_s - from_s);
   if (dtype == DType::kFloat32) {
     // The common case, written straight into the tensor's memory.
     auto* values = reinterpret_cast<float*>(out.mutable_bytes().data());
@@ -204,7 +190,7 @@ Tensor predict_uniform(PhiloxState& state, int64_t numel, DType dtype, const Gpu
                                           from_s)
                                : std::fma(uniform_from_word(w[ii][j]), static_cast<float>(range),
                                           static_cast<float>(from_s));
-          v = stored(dtype, v);
+          v = stored_as(dtype, v);
           out.set(static_cast<int64_t>(e), v == to_s ? from_s : v);
         });
   }
@@ -289,7 +275,7 @@ Tensor normal_and_transform(PhiloxState& state, int64_t numel, DType dtype, cons
           const float radius = std::sqrt(-2.0f * std::log(u));
           n = radius * (ii % 2 == 0 ? std::sin(v) : std::cos(v));
         }
-        out.set(static_cast<int64_t>(e), stored(dtype, transform(n)));
+        out.set(static_cast<int64_t>(e), stored_as(dtype, transform(n)));
       });
   state.offset += launch.counter_offset;
   return out;
@@ -335,7 +321,7 @@ Tensor uniform_and_transform(PhiloxState& state, int64_t numel, DType dtype, con
                 [&](uint64_t e, const uint32_t(&w)[4][8], int64_t ii, size_t j) {
                   const double u = is_double ? uniform_from_words(w[2 * ii][j], w[2 * ii + 1][j])
                                              : uniform_from_word(w[ii][j]);
-                  out.set(static_cast<int64_t>(e), stored(dtype, transform(u)));
+                  out.set(static_cast<int64_t>(e), stored_as(dtype, transform(u)));
                 });
   state.offset += launch.counter_offset;
   return out;

@@ -4,6 +4,7 @@
 
 #include "src/error.hpp"
 #include "src/rng/cuda_random_kernel.hpp"
+#include "src/rng/dropout_kernel.hpp"
 #include "src/rng/dtensor_rng_offsets.hpp"
 
 namespace meshsim {
@@ -66,6 +67,8 @@ std::string RandomOp::describe() const {
       return fmt::format("log_normal_({}, {})", a, b);
     case Kind::kGeometric:
       return fmt::format("geometric_({})", a);
+    case Kind::kDropout:
+      return fmt::format("dropout({})", a);
   }
   return "?";
 }
@@ -167,6 +170,9 @@ void check_arguments(const RandomOp& op, DType dtype) {
     case RandomOp::Kind::kGeometric:
       check_geometric(dtype, op.a);
       return;
+    case RandomOp::Kind::kDropout:
+      check_dropout(dtype, op.a);
+      return;
   }
 }
 
@@ -208,6 +214,9 @@ std::optional<Draw> RankRng::draw_local(Tensor& t, const RandomOp& op, PhiloxSta
         break;
       case RandomOp::Kind::kGeometric:
         values = predict_geometric(state, t.numel(), t.dtype(), gpu_, op.a);
+        break;
+      case RandomOp::Kind::kDropout:
+        values = predict_dropout(state, t, op.a, gpu_, op.input_byte_offset);
         break;
     }
   }

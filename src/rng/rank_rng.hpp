@@ -33,14 +33,17 @@ std::optional<RngProfile> parse_rng_profile(std::string_view text);
 
 // What a random op draws: the kind and its two parameters (from/to, mean/std, p, lambda).
 struct RandomOp {
-  enum class Kind { kUniform, kNormal, kBernoulli, kExponential, kLogNormal, kGeometric };
+  // kDropout replaces the tensor's values by F.dropout's of them (a: the probability p).
+  enum class Kind { kUniform, kNormal, kBernoulli, kExponential, kLogNormal, kGeometric, kDropout };
   Kind kind = Kind::kUniform;
   double a = 0.0;
   double b = 1.0;
   // What the user called, when it is not the in-place op itself ("rand", "kaiming_uniform_").
   std::string label;
+  // kDropout: where its input starts in its allocation, in bytes (the kernel vectorizes by it).
+  uint64_t input_byte_offset = 0;
   // The label, or "uniform_(-0.5, 0.5)", "normal_(0, 1)", "bernoulli_(0.3)", "exponential_(1)",
-  // "log_normal_(1, 2)", "geometric_(0.3)".
+  // "log_normal_(1, 2)", "geometric_(0.3)", "dropout(0.2)".
   std::string describe() const;
   // Whether DTensor's dispatcher treats the op as random (PyTorch 2.15's list): the others run
   // on each rank's local shard with its default generator, without the tracker's offsets.

@@ -133,4 +133,17 @@ float bfloat16_bits_to_float(uint16_t bits) {
   return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
 }
 
+double stored_as(DType dtype, double v) {
+  switch (dtype) {
+    case DType::kFloat16:
+      return half_bits_to_float(float_to_half_bits(static_cast<float>(v)));
+    case DType::kBFloat16:
+      return bfloat16_bits_to_float(float_to_bfloat16_bits(static_cast<float>(v)));
+    case DType::kFloat32:
+      return static_cast<float>(v);
+    default:
+      return v;
+  }
+}
+
 }  // namespace meshsim

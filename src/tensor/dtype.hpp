@@ -24,4 +24,8 @@ float half_bits_to_float(uint16_t bits);
 uint16_t float_to_bfloat16_bits(float value);
 float bfloat16_bits_to_float(uint16_t bits);
 
+// `v`, computed in float or double, as a kernel stores it into a tensor of `dtype`: rounded to
+// float16, bfloat16 or float32 (through float, as the kernels convert), unchanged otherwise.
+double stored_as(DType dtype, double v);
+
 }  // namespace meshsim

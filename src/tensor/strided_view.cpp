@@ -181,14 +181,39 @@ bool ViewLayout::strides_like_channels_last() const {
   return true;
 }
 
-ViewLayout index_view(const ViewLayout& view, std::span<const IndexEntry> entries) {
+bool ViewLayout::is_non_overlapping_and_dense() const {
+  if (numel() == 0) return true;
+  // Dims of size 1 take no room; the others, innermost first, must each step over the last.
+  std::vector<size_t> dims;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] != 1) dims.push_back(d);
+  }
+  std::sort(dims.begin(), dims.end(), [&](size_t a, size_t b) { return stride[a] < stride[b]; });
+  int64_t expected = 1;
+  for (size_t d : dims) {
+    if (stride[d] != expected) return false;
+    expected *= shape[d];
+  }
+  return true;
+}
+
+ViewLayout ViewLayout::memory_run() const {
+  return ViewLayout{{numel()}, {1}, storage_offset};
+}
+
+ViewLayout index_view(const ViewLayout& view, std::span<const IndexEntry> entries, bool as_tuple) {
   int64_t specified = 0;
   for (const IndexEntry& e : entries) {
     if (e.kind == IndexEntry::Kind::kInteger || e.kind == IndexEntry::Kind::kSlice) ++specified;
   }
   const int64_t ndim = static_cast<int64_t>(view.shape.size());
-  if (ndim == 0 && entries.size() == 1) {
-    // A lone integer or slice on a 0-dim tensor takes Tensor.__getitem__'s short paths.
+  if (ndim == 0 && entries.size() == 1 && !as_tuple) {
+    // A lone integer or slice on a 0-dim tensor takes Tensor.__getitem__'s short paths; another
+    // integer than 0 is out of bounds of a dim of size 0 there.
+    if (entries[0].kind == IndexEntry::Kind::kInteger && entries[0].integer != 0) {
+      throw index_error(
+          fmt::format("index {} is out of bounds for dimension 0 with size 0", entries[0].integer));
+    }
     if (entries[0].kind == IndexEntry::Kind::kInteger) {
       throw index_error(
           "invalid index of a 0-dim tensor. Use `tensor.item()` in Python or `tensor.item<T>()` "
@@ -248,13 +273,11 @@ ViewLayout permute_view(const ViewLayout& view, std::span<const int64_t> dims) {
   }
   ViewLayout out;
   std::vector<bool> seen(dims.size(), false);
-  for (int64_t d : dims) {
-    const int64_t low = ndim == 0 ? -1 : -ndim;
-    const int64_t high = ndim == 0 ? 0 : ndim - 1;
-    if (d < low || d > high) {
+  for (int64_t d : dims) {  // ndim >= 1 here: a 0-dim view takes no dims
+    if (d < -ndim || d >= ndim) {
       throw index_error(
           fmt::format("Dimension out of range (expected to be in range of [{}, {}], but got {})",
-                      low, high, d));
+                      -ndim, ndim - 1, d));
     }
     const size_t at = static_cast<size_t>(d < 0 ? d + ndim : d);
     if (seen[at]) throw runtime_error("permute(): duplicate dims are not allowed.");

@@ -35,6 +35,12 @@ struct ViewLayout {
   bool is_contiguous_for_collectives() const {
     return strides_like_channels_last() ? is_channels_last_contiguous() : is_contiguous();
   }
+  // Tensor.is_non_overlapping_and_dense(): its elements fill a block of storage exactly, in some
+  // order of the dims (a permutation of a contiguous tensor).
+  bool is_non_overlapping_and_dense() const;
+  // The numel elements from the view's first one on, in storage order: what a backend moves for
+  // a tensor from its data pointer, whatever its strides.
+  ViewLayout memory_run() const;
   bool operator==(const ViewLayout&) const = default;
 };
 
@@ -54,7 +60,10 @@ struct IndexEntry {
 // with PyTorch's type and text: IndexError for an integer out of range or too many indices,
 // ValueError for a step below 1; RuntimeError for an entry past the end after a second ellipsis,
 // which PyTorch answers with an error meshsim does not reproduce.
-ViewLayout index_view(const ViewLayout& view, std::span<const IndexEntry> entries);
+// `as_tuple`: the index was written with a comma (t[0,]), so a lone entry takes the tuple's
+// paths, which differ from t[0]'s on a 0-dim tensor.
+ViewLayout index_view(const ViewLayout& view, std::span<const IndexEntry> entries,
+                      bool as_tuple = false);
 
 // view.permute(dims): RuntimeError unless dims name every dim once (negative counts from the end).
 ViewLayout permute_view(const ViewLayout& view, std::span<const int64_t> dims);

@@ -10,6 +10,7 @@
 #include <curand_kernel.h>
 
 #include "src/rng/cuda_random_kernel.hpp"
+#include "src/rng/dropout_kernel.hpp"
 #include "src/rng/philox.hpp"
 #include "tests/splitmix.hpp"
 
@@ -182,4 +183,96 @@ TEST_CASE(
   CHECK_THROWS_WITH(
       meshsim::predict_log_normal(state, 4, meshsim::DType::kFloat32, one_block, 1.0, 0.0),
       "log_normal_ expects std > 0.0, but found std=0");
+}
+
+namespace {
+
+// ATen's fused dropout kernel written as its threads run it, on curand's device API: the unrolled
+// variant strides by the grid four times per draw; a vectorized one takes `vec` neighbours per
+// iteration from ceil(vec / 4) draws. Returns F.dropout(x) for x[i] = i + 1 in float.
+std::vector<float> dropout_on_threads(uint64_t seed, uint64_t offset, int64_t numel,
+                                      int64_t threads, int vec, float keep) {
+  std::vector<float> out(static_cast<size_t>(numel), -1.0f);
+  const auto scale = static_cast<float>(1.0 / keep);
+  auto write = [&](int64_t i, float u) {
+    out[static_cast<size_t>(i)] = static_cast<float>(i + 1) * (u < keep ? 1.0f : 0.0f) * scale;
+  };
+  for (int64_t idx = 0; idx < threads; ++idx) {
+    curandStatePhilox4_32_10_t s;
+    curand_init(seed, static_cast<unsigned long long>(idx), offset, &s);
+    if (vec == 1) {
+      const int64_t rounded = ((numel - 1) / (threads * 4) + 1) * threads * 4;
+      for (int64_t base = idx; base < rounded; base += threads * 4) {
+        const float4 r = curand_uniform4(&s);
+        const float u[] = {r.x, r.y, r.z, r.w};
+        for (int64_t ii = 0; ii < 4; ++ii) {
+          if (base + threads * ii < numel) write(base + threads * ii, u[ii]);
+        }
+      }
+      continue;
+    }
+    for (int64_t base = idx * vec; base < numel; base += threads * vec) {
+      float u[8];
+      for (int j = 0; j < (vec + 3) / 4; ++j) {
+        const float4 r = curand_uniform4(&s);
+        u[4 * j] = r.x, u[4 * j + 1] = r.y, u[4 * j + 2] = r.z, u[4 * j + 3] = r.w;
+      }
+      for (int k = 0; k < vec; ++k) write(base + k, u[k]);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("curand oracle: dropout lays elements out as ATen's fused kernel does",
+          "[rng][curand][dropout]") {
+  // One block of 256 threads, so that a few thousand elements run the grid several times.
+  const meshsim::GpuProfile one_block = meshsim::GpuProfile::custom(1, 256);
+  meshsim::testing::SplitMix rng{31};
+  // numel decides the variant for float32: odd (unrolled), 2 mod 4 (vec 2), 0 mod 4 (vec 4); a
+  // storage offset of one float from an aligned block forbids vectorizing.
+  const struct {
+    int64_t numel;
+    uint64_t byte_offset;
+    int vec;
+  } cases[] = {{1, 0, 1},    {5, 0, 1},     {2049, 0, 1},  {4099, 0, 1}, {6, 0, 2},
+               {2050, 0, 2}, {4, 0, 4},     {1024, 0, 4},  {5000, 0, 4}, {1024, 4, 1},
+               {1024, 8, 2}, {1024, 16, 4}, {2048, 512, 4}};
+  for (const auto& c : cases) {
+    REQUIRE(meshsim::dropout_vector_size(c.numel, meshsim::DType::kFloat32, c.byte_offset) ==
+            c.vec);
+    for (int i = 0; i < 3; ++i) {
+      const uint64_t seed = rng.next(), offset = 4 * (rng.next() % 100000);
+      const double p = 0.05 + static_cast<double>(rng.below(900)) / 1000.0;
+      INFO("numel " << c.numel << " vec " << c.vec << " seed " << seed << " p " << p);
+      const std::vector<float> want =
+          dropout_on_threads(seed, offset, c.numel, 256, c.vec, static_cast<float>(1.0 - p));
+      meshsim::Tensor x({c.numel}, meshsim::DType::kFloat32);
+      for (int64_t e = 0; e < c.numel; ++e) x.set(e, static_cast<double>(e + 1));
+      meshsim::PhiloxState state{seed, offset};
+      const meshsim::Tensor got = meshsim::predict_dropout(state, x, p, one_block, c.byte_offset);
+      for (int64_t e = 0; e < c.numel; ++e) REQUIRE(got.get(e) == want[static_cast<size_t>(e)]);
+      // The generator moves by four per run of the grid, whatever the variant.
+      REQUIRE(state.offset == offset + 4 * static_cast<uint64_t>((c.numel - 1) / 1024 + 1));
+    }
+  }
+  // Two-byte dtypes load 16 bytes: eight elements per thread, from two draws.
+  CHECK(meshsim::dropout_vector_size(4096, meshsim::DType::kBFloat16, 0) == 8);
+  CHECK(meshsim::dropout_vector_size(4100, meshsim::DType::kFloat16, 0) == 4);
+  CHECK(meshsim::dropout_vector_size(4096, meshsim::DType::kFloat64, 0) == 2);
+  const uint64_t seed = 99, offset = 40;
+  const std::vector<float> want = dropout_on_threads(seed, offset, 4096, 256, 8, 0.75f);
+  meshsim::Tensor x({4096}, meshsim::DType::kBFloat16);
+  for (int64_t e = 0; e < 4096; ++e) x.set(e, static_cast<double>(e + 1));
+  meshsim::PhiloxState state{seed, offset};
+  const meshsim::Tensor got = meshsim::predict_dropout(state, x, 0.25, one_block);
+  for (int64_t e = 0; e < 4096; ++e) {
+    // The float product rounded to bfloat16 (x itself is exact in bfloat16 only up to 256).
+    const float x_bf16 = static_cast<float>(x.get(e));
+    const float kept = want[static_cast<size_t>(e)] == 0.0f ? 0.0f : 1.0f;
+    const float product = x_bf16 * kept * static_cast<float>(1.0 / 0.75f);
+    REQUIRE(got.get(e) ==
+            meshsim::bfloat16_bits_to_float(meshsim::float_to_bfloat16_bits(product)));
+  }
 }

@@ -91,6 +91,12 @@ TEST_CASE("strided view: PyTorch's errors for bad indices", "[tensor][view]") {
         "IndexError: too many indices for tensor of dimension 3");
   CHECK_THROWS_WITH(index_view(layout({}, {}, 0), std::vector{slice()}),
                     "slice() cannot be applied to a 0-dim tensor.");
+  // Another integer than 0 on a 0-dim tensor is out of bounds of a dim of size 0; written as a
+  // tuple (t[0,]) even 0 is one index too many.
+  CHECK_THROWS_WITH(index_view(layout({}, {}, 0), std::vector{at(5)}),
+                    "index 5 is out of bounds for dimension 0 with size 0");
+  CHECK_THROWS_WITH(index_view(layout({}, {}, 0), std::vector{at(0)}, /*as_tuple=*/true),
+                    "too many indices for tensor of dimension 0");
   // Integers count against the dims before any None adds one.
   CHECK_THROWS_WITH(index_view(layout({}, {}, 0), std::vector{kNone, at(0)}),
                     "too many indices for tensor of dimension 0");
@@ -121,6 +127,11 @@ TEST_CASE("strided view: permute and contiguity", "[tensor][view]") {
   // Ambiguous N111 is row-major for PyTorch; torch found (1, 2, 4, 1) @ (8, 1, 2, 8) neither.
   CHECK_FALSE(layout({4, 1, 1, 1}, {1, 1, 1, 1}, 0).strides_like_channels_last());
   CHECK_FALSE(layout({1, 2, 4, 1}, {8, 1, 2, 8}, 0).is_contiguous_for_collectives());
+  // Dense: a permutation of a contiguous block; a slice with gaps is not.
+  CHECK(nhwc.is_non_overlapping_and_dense());
+  CHECK(layout({4, 2, 3}, {1, 12, 4}, 0).is_non_overlapping_and_dense());
+  CHECK_FALSE(layout({2, 2}, {4, 2}, 0).is_non_overlapping_and_dense());
+  CHECK(layout({2, 2}, {4, 2}, 3).memory_run() == layout({4}, {1}, 3));
 }
 
 TEST_CASE("strided view: gather and scatter through the storage", "[tensor][view]") {

@@ -399,10 +399,12 @@ TEST_CASE("queries: my group, intra-node groups, process group counts", "[sim][q
         "t.toml:9:14: intra_node needs gpus_per_node in [scenario] (how many ranks share a host)");
   CHECK(load_error(mesh + "[[expect]]\nmy_group = \"m\"\nequals = [0]\n") ==
         "t.toml:9:12: my_group needs a dim");
-  CHECK(load_error(mesh + "[[expect]]\nmy_group = { mesh = \"m\", dim = -1 }\nequals = [0]\n") ==
-        "t.toml:9:32: mesh dim -1 is out of range for a 2-d mesh (dims 0 to 1, or a name: dp, tp)");
+  CHECK(load_error(mesh + "[[expect]]\nmy_group = { mesh = \"m\", dim = -3 }\nequals = [0]\n") ==
+        "t.toml:9:32: mesh dim -3 is out of range for a 2-d mesh (dims 0 to 1, or -2 to -1, or a "
+        "name: dp, tp)");
   CHECK(load_error(mesh + "[[step]]\nbarrier = { group = { mesh = \"m\", dim = 2 } }\n") ==
-        "t.toml:9:41: mesh dim 2 is out of range for a 2-d mesh (dims 0 to 1, or a name: dp, tp)");
+        "t.toml:9:41: mesh dim 2 is out of range for a 2-d mesh (dims 0 to 1, or -2 to -1, or a "
+        "name: dp, tp)");
   CHECK(load_error(mesh + "[[expect]]\nprocess_groups = \"all\"\nequals = 1\n") ==
         "t.toml:9:18: process_groups is \"created\" (every group created, WORLD included) or "
         "\"joined\" (the groups this rank is a member of)");
