@@ -10,7 +10,7 @@
 #include <string>
 
 #include "sim/run/runner.hpp"
-#include "sim/scenario/scenario_loader.hpp"
+#include "sim/steps/builtin_steps.hpp"
 #include "src/tensor/memory_budget.hpp"
 
 namespace {

@@ -17,8 +17,7 @@
 #include "sim/run/runner.hpp"
 #include "sim/runtime/fiber_stack.hpp"
 #include "sim/scenario/input_files.hpp"
-#include "sim/scenario/scenario_loader.hpp"
-#include "sim/scenario/step_registry.hpp"
+#include "sim/steps/builtin_steps.hpp"
 #include "src/tensor/memory_budget.hpp"
 
 namespace {
@@ -203,8 +202,9 @@ int run_command(const std::vector<std::string>& paths, const RunFlags& flags) {
   for (const UnusableInput& u : report.unusable) print_unusable(u);
   for (size_t i = 0; i < files.size(); ++i) {
     std::cout << fmt::format("[{}/{}] {} ... ", i + 1, files.size(), files[i]) << std::flush;
-    FileOutcome outcome = run_scenario_file(
-        files[i], options, flags.in_process ? Isolation::kInProcess : Isolation::kChildProcess);
+    FileOutcome outcome =
+        run_scenario_file(files[i], builtin_steps(), options,
+                          flags.in_process ? Isolation::kInProcess : Isolation::kChildProcess);
     if (!outcome.result) {
       std::cout << "unusable\n  " << outcome.unusable_message << "\n";
       report.unusable.push_back({*outcome.unusable_at, outcome.unusable_message});
@@ -270,7 +270,7 @@ int run_command(const std::vector<std::string>& paths, const RunFlags& flags) {
 std::string steps_table() {
   constexpr size_t kArgsWidth = 48;
   std::vector<std::array<std::string, 3>> rows{{"step", "arguments", "what it does"}};
-  for (const auto& kind : StepRegistry::builtin().kinds())
+  for (const auto& kind : builtin_steps().kinds())
     rows.push_back({kind.key, kind.args, kind.summary});
   rows.push_back({"repeat", "{ var, count } ... end_repeat = \"var\"",
                   "run the steps up to end_repeat count times, var = 0, 1, ..."});

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sim/scenario/source_location.hpp"
+#include "sim/base/source_location.hpp"
 #include "src/rng/rank_rng.hpp"
 
 namespace meshsim::sim {

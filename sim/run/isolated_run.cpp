@@ -22,11 +22,12 @@ namespace {
 
 // The whole job: its result, or why the file cannot be used. `loaded` hears the scenario's
 // header before it runs. In process, the result is handed over as it is.
-FileOutcome load_and_run(const std::string& file, const RunOptions& options,
+FileOutcome load_and_run(const std::string& file, const StepRegistry& steps,
+                         const RunOptions& options,
                          const std::function<void(const Scenario&)>& loaded = {}) {
   FileOutcome out;
   try {
-    const Scenario scenario = load_scenario_file(file);
+    const Scenario scenario = load_scenario_file(file, steps);
     if (loaded) loaded(scenario);
     out.result = run_scenario(scenario, options);
   } catch (const InputError& e) {
@@ -128,16 +129,16 @@ FileOutcome crashed(const std::string& file, const Json& header, int status,
 
 }  // namespace
 
-FileOutcome run_scenario_file(const std::string& file, const RunOptions& options,
-                              Isolation isolation) {
-  if (isolation == Isolation::kInProcess) return load_and_run(file, options);
+FileOutcome run_scenario_file(const std::string& file, const StepRegistry& steps,
+                              const RunOptions& options, Isolation isolation) {
+  if (isolation == Isolation::kInProcess) return load_and_run(file, steps, options);
   int result_pipe[2];
   int error_pipe[2];
-  if (::pipe(result_pipe) != 0) return load_and_run(file, options);
+  if (::pipe(result_pipe) != 0) return load_and_run(file, steps, options);
   if (::pipe(error_pipe) != 0) {
     ::close(result_pipe[0]);
     ::close(result_pipe[1]);
-    return load_and_run(file, options);
+    return load_and_run(file, steps, options);
   }
   std::cout.flush();
   std::cerr.flush();
@@ -153,7 +154,7 @@ FileOutcome run_scenario_file(const std::string& file, const RunOptions& options
                                                {"world_size", s.world_size}}) +
                                     "\n");
     };
-    const FileOutcome outcome = load_and_run(file, options, header);
+    const FileOutcome outcome = load_and_run(file, steps, options, header);
     if (outcome.result) {
       write_all(result_pipe[1], json_text(encode_outcome(outcome)));
     } else {
@@ -166,7 +167,7 @@ FileOutcome run_scenario_file(const std::string& file, const RunOptions& options
   if (child < 0) {
     ::close(result_pipe[0]);
     ::close(error_pipe[0]);
-    return load_and_run(file, options);
+    return load_and_run(file, steps, options);
   }
   std::string result;
   std::string errors;

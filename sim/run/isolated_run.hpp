@@ -6,9 +6,10 @@
 #include <optional>
 #include <string>
 
+#include "sim/base/source_location.hpp"
 #include "sim/report/results.hpp"
 #include "sim/run/runner.hpp"
-#include "sim/scenario/source_location.hpp"
+#include "sim/scenario/step_registry.hpp"
 
 namespace meshsim::sim {
 
@@ -24,7 +25,8 @@ enum class Isolation { kChildProcess, kInProcess };
 // kChildProcess forks: the child loads and runs, and hands the result back through a pipe; if it
 // dies instead, the result is a failed scenario whose `crash` says how, with what the child
 // wrote to stderr. kInProcess runs here (for a debugger).
-FileOutcome run_scenario_file(const std::string& file, const RunOptions& options,
-                              Isolation isolation);
+// `steps`: the step kinds the file may use.
+FileOutcome run_scenario_file(const std::string& file, const StepRegistry& steps,
+                              const RunOptions& options, Isolation isolation);
 
 }  // namespace meshsim::sim

@@ -5,8 +5,8 @@
 #include <string>
 
 #include "sim/report/results.hpp"
+#include "sim/run/backend_factory.hpp"
 #include "sim/run/checkpoint_dir.hpp"
-#include "sim/runtime/backend_factory.hpp"
 #include "sim/runtime/rank_activity.hpp"
 #include "sim/scenario/expression.hpp"
 #include "sim/scenario/scenario.hpp"

@@ -4,7 +4,7 @@
 #include <optional>
 
 #include "sim/report/results.hpp"
-#include "sim/runtime/backend_factory.hpp"
+#include "sim/run/backend_factory.hpp"
 #include "sim/runtime/hang_report.hpp"
 #include "sim/runtime/world.hpp"
 #include "sim/scenario/scenario.hpp"

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/scenario/source_location.hpp"
+#include "sim/base/source_location.hpp"
 
 namespace meshsim::sim {
 

@@ -8,12 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "sim/base/source_location.hpp"
 #include "sim/runtime/call_history.hpp"
 #include "sim/runtime/call_site.hpp"
 #include "sim/runtime/comm_counts.hpp"
 #include "sim/runtime/flight_recorder.hpp"
 #include "sim/runtime/skip_log.hpp"
-#include "sim/scenario/source_location.hpp"
 #include "src/comm/collective.hpp"
 
 namespace meshsim::sim {

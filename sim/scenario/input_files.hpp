@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "sim/scenario/source_location.hpp"
+#include "sim/base/source_location.hpp"
 
 namespace meshsim::sim {
 

@@ -10,9 +10,9 @@
 
 #include <toml++/toml.h>
 
+#include "sim/base/source_location.hpp"
 #include "sim/runtime/call_site.hpp"
 #include "sim/scenario/expression.hpp"
-#include "sim/scenario/source_location.hpp"
 
 namespace meshsim::sim {
 

@@ -7,13 +7,13 @@
 #include <string>
 #include <vector>
 
+#include "sim/base/source_location.hpp"
 #include "sim/report/results.hpp"
 #include "sim/runtime/call_site.hpp"
 #include "sim/runtime/faults.hpp"
 #include "sim/runtime/skip_log.hpp"
 #include "sim/runtime/virtual_time.hpp"
 #include "sim/scenario/expression.hpp"
-#include "sim/scenario/source_location.hpp"
 #include "src/error.hpp"
 #include "src/rng/gpu_profile.hpp"
 #include "src/rng/rank_rng.hpp"

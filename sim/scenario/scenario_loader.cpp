@@ -57,7 +57,7 @@ std::optional<RaisesSpec> parse_raises(const toml::table& entry, LoadContext& ct
 
 // One program entry. A cross-rank expectation also gives the check it runs after the run, in
 // `after_run`.
-std::unique_ptr<Step> parse_entry(const Entry& e, LoadContext& ctx,
+std::unique_ptr<Step> parse_entry(const Entry& e, const StepRegistry& steps, LoadContext& ctx,
                                   std::unique_ptr<OutcomeExpectation>& after_run) {
   const toml::table& table = *e.table;
   std::optional<Expression> when;
@@ -68,30 +68,22 @@ std::unique_ptr<Step> parse_entry(const Entry& e, LoadContext& ctx,
   std::unique_ptr<Step> step;
   std::string kind(e.array);
   if (e.array == "mesh") {
-    step = parse_mesh_definition(table, ctx, raises ? Raises::kYes : Raises::kNo);
+    step = steps.find("mesh")->parse(table, table, ctx);
   } else if (e.array == "expect") {
     if (raises) ctx.fail(*table.get("raises"), "an expectation cannot take raises");
-    if (std::optional<CrossRankExpectation> c = parse_cross_rank_expectation(table, ctx)) {
-      if (!ctx.open_loops().empty()) {
-        ctx.fail(table, fmt::format("distinct and equal compare ranks once, after the run: move "
-                                    "this out of the repeat \"{}\" (after its end_repeat)",
-                                    ctx.open_loops().back().var));
-      }
-      step = std::move(c->record);
-      after_run = std::move(c->check);
-    } else {
-      step = parse_expectation(table, ctx);
-    }
+    ExpectEntry entry = steps.expect_parser()(table, ctx);
+    step = std::move(entry.step);
+    after_run = std::move(entry.after_run);
   } else {
     const toml::node* value = nullptr;
     for (const auto& [key, v] : table) {
       if (key.str() == "when" || key.str() == "raises") continue;
-      const StepRegistry::Kind* k = StepRegistry::builtin().find(key.str());
+      const StepRegistry::Kind* k = steps.find(key.str());
       if (k == nullptr) {
         throw InputError(ctx.at(key.source()),
                          fmt::format("unknown step \"{}\" (expected one of: {}; repeat, "
                                      "end_repeat; plus when, raises)",
-                                     key.str(), fmt::join(StepRegistry::builtin().keys(), ", ")));
+                                     key.str(), fmt::join(steps.keys(), ", ")));
       }
       if (value != nullptr) {
         throw InputError(ctx.at(key.source()),
@@ -103,8 +95,8 @@ std::unique_ptr<Step> parse_entry(const Entry& e, LoadContext& ctx,
     }
     if (value == nullptr)
       ctx.fail(table, "a [[step]] needs a step key (" +
-                          fmt::format("{}", fmt::join(StepRegistry::builtin().keys(), ", ")) + ")");
-    step = StepRegistry::builtin().find(kind)->parse(*value, table, ctx);
+                          fmt::format("{}", fmt::join(steps.keys(), ", ")) + ")");
+    step = steps.find(kind)->parse(*value, table, ctx);
   }
   ctx.set_entry_when(nullptr);  // `when` moves into the step
   ctx.set_entry_raises(false);
@@ -294,7 +286,8 @@ std::unique_ptr<OutcomeExpectation> parse_outcome_entry(const Entry& e, LoadCont
 
 }  // namespace
 
-Scenario load_scenario_text(std::string_view text, const std::string& file) {
+Scenario load_scenario_text(std::string_view text, const std::string& file,
+                            const StepRegistry& steps) {
   check_toml_text(text, file);
   toml::table doc;
   try {
@@ -381,7 +374,7 @@ Scenario load_scenario_text(std::string_view text, const std::string& file) {
       s.outcomes.push_back(std::move(outcome));
     } else {
       std::unique_ptr<OutcomeExpectation> after_run;
-      s.steps.push_back(parse_entry(e, ctx, after_run));
+      s.steps.push_back(parse_entry(e, steps, ctx, after_run));
       if (!ctx.open_loops().empty()) s.steps.back()->loop_scope = ctx.open_loops().back().scope;
       if (after_run) s.outcomes.push_back(std::move(after_run));
     }
@@ -396,8 +389,8 @@ Scenario load_scenario_text(std::string_view text, const std::string& file) {
   return s;
 }
 
-Scenario load_scenario_file(const std::string& path) {
-  return load_scenario_text(read_scenario_file(path), path);
+Scenario load_scenario_file(const std::string& path, const StepRegistry& steps) {
+  return load_scenario_text(read_scenario_file(path), path, steps);
 }
 
 }  // namespace meshsim::sim

@@ -5,13 +5,16 @@
 #include <string_view>
 
 #include "sim/scenario/scenario.hpp"
+#include "sim/scenario/step_registry.hpp"
 
 namespace meshsim::sim {
 
 // Throws InputError naming file:line:col for unreadable files, TOML syntax errors, unknown keys or
 // steps, wrong types, unknown meshes or dims, meshes larger than the world and bad expressions.
-Scenario load_scenario_file(const std::string& path);
+// `steps`: the step kinds the file may use (builtin_steps() for meshsim's own).
+Scenario load_scenario_file(const std::string& path, const StepRegistry& steps);
 // The same from text; `file` is the name used in locations.
-Scenario load_scenario_text(std::string_view text, const std::string& file);
+Scenario load_scenario_text(std::string_view text, const std::string& file,
+                            const StepRegistry& steps);
 
 }  // namespace meshsim::sim

@@ -1,5 +1,6 @@
-// The step kinds a scenario can use, by the key that names them in a [[step]] table. Later parts
-// (collectives, random ops, save/load) register theirs here.
+// The step kinds a scenario can use, by the key that names them in a [[step]] table, and how the
+// [[mesh]] and [[expect]] arrays' entries are read. The loader takes a registry; the steps meshsim
+// ships fill one in sim/steps/builtin_steps.hpp.
 #pragma once
 
 #include <functional>
@@ -17,6 +18,16 @@ namespace meshsim::sim {
 using StepParser = std::function<std::unique_ptr<Step>(const toml::node& value,
                                                        const toml::table& entry, LoadContext& ctx)>;
 
+class OutcomeExpectation;
+
+// What an [[expect]] entry becomes: the step every rank runs, and for a comparison across ranks
+// the check made after the run (null otherwise).
+struct ExpectEntry {
+  std::unique_ptr<Step> step;
+  std::unique_ptr<OutcomeExpectation> after_run;
+};
+using ExpectParser = std::function<ExpectEntry(const toml::table& entry, LoadContext& ctx)>;
+
 class StepRegistry {
  public:
   struct Kind {
@@ -31,49 +42,19 @@ class StepRegistry {
   const std::vector<Kind>& kinds() const { return kinds_; }
   std::vector<std::string> keys() const;
 
-  // Every step kind meshsim ships.
-  static const StepRegistry& builtin();
+  // A [[mesh]] entry is read as the step kind "mesh" is; an [[expect]] entry by this parser
+  // (unset: "expect" is an unknown array).
+  void set_expect_parser(ExpectParser parse) { expect_ = std::move(parse); }
+  const ExpectParser& expect_parser() const { return expect_; }
 
  private:
   std::vector<Kind> kinds_;
+  ExpectParser expect_;
 };
 
 // Whether an entry declares the error it must raise: its static checks then leave that error to
 // the run.
 enum class Raises { kNo, kYes };
-
-// Parsers the loader also calls for the [[mesh]] and [[expect]] arrays.
-std::unique_ptr<Step> parse_mesh_definition(const toml::table& table, LoadContext& ctx,
-                                            Raises raises);
-std::unique_ptr<Step> parse_expectation(const toml::table& table, LoadContext& ctx);
-std::unique_ptr<Step> parse_dump(const toml::node& value, const toml::table& entry,
-                                 LoadContext& ctx);
-
-// Registers tensor, the collectives, send/recv, object collectives and sleep.
-void register_collective_steps(StepRegistry& registry);
-// Registers view: indexing, permute and .contiguous() of a plain tensor.
-void register_view_step(StepRegistry& registry);
-
-// An [[expect]] with `distinct` or `equal`: a step every rank runs to record what it holds, and
-// the comparison across ranks after the run. nullopt for any other [[expect]].
-struct CrossRankExpectation {
-  std::unique_ptr<Step> record;
-  std::unique_ptr<OutcomeExpectation> check;
-};
-std::optional<CrossRankExpectation> parse_cross_rank_expectation(const toml::table& entry,
-                                                                 LoadContext& ctx);
-
-// Registers dtensor, manual_seed, rand, randn, the in-place random ops and distribute_region.
-void register_random_steps(StepRegistry& registry);
-// Registers linear, parallelize, fully_shard, to_empty and reset_parameters.
-void register_module_steps(StepRegistry& registry);
-
-// Registers decouple_backend_at_save, from_local, save, load, reassign_mesh, rebind_groups and
-// corrupt_file.
-void register_checkpoint_steps(StepRegistry& registry);
-
-// Registers redistribute, full_tensor and to_local.
-void register_dtensor_steps(StepRegistry& registry);
 
 // Keys every entry may carry besides its kind.
 inline constexpr std::string_view kCommonKeys[] = {"when", "raises"};

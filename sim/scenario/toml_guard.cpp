@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "sim/scenario/source_location.hpp"
+#include "sim/base/source_location.hpp"
 
 namespace meshsim::sim {
 

@@ -12,7 +12,7 @@
 #include "sim/run/query.hpp"
 #include "sim/run/rank_state.hpp"
 #include "sim/runtime/fiber_stack.hpp"
-#include "sim/scenario/step_registry.hpp"
+#include "sim/steps/step_kinds.hpp"
 #include "src/io/atomic_file.hpp"
 #include "src/io/dtensor_record.hpp"
 #include "src/io/mesh_record.hpp"

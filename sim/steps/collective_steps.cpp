@@ -3,9 +3,9 @@
 #include <fmt/format.h>
 
 #include "sim/run/rank_state.hpp"
-#include "sim/scenario/step_registry.hpp"
 #include "sim/scenario/tensor_literal.hpp"
 #include "sim/scenario/tensor_spec.hpp"
+#include "sim/steps/step_kinds.hpp"
 #include "src/comm/strided_input.hpp"
 
 namespace meshsim::sim {

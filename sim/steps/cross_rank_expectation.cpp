@@ -16,7 +16,7 @@
 #include "sim/run/query.hpp"
 #include "sim/run/rank_state.hpp"
 #include "sim/runtime/group_label.hpp"
-#include "sim/scenario/step_registry.hpp"
+#include "sim/steps/step_kinds.hpp"
 #include "src/io/tensor_digest.hpp"
 
 namespace meshsim::sim {

@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "sim/run/query.hpp"
-#include "sim/scenario/step_registry.hpp"
+#include "sim/steps/step_kinds.hpp"
 
 namespace meshsim::sim {
 

@@ -5,7 +5,7 @@
 
 #include "sim/run/query.hpp"
 #include "sim/scenario/expected_value.hpp"
-#include "sim/scenario/step_registry.hpp"
+#include "sim/steps/step_kinds.hpp"
 
 namespace meshsim::sim {
 

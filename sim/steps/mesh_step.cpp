@@ -4,7 +4,7 @@
 
 #include "sim/run/rank_state.hpp"
 #include "sim/runtime/fiber_stack.hpp"
-#include "sim/scenario/step_registry.hpp"
+#include "sim/steps/step_kinds.hpp"
 #include "src/checked_math.hpp"
 
 namespace meshsim::sim {

@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 
 #include "sim/run/rank_state.hpp"
-#include "sim/scenario/step_registry.hpp"
+#include "sim/steps/step_kinds.hpp"
 
 namespace meshsim::sim {
 

@@ -4,7 +4,7 @@
 
 #include "sim/run/query.hpp"
 #include "sim/run/rank_state.hpp"
-#include "sim/scenario/step_registry.hpp"
+#include "sim/steps/step_kinds.hpp"
 #include "src/rng/dropout_kernel.hpp"
 
 namespace meshsim::sim {

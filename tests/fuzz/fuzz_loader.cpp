@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "sim/scenario/scenario_loader.hpp"
+#include "sim/steps/builtin_steps.hpp"
 #include "src/tensor/memory_budget.hpp"
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {

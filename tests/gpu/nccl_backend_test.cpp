@@ -13,7 +13,7 @@
 
 #include "sim/gpu/nccl_executor.hpp"
 #include "sim/run/runner.hpp"
-#include "sim/scenario/scenario_loader.hpp"
+#include "sim/steps/builtin_steps.hpp"
 #include "tests/gpu/recording_device_api.hpp"
 
 using namespace meshsim;

@@ -2,8 +2,8 @@
 // decorators around the simulated backend, and group creation through the store barrier.
 #include <catch2/catch.hpp>
 
+#include "sim/run/backend_factory.hpp"
 #include "sim/runtime/backend_decorators.hpp"
-#include "sim/runtime/backend_factory.hpp"
 #include "sim/runtime/fiber_stack.hpp"
 #include "sim/runtime/hang_report.hpp"
 #include "src/error.hpp"

@@ -4,7 +4,7 @@
 #include <set>
 
 #include "sim/report/hang_render.hpp"
-#include "sim/runtime/backend_factory.hpp"
+#include "sim/run/backend_factory.hpp"
 #include "sim/runtime/fiber_stack.hpp"
 #include "sim/runtime/hang_report.hpp"
 #include "sim/runtime/world.hpp"

@@ -1,4 +1,4 @@
-#include "sim/scenario/scenario_loader.hpp"
+#include "sim/steps/builtin_steps.hpp"
 
 #include <catch2/catch.hpp>
 

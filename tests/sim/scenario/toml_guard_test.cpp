@@ -10,7 +10,7 @@
 
 #include <toml++/toml.h>
 
-#include "sim/scenario/source_location.hpp"
+#include "sim/base/source_location.hpp"
 
 using meshsim::sim::check_toml_text;
 using meshsim::sim::InputError;

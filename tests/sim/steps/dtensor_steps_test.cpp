@@ -7,7 +7,7 @@
 #include <numeric>
 
 #include "sim/run/runner.hpp"
-#include "sim/scenario/scenario_loader.hpp"
+#include "sim/steps/builtin_steps.hpp"
 #include "src/dtensor/placement.hpp"
 #include "src/tensor/memory_budget.hpp"
 #include "tests/splitmix.hpp"

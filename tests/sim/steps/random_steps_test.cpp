@@ -4,7 +4,7 @@
 
 #include "sim/report/result_codec.hpp"
 #include "sim/run/runner.hpp"
-#include "sim/scenario/scenario_loader.hpp"
+#include "sim/steps/builtin_steps.hpp"
 
 using namespace meshsim::sim;
 

@@ -1,4 +1,4 @@
-#include "sim/runtime/backend_factory.hpp"
+#include "sim/run/backend_factory.hpp"
 
 #include "sim/runtime/backend_decorators.hpp"
 #include "sim/runtime/rendezvous_backend.hpp"
