@@ -2,7 +2,7 @@
 """Part of scripts/gpu-check: `meshsim rng predict` against torch.rand / torch.randn / uniform_ and
 F.dropout (of ones) on this machine's GPU, over a matrix of sizes (crossing one wave), dtypes, seeds and offsets, for the
 GPU profile torch reports. Prints one summary line per case; exit 0 when uniform values are equal
-bit for bit and normals are within rng.md's tolerance, 1 otherwise, 77 when torch or CUDA is absent.
+bit for bit and normals are within docs/rng.md's tolerance, 1 otherwise, 77 when torch or CUDA is absent.
 """
 import subprocess
 import sys
@@ -23,7 +23,7 @@ SMS = props.multi_processor_count
 THREADS = props.max_threads_per_multi_processor
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16,
           "bfloat16": torch.bfloat16}
-# Normal tolerance (rng.md 2.6: the GPU's __sincosf): as tests/gpu/kernel uses, times std.
+# Normal tolerance (docs/rng.md 2.6: the GPU's __sincosf): as tests/gpu/kernel uses, times std.
 NORMAL_TOL = {"float64": 1e-12}
 
 

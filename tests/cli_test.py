@@ -118,7 +118,7 @@ bad = {
     "bad_expression.toml": ":5:16: bad expression in value: unexpected '*'",
     "bad_view_index.toml": ":7:54: index \"[:, 1::coord(m, 0)]\": unknown mesh 'm'",
     "toml_syntax.toml": ":6:15: TOML syntax error",
-    # Issue 6 reproducers: each a load-time error at its place, never a crash or a wrong value.
+    # Each a load-time error at its place, never a crash or a wrong value.
     "deep_parens.toml": ":5:74: bad expression in value: expression nests deeper than 64 levels",
     "unary_chain.toml": ":5:73: bad expression in value: expression nests deeper than 64 levels",
     "constant_overflow.toml": ":5:27: bad expression in value: integer overflow in '*': the "
@@ -136,7 +136,7 @@ bad = {
                          "multi-line string (toml++ 3.3 bug)",
     "non_ascii_outside_string.toml": ":6:11: character U+00A0 is not allowed outside a string "
                                      "or a comment",
-    # Issue 9: checkpoint steps say what is wrong with a path before anything runs.
+    # Checkpoint steps say what is wrong with a path before anything runs.
     "checkpoint_path_escapes.toml": ":5:29: a checkpoint path is a file name of letters, digits",
     "checkpoint_load_unsaved.toml": ':5:29: no save step before this writes "never-{rank}.ckpt"',
     "checkpoint_load_wrong_kind.toml": ':10:29: "m-{rank}.ckpt" holds a mesh, not RNG state',
@@ -523,7 +523,7 @@ with tempfile.TemporaryDirectory() as tmp:
         check(outs[0] == outs[1] and " 0 failed" in outs[0],
               f"regressions pass and repeat under {' '.join(schedule)}: {outs[0][-400:]}")
 
-    # `rng predict`: torch.manual_seed(0); torch.rand(5, device="cuda") as published (rng.md 2.4),
+    # `rng predict`: torch.manual_seed(0); torch.rand(5, device="cuda") as published (docs/rng.md 2.4),
     # the generator offset after it, and clear errors with exit 2 for bad arguments.
     r = run("rng", "predict", "--seed", "0", "--numel", "5", "--format", "hex")
     check(r.returncode == 0 and r.stdout.split() == [
@@ -531,7 +531,7 @@ with tempfile.TemporaryDirectory() as tmp:
           f"rng predict gives torch.rand's published bits: {r.stdout!r} {r.stderr!r}")
     r = run("rng", "predict", "--seed", "1234", "--offset", "12", "--numel", "3")
     check(r.stdout.split()[:3] == ["0.711526513", "0.161499515", "0.974213839"] and
-          r.stdout.split()[-1] == "16", f"rng predict from an offset (rng.md 3.3): {r.stdout!r}")
+          r.stdout.split()[-1] == "16", f"rng predict from an offset (docs/rng.md 3.3): {r.stdout!r}")
     r = run("rng", "predict", "--numel", "2000000", "--gpu", "A100")
     check(r.returncode == 0 and r.stdout.splitlines()[-1] == "offset 12",
           f"rng predict's offset depends on the GPU: {r.stdout[-40:]!r}")
@@ -612,12 +612,12 @@ with tempfile.TemporaryDirectory() as tmp:
         check(r.returncode == 2 and message in r.stderr,
               f"rng predict {' '.join(bad_args)} exits 2 naming the problem: {r.stderr!r}")
 
-    # `rng offsets`: rng.md 3.3's (2,2,2) [S1, R, S0] example on 8x16, and its errors.
+    # `rng offsets`: docs/rng.md 3.3's (2,2,2) [S1, R, S0] example on 8x16, and its errors.
     r = run("rng", "offsets", "--shape", "8,16", "--mesh", "2,2,2", "--placement", "Shard(1)",
             "--placement", "R", "--placement", "S(0)")
     check(r.returncode == 0 and len(r.stdout.splitlines()) == 8 and
           "rank 5: coordinate [1, 0, 1], shard 3, first_shard_numel 32, pre +96, post +128" in r.stdout,
-          f"rng offsets gives rng.md's rank 5: {r.stdout!r}")
+          f"rng offsets gives docs/rng.md's rank 5: {r.stdout!r}")
     for bad_args, message in [
             (["--shape", "8", "--mesh", "2", "--placement", "Shard(1)"], "IndexError"),
             (["--shape", "8", "--mesh", "2,2", "--placement", "R"], "1 placements for a 2-d mesh"),

@@ -33,7 +33,7 @@ class NcclCommunicators final : public GroupListener {
   StreamHandle stream(int64_t rank) const { return streams_.at(static_cast<size_t>(rank)); }
   // Device 0's properties (the GPU profile the random kernel's launches are planned for).
   const DeviceProperties& properties() const { return properties_; }
-  // The random kernel's launch shape on device 0 (rng.md 2.3), named after the device.
+  // The random kernel's launch shape on device 0 (docs/rng.md 2.3), named after the device.
   GpuProfile gpu_profile() const;
 
   // The communicator `rank` uses for group `group_id` (0 is WORLD). Throws RuntimeError when

@@ -1,8 +1,8 @@
 // The automatic overlap check: draws that were meant to be independent (different ops, or
 // different shards of one DTensor op) but read the same Philox counters under the same seed, so
-// they hold the same random numbers. It flags both quirks of rng.md 3.3 (a dim sharded twice, and
-// shards smaller than 4 elements) and ops DTensor runs without offsets (exponential_, a disabled
-// distribute region).
+// they hold the same random numbers. It flags both quirks of docs/rng.md 3.3 (a dim sharded twice,
+// and shards smaller than 4 elements) and ops DTensor runs without offsets (exponential_, a
+// disabled distribute region).
 #pragma once
 
 #include <string>

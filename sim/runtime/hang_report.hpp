@@ -60,8 +60,8 @@ struct ProbeRequest {
 struct HangReport {
   HangKind kind = HangKind::kDeadlock;
   HangCause cause = HangCause::kMissingRank;
-  // The cause meshsim gave this hang before issue 11 refined the point-to-point ones: scenario
-  // files written then still match it.
+  // The cause the first scenario format named for this hang, before point-to-point causes were
+  // told apart: scenario files of that format (tests/compat/v1) still match it.
   HangCause legacy_cause = HangCause::kMissingRank;
   // The rank(s) the hang starts from, and the root cause in a few sentences (one per line).
   std::vector<int64_t> culprits;

@@ -247,7 +247,8 @@ std::vector<Fault> parse_faults(const toml::node& node, const LoadContext& ctx) 
   return out;
 }
 
-// `gpu = "H200"` (a name of rng.md's table) or `gpu = { sms = 132, max_threads_per_sm = 2048 }`.
+// `gpu = "H200"` (a name of docs/rng.md's table) or `gpu = { sms = 132, max_threads_per_sm = 2048
+// }`.
 GpuProfile parse_gpu(const toml::node& node, const LoadContext& ctx) {
   if (const toml::table* t = node.as_table()) {
     ctx.only_keys(*t, {"sms", "max_threads_per_sm"}, "gpu");

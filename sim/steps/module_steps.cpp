@@ -1,4 +1,4 @@
-// nn.Linear and its parallelisation, as rng.md 3.4's seed tests build it: `linear`,
+// nn.Linear and its parallelisation, as docs/rng.md 3.4's seed tests build it: `linear`,
 // `parallelize` (ColwiseParallel / RowwiseParallel), `fully_shard`, `to_empty` and
 // `reset_parameters`.
 #include <fmt/format.h>

@@ -1,5 +1,5 @@
-// DTensor checkpoint records (mesh.md 4.2): the local shard, the spec (mesh record, placements,
-// global shape, stride and dtype) and requires_grad.
+// DTensor checkpoint records (docs/mesh.md 4.2): the local shard, the spec (mesh record,
+// placements, global shape, stride and dtype) and requires_grad.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// DeviceMesh checkpoint records (mesh.md 4.1): exactly the keys device_type, rank_map, layout,
+// DeviceMesh checkpoint records (docs/mesh.md 4.1): exactly the keys device_type, rank_map, layout,
 // mesh_dim_names, thread_id, coordinate_on_dim, root_mesh, flatten_mapping, plus dim_group_names
 // only when group names are saved.
 #pragma once

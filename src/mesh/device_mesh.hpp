@@ -22,7 +22,7 @@ using DimNames = std::optional<std::vector<std::string>>;
 
 class DeviceMesh {
  public:
-  // The fields a save records of one mesh (mesh.md 4.1) and a load restores.
+  // The fields a save records of one mesh (docs/mesh.md 4.1) and a load restores.
   struct SavedFields {
     std::string device_type;
     std::vector<int64_t> rank_map;
@@ -103,7 +103,7 @@ class DeviceMesh {
   int64_t local_rank(const GroupCreator& groups, std::optional<MeshDim> dim = std::nullopt) const;
 
   // --- Derived meshes ---------------------------------------------------------------------
-  // mesh[names]: no new groups; group names are copied. See mesh.md section 2 for the errors.
+  // mesh[names]: no new groups; group names are copied. See docs/mesh.md section 2 for the errors.
   DeviceMesh slice(const std::vector<std::string>& names) const;
   // _flatten(name = "_".join(names)): one axis over all dims; creates groups unless cached on
   // the root under the same name and layout. Not const: as in PyTorch, the flattened mesh is

@@ -14,7 +14,7 @@ void require_meta(const Parameter& p, std::string_view api) {
   if (!local_tensor(p).is_meta()) {
     throw Error(PyErrorType::kNotImplementedError,
                 fmt::format("meshsim models {} for modules created on the meta device (meta = "
-                            "true), as rng.md 3.4's seed tests do; on a real device PyTorch "
+                            "true), as docs/rng.md 3.4's seed tests do; on a real device PyTorch "
                             "would scatter rank 0's values",
                             api));
   }

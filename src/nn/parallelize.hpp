@@ -1,4 +1,4 @@
-// How torch.nn modules' parameters are laid out and initialised in rng.md 3.4's seed tests:
+// How torch.nn modules' parameters are laid out and initialised in docs/rng.md 3.4's seed tests:
 // tensor parallel styles (parallelize_module), FSDP2's fully_shard (strided when composed with
 // TP), and nn.Linear.reset_parameters' bounds.
 #pragma once

@@ -1,5 +1,5 @@
-// Where a DTensor random op draws on one rank (PyTorch's _compute_rng_offsets, rng.md 3.3): the
-// rank's shard gets a linear index over all shards, the op starts that many first-shard sizes
+// Where a DTensor random op draws on one rank (PyTorch's _compute_rng_offsets, docs/rng.md 3.3):
+// the rank's shard gets a linear index over all shards, the op starts that many first-shard sizes
 // into the generator's stream, and every rank ends past the whole global tensor.
 #pragma once
 

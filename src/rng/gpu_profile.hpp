@@ -1,5 +1,5 @@
 // What a CUDA random kernel's launch depends on: the GPU's number of SMs and threads per SM
-// (rng.md 2.3). Above one "wave" of elements, torch.rand's values depend on the GPU model.
+// (docs/rng.md 2.3). Above one "wave" of elements, torch.rand's values depend on the GPU model.
 #pragma once
 
 #include <cstdint>

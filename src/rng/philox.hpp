@@ -1,6 +1,6 @@
 // Philox4x32-10 (Salmon, Moraes, Dror and Shaw, SC'11): the counter-based generator behind
 // cuRAND's default device generator and so behind PyTorch's CUDA random ops, and the two ways
-// cuRAND lays its output out (rng.md section 2).
+// cuRAND lays its output out (docs/rng.md section 2).
 #pragma once
 
 #include <array>

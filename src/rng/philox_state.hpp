@@ -1,4 +1,4 @@
-// A CUDA generator's state as PyTorch keeps it (rng.md section 1): a seed and a Philox offset,
+// A CUDA generator's state as PyTorch keeps it (docs/rng.md section 1): a seed and a Philox offset,
 // 16 bytes when saved (seed uint64 little endian, then offset int64).
 #pragma once
 

@@ -1,5 +1,5 @@
 // One rank's random state as PyTorch keeps it on a CUDA device: the default generator and, once
-// created, DTensor's RNG tracker (rng.md section 3), with the random ops that draw from them.
+// created, DTensor's RNG tracker (docs/rng.md section 3), with the random ops that draw from them.
 // Every draw is returned to the caller, which logs it and checks draws across ranks.
 #pragma once
 
@@ -17,8 +17,8 @@
 
 namespace meshsim {
 
-// Which PyTorch release's DTensor seeding is modelled (rng.md 3.2). The offset arithmetic is the
-// same in both.
+// Which PyTorch release's DTensor seeding is modelled (docs/rng.md 3.2). The offset arithmetic is
+// the same in both.
 enum class RngProfile {
   // 2.9 and later (the default): DTensor's manual_seed calls torch.manual_seed, and DTensor ops
   // read and advance the default generator.
@@ -129,7 +129,7 @@ class RankRng {
   // release draws from the default generator's state and then restores it.
   OpResult random_factory(DTensor& out, const RandomOp& op, const BroadcastFromRank0& broadcast);
 
-  // What a checkpoint keeps of this rank's random state (issue 9): enough to resume the same
+  // What a checkpoint keeps of this rank's random state: enough to resume the same
   // streams.
   struct Snapshot {
     RngProfile profile = RngProfile::kLatest;

@@ -43,7 +43,7 @@ using Strings = std::vector<std::string>;
 
 }  // namespace
 
-TEST_CASE("local_shard: mesh (4,) Shard(0), even, uneven and empty (mesh.md 3)",
+TEST_CASE("local_shard: mesh (4,) Shard(0), even, uneven and empty (docs/mesh.md 3)",
           "[dtensor][local_shard]") {
   const auto s0 = parse_all({"Shard(0)"});
   CHECK(table_1d({8}, {4}, s0) == Strings{"2@0", "2@2", "2@4", "2@6"});
@@ -52,7 +52,7 @@ TEST_CASE("local_shard: mesh (4,) Shard(0), even, uneven and empty (mesh.md 3)",
   CHECK(table_1d({2}, {4}, s0) == Strings{"1@0", "1@1", "0@2", "0@2"});
 }
 
-TEST_CASE("local_shard: one tensor dim sharded by two mesh dims (mesh.md 3)",
+TEST_CASE("local_shard: one tensor dim sharded by two mesh dims (docs/mesh.md 3)",
           "[dtensor][local_shard]") {
   CHECK(table_1d({5}, {2, 2}, parse_all({"Shard(0)", "Shard(0)"})) ==
         Strings{"2@0", "1@2", "1@3", "1@4"});
@@ -65,7 +65,7 @@ TEST_CASE("local_shard: one tensor dim sharded by two mesh dims (mesh.md 3)",
   }
 }
 
-TEST_CASE("local_shard: mesh (2,3) [S0,S1] on (5,7) (mesh.md 3)", "[dtensor][local_shard]") {
+TEST_CASE("local_shard: mesh (2,3) [S0,S1] on (5,7) (docs/mesh.md 3)", "[dtensor][local_shard]") {
   const auto p = parse_all({"Shard(0)", "Shard(1)"});
   const std::vector<LocalShard> expected{{{3, 3}, {0, 0}}, {{3, 3}, {0, 3}}, {{3, 1}, {0, 6}},
                                          {{2, 3}, {3, 0}}, {{2, 3}, {3, 3}}, {{2, 1}, {3, 6}}};
@@ -76,7 +76,7 @@ TEST_CASE("local_shard: mesh (2,3) [S0,S1] on (5,7) (mesh.md 3)", "[dtensor][loc
   }
 }
 
-TEST_CASE("local_shard: mesh (2,4) [S0,R] on (24,24) (mesh.md 3)", "[dtensor][local_shard]") {
+TEST_CASE("local_shard: mesh (2,4) [S0,R] on (24,24) (docs/mesh.md 3)", "[dtensor][local_shard]") {
   const auto p = parse_all({"Shard(0)", "Replicate()"});
   for (int64_t r = 0; r < 8; ++r) {
     CHECK(compute_local_shape_and_global_offset(Ints{24, 24}, Ints{2, 4}, coordinate_of(r, {2, 4}),
@@ -84,7 +84,7 @@ TEST_CASE("local_shard: mesh (2,4) [S0,R] on (24,24) (mesh.md 3)", "[dtensor][lo
   }
 }
 
-TEST_CASE("local_shard: strided shard then shard, FSDP over TP (mesh.md 3)",
+TEST_CASE("local_shard: strided shard then shard, FSDP over TP (docs/mesh.md 3)",
           "[dtensor][local_shard]") {
   const auto p = parse_all({"_StridedShard(0, split_factor=2)", "Shard(0)"});
   const std::vector<Ints> rows{{0, 1}, {4, 5}, {2, 3}, {6, 7}};
@@ -117,7 +117,7 @@ std::vector<Ints> rows_by_rank(int64_t rows, const Ints& mesh, const std::vector
 
 }  // namespace
 
-TEST_CASE("local_shard: uneven strided shards split in two torch.chunk steps (mesh.md 3)",
+TEST_CASE("local_shard: uneven strided shards split in two torch.chunk steps (docs/mesh.md 3)",
           "[dtensor][local_shard]") {
   // The spec's example: groups {0..4}, {5..8}, each cut into 4.
   CHECK(rows_by_rank(9, {4}, {"_StridedShard(0, split_factor=2)"}) ==

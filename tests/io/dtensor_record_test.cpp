@@ -1,4 +1,4 @@
-// DTensor records (mesh.md 4.2): the seed test on every rank and format, every placement, meta
+// DTensor records (docs/mesh.md 4.2): the seed test on every rank and format, every placement, meta
 // shards, requires_grad, and records whose parts do not fit together refused.
 #include "src/io/dtensor_record.hpp"
 

@@ -1,4 +1,4 @@
-// DeviceMesh records (mesh.md 4.1): exactly the spec's keys, group names only when asked for,
+// DeviceMesh records (docs/mesh.md 4.1): exactly the spec's keys, group names only when asked for,
 // loads that restore every derived mesh on every rank, missing keys named as PyTorch names
 // them, re-binding by layout, and records that lie about the mesh refused.
 #include "src/io/mesh_record.hpp"
@@ -75,7 +75,7 @@ void check_round_trip(int64_t world, Make&& make) {
 
 }  // namespace
 
-TEST_CASE("mesh record: exactly the keys of mesh.md 4.1", "[io][mesh_record]") {
+TEST_CASE("mesh record: exactly the keys of docs/mesh.md 4.1", "[io][mesh_record]") {
   LocalGroupCreator groups(5, 8);
   const DeviceMesh root = pp_dp_tp(groups);
   root.slice({"dp", "tp"}).flatten(groups, std::string("dp_tp"));

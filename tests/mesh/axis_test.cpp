@@ -6,7 +6,8 @@
 
 using meshsim::Axis;
 
-TEST_CASE("axis: canonical form coalesces and drops size-1 modes (mesh.md 1)", "[mesh][axis]") {
+TEST_CASE("axis: canonical form coalesces and drops size-1 modes (docs/mesh.md 1)",
+          "[mesh][axis]") {
   CHECK(Axis::parse("(3,2):(2,1)").to_string() == "(6:1)");
   CHECK(Axis::parse("(3,2):(4,1)").to_string() == "(3,2):(4,1)");
   CHECK(Axis::parse("(1,3,1,5,1):(0,10,17,2,1)").to_string() == "(15:2)");
@@ -20,7 +21,7 @@ TEST_CASE("axis: codomain enumerates with the last mode fastest, unsorted", "[me
   CHECK(Axis::parse("(3:2)").codomain() == std::vector<int64_t>{0, 2, 4});
 }
 
-TEST_CASE("axis: complement tiles the world (mesh.md 1 checks)", "[mesh][axis]") {
+TEST_CASE("axis: complement tiles the world (docs/mesh.md 1 checks)", "[mesh][axis]") {
   CHECK(Axis::parse("(4:2)").complement(8).to_string() == "(2:1)");
   CHECK(Axis::parse("(4:2)").complement(16).to_string() == "(2,2):(8,1)");
   CHECK(Axis::parse("(4:2)").complement(16).codomain() == std::vector<int64_t>{0, 1, 8, 9});
@@ -43,7 +44,7 @@ TEST_CASE("axis: split is composition with a row-major layout", "[mesh][axis]") 
   CHECK_THROWS_AS(Axis::parse("(4:2)").split(bad), meshsim::Error);
 }
 
-TEST_CASE("axis: orthogonality and sortedness (mesh.md 1)", "[mesh][axis]") {
+TEST_CASE("axis: orthogonality and sortedness (docs/mesh.md 1)", "[mesh][axis]") {
   for (const char* yes : {"(2,3):(6,1)", "(2,3):(3,1)", "(2,2,2):(4,1,2)"}) {
     INFO(yes);
     CHECK(Axis::parse(yes).is_orthogonal());

@@ -15,7 +15,7 @@ namespace {
 const Ints kShape222{2, 2, 2};
 const Names kPpDpTp{"pp", "dp", "tp"};
 
-// The (2,2,2) pp/dp/tp mesh of mesh.md section 2 as seen by `rank` of a world of 8.
+// The (2,2,2) pp/dp/tp mesh of docs/mesh.md section 2 as seen by `rank` of a world of 8.
 DeviceMesh world_mesh(LocalGroupCreator& groups) {
   return DeviceMesh::init(groups, "cuda", kShape222, kPpDpTp);
 }
@@ -31,7 +31,7 @@ void on_each_rank(int64_t world, F&& f) {
 
 }  // namespace
 
-TEST_CASE("device_mesh: (2,2,2) groups and coordinates (mesh.md 2 worked example)",
+TEST_CASE("device_mesh: (2,2,2) groups and coordinates (docs/mesh.md 2 worked example)",
           "[mesh][device_mesh]") {
   LocalGroupCreator g0(0, 8);
   const DeviceMesh m = world_mesh(g0);
@@ -193,7 +193,8 @@ TEST_CASE("device_mesh: unflatten splits a dim and creates groups every time",
                     "mesh_dim_names must have same length as mesh_sizes in _unflatten!");
 }
 
-TEST_CASE("device_mesh: explicit rank table [[0,2],[1,3]] (mesh.md 2)", "[mesh][device_mesh]") {
+TEST_CASE("device_mesh: explicit rank table [[0,2],[1,3]] (docs/mesh.md 2)",
+          "[mesh][device_mesh]") {
   const meshsim::RankTensor table{{2, 2}, {0, 2, 1, 3}};
   on_each_rank(4, [&](int64_t r, LocalGroupCreator& g) {
     const DeviceMesh m = DeviceMesh::from_rank_table(g, "cuda", table, Names{"a", "b"});

@@ -5,7 +5,7 @@
 using meshsim::Axis;
 using meshsim::MeshLayout;
 
-TEST_CASE("layout: global ranks of an axis (mesh.md 1)", "[mesh][layout]") {
+TEST_CASE("layout: global ranks of an axis (docs/mesh.md 1)", "[mesh][layout]") {
   std::vector<int64_t> table(16);
   for (int64_t i = 0; i < 16; ++i) table[static_cast<size_t>(i)] = i;
   const auto groups = meshsim::global_ranks(Axis::parse("(2,2):(4,1)"), table);
@@ -13,7 +13,8 @@ TEST_CASE("layout: global ranks of an axis (mesh.md 1)", "[mesh][layout]") {
                       {0, 1, 4, 5}, {2, 3, 6, 7}, {8, 9, 12, 13}, {10, 11, 14, 15}});
 }
 
-TEST_CASE("layout: full mesh tensor through a permuted rank table (mesh.md 1)", "[mesh][layout]") {
+TEST_CASE("layout: full mesh tensor through a permuted rank table (docs/mesh.md 1)",
+          "[mesh][layout]") {
   const std::vector<int64_t> table{0, 2, 1, 3};
   const std::vector<int64_t> sizes{2, 2}, strides{1, 2};
   const auto full = MeshLayout::from_sizes_strides(sizes, strides).full_mesh_tensor(table);

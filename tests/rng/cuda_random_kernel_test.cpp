@@ -21,7 +21,8 @@ uint32_t float_bits(double v) {
   return std::bit_cast<uint32_t>(static_cast<float>(v));
 }
 
-// The first values of `numel` float32 draws from (seed, offset), to 6 decimals as rng.md prints.
+// The first values of `numel` float32 draws from (seed, offset), to 6 decimals as docs/rng.md
+// prints.
 std::vector<double> rand_values(uint64_t seed, uint64_t offset, int64_t numel, size_t first) {
   PhiloxState state{seed, offset};
   const meshsim::Tensor t = meshsim::predict_uniform(state, numel, DType::kFloat32, kH200);
@@ -34,7 +35,7 @@ std::vector<double> rand_values(uint64_t seed, uint64_t offset, int64_t numel, s
 
 }  // namespace
 
-TEST_CASE("cuda kernel: counter offsets on an H200 (rng.md 2.3)", "[rng][kernel]") {
+TEST_CASE("cuda kernel: counter offsets on an H200 (docs/rng.md 2.3)", "[rng][kernel]") {
   CHECK(KernelLaunch::plan(5, DType::kFloat32, kH200).counter_offset == 4);
   CHECK(KernelLaunch::plan(int64_t{1} << 20, DType::kFloat32, kH200).counter_offset == 4);
   CHECK(KernelLaunch::plan(2000000, DType::kFloat32, kH200).counter_offset == 8);
@@ -64,7 +65,7 @@ TEST_CASE("cuda kernel: which thread and component an element comes from depends
   CHECK(s.component == 1);
 }
 
-TEST_CASE("cuda kernel: torch.manual_seed(0); torch.rand(5, device='cuda') (rng.md 2.4)",
+TEST_CASE("cuda kernel: torch.manual_seed(0); torch.rand(5, device='cuda') (docs/rng.md 2.4)",
           "[rng][kernel]") {
   PhiloxState state{0, 0};
   const meshsim::Tensor t = meshsim::predict_uniform(state, 5, DType::kFloat32, kH200);
@@ -73,7 +74,7 @@ TEST_CASE("cuda kernel: torch.manual_seed(0); torch.rand(5, device='cuda') (rng.
   CHECK(state.offset == 4);
 }
 
-TEST_CASE("cuda kernel: the values of rng.md 3.3's worked examples", "[rng][kernel]") {
+TEST_CASE("cuda kernel: the values of docs/rng.md 3.3's worked examples", "[rng][kernel]") {
   using V = std::vector<double>;
   // A single-device torch.rand(8, 4) under seed 1234.
   CHECK(rand_values(1234, 0, 32, 5) == V{0.127208, 0.816736, 0.543999, 0.660079, 0.272056});
@@ -135,7 +136,7 @@ TEST_CASE("cuda kernel: normals have the moments of a standard normal", "[rng][k
   }
 }
 
-TEST_CASE("philox state: seeds, saved states and their errors (rng.md 1)", "[rng][state]") {
+TEST_CASE("philox state: seeds, saved states and their errors (docs/rng.md 1)", "[rng][state]") {
   CHECK(PhiloxState::from_seed_text("-1").seed == 0xffffffffffffffffULL);
   CHECK(PhiloxState::from_seed_text("-9223372036854775808").seed == 0x8000000000000000ULL);
   CHECK(PhiloxState::from_seed_text("18446744073709551615").seed == 0xffffffffffffffffULL);

@@ -44,7 +44,7 @@ Ints pres(const std::vector<std::pair<int64_t, int64_t>>& v) {
 
 }  // namespace
 
-TEST_CASE("dtensor rng offsets: rng.md 3.3's worked examples", "[rng][dtensor]") {
+TEST_CASE("dtensor rng offsets: docs/rng.md 3.3's worked examples", "[rng][dtensor]") {
   const Ints s84{8, 4};
   auto r = per_rank(s84, {4}, {Shard{0}});
   CHECK(indices(r) == Ints{0, 1, 2, 3});
@@ -70,7 +70,7 @@ TEST_CASE("dtensor rng offsets: rng.md 3.3's worked examples", "[rng][dtensor]")
   CHECK(five.post_op_increment == 128);
 }
 
-TEST_CASE("dtensor rng offsets: rng.md's other placement tables on a (2,2) mesh",
+TEST_CASE("dtensor rng offsets: docs/rng.md's other placement tables on a (2,2) mesh",
           "[rng][dtensor]") {
   const Ints s84{8, 4}, m22{2, 2};
   CHECK(indices(per_rank(s84, m22, {Shard{1}, Shard{0}})) == Ints{0, 2, 1, 3});
@@ -78,7 +78,8 @@ TEST_CASE("dtensor rng offsets: rng.md's other placement tables on a (2,2) mesh"
   CHECK(indices(per_rank(s84, m22, {Shard{1}, Replicate{}})) == Ints{0, 0, 1, 1});
   CHECK(indices(per_rank(s84, m22, {Replicate{}, Shard{1}})) == Ints{0, 1, 0, 1});
   CHECK(indices(per_rank(s84, m22, {Replicate{}, Replicate{}})) == Ints{0, 0, 0, 0});
-  // Partial draws as if unsharded in PyTorch 2.15 (rng.md says it is refused; the release wins).
+  // Partial draws as if unsharded in PyTorch 2.15 (docs/rng.md says it is refused; the release
+  // wins).
   CHECK(indices(per_rank(s84, m22, {meshsim::Partial{}, Shard{0}})) == Ints{0, 1, 0, 1});
 }
 

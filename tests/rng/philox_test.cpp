@@ -8,7 +8,7 @@
 
 using meshsim::PhiloxBlock;
 
-TEST_CASE("philox: Random123's known answers (rng.md 2.1)", "[rng][philox]") {
+TEST_CASE("philox: Random123's known answers (docs/rng.md 2.1)", "[rng][philox]") {
   CHECK(meshsim::philox4x32_10({0, 0, 0, 0}, {0, 0}) ==
         PhiloxBlock{0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8});
   CHECK(meshsim::philox4x32_10({0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff},

@@ -1,4 +1,4 @@
-// DTensor seeding and random ops on one rank at a time (rng.md section 3), with the worked
+// DTensor seeding and random ops on one rank at a time (docs/rng.md section 3), with the worked
 // examples of 3.3 as the reference values.
 #include "src/rng/rank_rng.hpp"
 
@@ -30,7 +30,7 @@ std::vector<Placement> placements(std::initializer_list<const char*> names) {
   return out;
 }
 
-// The first `n` local values, to 6 decimals as rng.md prints them.
+// The first `n` local values, to 6 decimals as docs/rng.md prints them.
 V first_values(const DTensor& t, int64_t n) {
   V out;
   for (int64_t i = 0; i < n && i < t.local().numel(); ++i)
@@ -64,7 +64,7 @@ struct OneRank {
 
 }  // namespace
 
-TEST_CASE("rank rng: rng.md 3.3's worked examples, rank by rank", "[rng][dtensor]") {
+TEST_CASE("rank rng: docs/rng.md 3.3's worked examples, rank by rank", "[rng][dtensor]") {
   SECTION("mesh (4,), [S0], 8x4") {
     const V expected[] = {{0.127208, 0.816736, 0.543999, 0.660079},
                           {0.249173, 0.171930, 0.447136, 0.368808},

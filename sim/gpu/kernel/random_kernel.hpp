@@ -10,7 +10,7 @@ namespace meshsim::sim::gpu {
 enum class RandomDistribution : int { kUniform, kNormal };
 enum class RandomDType : int { kFloat32, kFloat64, kFloat16, kBFloat16 };
 
-// One launch over `numel` contiguous elements, as PyTorch shapes it (rng.md 2.3).
+// One launch over `numel` contiguous elements, as PyTorch shapes it (docs/rng.md 2.3).
 struct RandomFillLaunch {
   RandomDistribution distribution = RandomDistribution::kUniform;
   RandomDType dtype = RandomDType::kFloat32;

@@ -82,7 +82,7 @@ inline double dtype_ulp(DType dtype, double x) {
 
 // How far a normal_ element may be from the model. The uniform path is exact, but normals pass
 // through sin, cos and log, which the GPU computes with __sincosf and its own logf (float
-// dtypes) or sincospi (double) where the model has the host's libm (rng.md 2.6):
+// dtypes) or sincospi (double) where the model has the host's libm (docs/rng.md 2.6):
 // - float32/16/bf16: 2e-5 * std. __sincosf is within 2^-21.4 (3.6e-7) of sin/cos on [-pi, pi]
 //   and a few times that up to 2 pi, the radius sqrt(-2 ln u) is at most 6.7, logf is within one
 //   ulp: about 1e-5 in the worst case, 2e-5 leaves a margin. (tests/rng/curand_oracle_test.cpp

@@ -39,7 +39,7 @@ constexpr uint64_t kOffsets[] = {0, 4, 4000, uint64_t{1} << 42};
 
 // Elements per grid-stride loop of `dtype` on `gpu` ("one wave").
 int64_t wave(DType dtype, const GpuProfile& gpu) {
-  // The grid is at its cap (rng.md 2.3): 256 threads per block, 4 floats or 2 doubles each.
+  // The grid is at its cap (docs/rng.md 2.3): 256 threads per block, 4 floats or 2 doubles each.
   return gpu.max_blocks() * 256 * (dtype == DType::kFloat64 ? 2 : 4);
 }
 
@@ -64,8 +64,9 @@ meshsim::testing::FillVerdict check(const FillCase& c, const GpuProfile& gpu) {
 
 }  // namespace
 
-TEST_CASE("gpu kernel: torch.rand(5) after manual_seed(0) gives the published bits (rng.md 2.4)",
-          "[gpu][kernel][uniform]") {
+TEST_CASE(
+    "gpu kernel: torch.rand(5) after manual_seed(0) gives the published bits (docs/rng.md 2.4)",
+    "[gpu][kernel][uniform]") {
   const FillCase c{RandomDistribution::kUniform, DType::kFloat32, 5, 0, 0, 0.0, 1.0};
   const std::vector<std::byte> out = fill_on_host(c, kH200);
   uint32_t bits[5];

@@ -36,7 +36,7 @@ struct Tally {
 };
 
 int64_t wave(DType dtype, const GpuProfile& gpu) {
-  // The grid is at its cap (rng.md 2.3): 256 threads per block, 4 floats or 2 doubles each.
+  // The grid is at its cap (docs/rng.md 2.3): 256 threads per block, 4 floats or 2 doubles each.
   return gpu.max_blocks() * 256 * (dtype == DType::kFloat64 ? 2 : 4);
 }
 
