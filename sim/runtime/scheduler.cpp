@@ -13,10 +13,10 @@ uint64_t mix64(uint64_t seed, uint64_t n) {
 
 void ScheduleLog::record(int64_t rank) {
   ++decisions;
-  for (int i = 0; i < 8; ++i) {
-    digest ^= static_cast<uint64_t>(rank >> (8 * i)) & 0xffu;
-    digest *= 0x100000001b3ULL;
-  }
+  // The rank's eight bytes, low first.
+  char bytes[8];
+  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>((rank >> (8 * i)) & 0xff);
+  digest = fnv1a(digest, std::string_view(bytes, sizeof bytes));
 }
 
 void DeterministicScheduler::awakened(boost::fibers::context* ctx, RankProps&) noexcept {

@@ -9,6 +9,7 @@
 #include <boost/fiber/context.hpp>
 #include <boost/fiber/properties.hpp>
 #include "sim/runtime/ready_queue.hpp"
+#include "src/fnv1a.hpp"
 
 namespace meshsim::sim {
 
@@ -26,7 +27,7 @@ class RankProps : public boost::fibers::fiber_properties {
 struct ScheduleLog {
   size_t ready_ranks = 0;
   uint64_t decisions = 0;
-  uint64_t digest = 0xcbf29ce484222325ULL;
+  uint64_t digest = kFnv1aOffset;
   void record(int64_t rank);
 };
 

@@ -43,15 +43,12 @@ SharedRankMap GroupTable::identity_map(int64_t n) {
 }
 
 SharedRankMap GroupTable::rank_map(std::span<const int64_t> ranks) {
-  uint64_t h = 0xcbf29ce484222325ULL ^ ranks.size();
-  for (int64_t r : ranks) h = (h ^ static_cast<uint64_t>(r)) * 0x100000001b3ULL;
-  std::vector<SharedRankMap>& bucket = maps_by_hash_[h];
-  for (const SharedRankMap& m : bucket) {
-    if (std::ranges::equal(m->ranks(), ranks)) return m;
-  }
-  bucket.push_back(std::make_shared<const RankMap>(std::vector<int64_t>(ranks.begin(), ranks.end()),
-                                                   world_size_));
-  return bucket.back();
+  return maps_.intern(
+      ranks, [](const RankMap& m) { return m.ranks(); },
+      [this](std::span<const int64_t> r) {
+        return std::make_shared<const RankMap>(std::vector<int64_t>(r.begin(), r.end()),
+                                               world_size_);
+      });
 }
 
 SharedGroupBatch GroupTable::axis_groups(const Axis& axis, const SharedRankMap& map) {

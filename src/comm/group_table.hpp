@@ -80,7 +80,7 @@ class GroupTable {
   std::map<int64_t, std::vector<Entry>> overrides_;       // by rank: names it sees differently
   RankListPool lists_;
   std::map<int64_t, SharedRankMap> identities_;
-  std::unordered_map<uint64_t, std::vector<SharedRankMap>> maps_by_hash_;
+  RankInterner<RankMap> maps_;
   std::map<std::pair<const RankMap*, std::string>, SharedGroupBatch> axis_batches_;
   std::map<const std::vector<int64_t>*, SharedGroupBatch> explicit_batches_;
 };

@@ -8,6 +8,7 @@
 
 #include "src/checked_math.hpp"
 #include "src/error.hpp"
+#include "src/fnv1a.hpp"
 
 namespace meshsim {
 
@@ -60,14 +61,6 @@ std::optional<Located> locate(const RankTensor& full, int64_t rank) {
     flat /= full.shape[d];
   }
   return Located{replica, std::move(coordinate)};
-}
-
-uint64_t fnv1a(uint64_t h, std::string_view bytes) {
-  for (unsigned char c : bytes) {
-    h ^= c;
-    h *= 0x100000001b3ULL;
-  }
-  return h;
 }
 
 // The same as locate(layout.full_mesh_tensor(map), rank) without building the table: when the
@@ -587,7 +580,7 @@ bool operator==(const DeviceMesh& a, const DeviceMesh& b) {
 }
 
 uint64_t DeviceMesh::hash() const {
-  uint64_t h = 0xcbf29ce484222325ULL;
+  uint64_t h = kFnv1aOffset;
   for (int64_t r : rank_map()) h = fnv1a(h, std::to_string(r) + ",");
   h = fnv1a(h, state_.layout.to_string());
   h = fnv1a(h, state_.device_type);

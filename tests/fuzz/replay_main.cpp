@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "src/fnv1a.hpp"
+
 extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv);
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 
@@ -87,9 +89,9 @@ int main(int argc, char** argv) {
     std::stringstream text;
     text << in.rdbuf();
     run(text.str(), executions);
-    uint64_t state = 0xcbf29ce484222325ULL;  // FNV-1a of the file name seeds its mutations
-    for (unsigned char c : std::filesystem::path(f).filename().string())
-      state = (state ^ c) * 0x100000001b3ULL;
+    // The file name's hash seeds its mutations.
+    uint64_t state =
+        meshsim::fnv1a(meshsim::kFnv1aOffset, std::filesystem::path(f).filename().string());
     std::string current = text.str();
     for (int m = 0; m < mutations; ++m) {
       current = m % 4 == 0 ? text.str() : current;  // mostly chains, sometimes a fresh start
