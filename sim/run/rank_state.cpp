@@ -96,14 +96,13 @@ ViewLayout RankState::layout(const std::string& name) const {
 }
 
 void RankState::set_view(const std::string& name, const std::string& of, const ViewLayout& layout) {
-  this->layout(of);  // throws for a DTensor
   auto it = aliases_.find(of);
   if (it == aliases_.end()) {
-    const Tensor& base = tensor(of);
-    it = aliases_
-             .insert_or_assign(
-                 of, Alias{std::make_shared<Tensor>(base), ViewLayout::contiguous(base.shape())})
-             .first;
+    // A plain tensor starts sharing its storage, as the whole of it (layout throws for a DTensor).
+    ViewLayout whole = this->layout(of);
+    it =
+        aliases_.insert_or_assign(of, Alias{std::make_shared<Tensor>(tensor(of)), std::move(whole)})
+            .first;
   }
   const std::shared_ptr<Tensor> storage = it->second.storage;
   Tensor values = gather_view(*storage, layout);

@@ -73,6 +73,11 @@ void for_each_draw(const PhiloxState& state, const KernelLaunch& launch, PhiloxP
 
 }  // namespace
 
+int64_t random_kernel_threads(int64_t numel, const GpuProfile& gpu) {
+  return kThreadsPerBlock *
+         std::min((numel + kThreadsPerBlock - 1) / kThreadsPerBlock, gpu.max_blocks());
+}
+
 KernelLaunch KernelLaunch::plan(int64_t numel, DType dtype, const GpuProfile& gpu) {
   KernelLaunch l;
   l.numel = numel;
@@ -88,8 +93,8 @@ KernelLaunch KernelLaunch::plan(int64_t numel, DType dtype, const GpuProfile& gp
         "several kernel launches, which meshsim does not predict",
         numel, dtype_name(dtype)));
   }
-  l.grid = std::min((numel + kThreadsPerBlock - 1) / kThreadsPerBlock, gpu.max_blocks());
-  l.stride = kThreadsPerBlock * l.grid;
+  l.stride = random_kernel_threads(numel, gpu);
+  l.grid = l.stride / kThreadsPerBlock;
   const auto per_call = static_cast<uint64_t>(l.stride * l.unroll);
   l.counter_offset = ((static_cast<uint64_t>(numel) - 1) / per_call + 1) * 4;
   return l;

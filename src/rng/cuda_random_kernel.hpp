@@ -1,6 +1,6 @@
-// PyTorch's elementwise CUDA random kernels as meshsim predicts them (rng.md 2.3-2.5): how a launch
-// is shaped on a given GPU, which Philox word each element takes, how words become numbers, and
-// how far the generator's offset moves.
+// PyTorch's elementwise CUDA random kernels as meshsim predicts them (docs/rng.md 2.3-2.5): how a
+// launch is shaped on a given GPU, which Philox word each element takes, how words become numbers,
+// and how far the generator's offset moves.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +13,10 @@
 #include "src/tensor/tensor.hpp"
 
 namespace meshsim {
+
+// The threads a CUDA random kernel launches for `numel` elements: blocks of 256, at most the GPU's
+// cap of them (the distribution kernels and dropout shape their grid alike).
+int64_t random_kernel_threads(int64_t numel, const GpuProfile& gpu);
 
 // One launch of the distribution kernel over `numel` contiguous elements.
 struct KernelLaunch {
@@ -68,8 +72,9 @@ void predict_rand_float32(PhiloxState& state, const GpuProfile& gpu, std::span<f
                           PhiloxPath path = best_philox_path());
 
 // torch.randn / Tensor.normal_(mean, std): Box-Muller on curand_normal4's draws, sine first.
-// float32/16 use the GPU's fast sincos and log there, so these agree to about 1e-6 (rng.md 2.6);
-// float64 computes sin(pi v) where the GPU has sinpi(v): equal to about 1e-15, absolute.
+// float32/16 use the GPU's fast sincos and log there, so these agree to about 1e-6
+// (docs/rng.md 2.6); float64 computes sin(pi v) where the GPU has sinpi(v): equal to about 1e-15,
+// absolute.
 Tensor predict_normal(PhiloxState& state, int64_t numel, DType dtype, const GpuProfile& gpu,
                       double mean = 0.0, double std = 1.0);
 

@@ -1,7 +1,5 @@
 #include "src/rng/dropout_kernel.hpp"
 
-#include <algorithm>
-
 #include <fmt/format.h>
 
 #include "src/error.hpp"
@@ -12,36 +10,28 @@ namespace meshsim {
 
 namespace {
 
-constexpr int64_t kThreadsPerBlock = 256;
 // The kernel's random values per thread and curand_uniform4 call.
 constexpr int64_t kUnroll = 4;
 // The caching allocator hands out blocks aligned far beyond the 16 bytes a vector load needs.
 constexpr uint64_t kAllocationAlignment = 512;
 
-// Where element `index` takes its uniform from: the thread (Philox subsequence), which of its
-// curand_uniform4 calls, and which of the call's four values.
-struct DropoutSource {
-  uint64_t thread;
-  uint64_t call;
-  int64_t component;
-};
-
-// The unrolled kernel strides like the distribution kernels: component ii of a call covers the
-// ii-th run of `threads` elements. A vectorized one gives each thread `vec` neighbours per
+// Where element `index` takes its uniform from. The unrolled kernel strides like the distribution
+// kernels (four values per call). A vectorized one gives each thread `vec` neighbours per
 // iteration, from ceil(vec / 4) calls (vec 2 takes a fresh call each time and uses half of it).
-DropoutSource dropout_source(uint64_t index, uint64_t threads, int vec) {
+ElementSource dropout_source(uint64_t index, int64_t threads, int vec) {
   if (vec == 1) {
-    const uint64_t per_call = threads * kUnroll;
-    const uint64_t r = index % per_call;
-    return {r % threads, index / per_call, static_cast<int64_t>(r / threads)};
+    KernelLaunch unrolled;
+    unrolled.stride = threads;
+    unrolled.unroll = kUnroll;
+    return element_source(unrolled, index);
   }
   const auto v = static_cast<uint64_t>(vec);
-  const uint64_t per_iteration = threads * v;
+  const uint64_t per_iteration = static_cast<uint64_t>(threads) * v;
   const uint64_t r = index % per_iteration;
   const uint64_t lane = r % v;
   const uint64_t calls_per_iteration = (v + kUnroll - 1) / kUnroll;
-  return {r / v, index / per_iteration * calls_per_iteration + lane / kUnroll,
-          static_cast<int64_t>(lane % kUnroll)};
+  return {index / per_iteration * calls_per_iteration + lane / kUnroll,
+          static_cast<int64_t>(lane % kUnroll), r / v};
 }
 
 }  // namespace
@@ -85,9 +75,7 @@ Tensor predict_dropout(PhiloxState& state, const Tensor& input, double p, const 
   check_dropout(dtype, p);
   const int64_t numel = input.numel();
   if (numel == 0 || input.is_meta()) return input;
-  const int64_t grid =
-      std::min((numel + kThreadsPerBlock - 1) / kThreadsPerBlock, gpu.max_blocks());
-  const auto threads = static_cast<uint64_t>(grid * kThreadsPerBlock);
+  const int64_t threads = random_kernel_threads(numel, gpu);
   const int vec = dropout_vector_size(numel, dtype, input_byte_offset);
   const bool is_double = dtype == DType::kFloat64;
   // The kept fraction and the scale in the kernel's accumulate type.
@@ -96,10 +84,10 @@ Tensor predict_dropout(PhiloxState& state, const Tensor& input, double p, const 
   const double scale = is_double ? 1.0 / keep : static_cast<float>(1.0 / keep_f);
   Tensor out(input.shape(), dtype);
   // Neighbours of a vectorized thread share a draw: it is computed once for them.
-  DropoutSource drawn{UINT64_MAX, UINT64_MAX, 0};
+  ElementSource drawn{UINT64_MAX, 0, UINT64_MAX};
   PhiloxBlock words{};
   for (int64_t i = 0; i < numel; ++i) {
-    const DropoutSource s = dropout_source(static_cast<uint64_t>(i), threads, vec);
+    const ElementSource s = dropout_source(static_cast<uint64_t>(i), threads, vec);
     if (s.thread != drawn.thread || s.call != drawn.call) {
       words = curand_block(state.seed, s.thread, state.offset / 4 + s.call);
       drawn = s;
@@ -115,7 +103,7 @@ Tensor predict_dropout(PhiloxState& state, const Tensor& input, double p, const 
   }
   // The generator moves as if every thread took four values per run of the grid, whatever the
   // vector size.
-  const auto per_run = static_cast<uint64_t>(grid * kThreadsPerBlock * kUnroll);
+  const auto per_run = static_cast<uint64_t>(threads * kUnroll);
   state.offset += ((static_cast<uint64_t>(numel) - 1) / per_run + 1) * kUnroll;
   return out;
 }

@@ -31,6 +31,14 @@ std::span<const size_t> channels_last_order(size_t ndim) {
   return {};
 }
 
+// Moves the view's start `count` steps along `dim`.
+void advance_offset(ViewLayout& view, size_t dim, int64_t count) {
+  view.storage_offset = checked_or_throw(
+      checked_add(view.storage_offset,
+                  checked_or_throw(checked_mul(count, view.stride[dim]), "the storage offset")),
+      "the storage offset");
+}
+
 // Python's slice on a dim of `size` with a positive step: bounds counted from the end when
 // negative, then clamped into the dim, an empty range starting where it would have.
 void apply_slice(ViewLayout& view, size_t dim, const IndexEntry& entry) {
@@ -43,10 +51,7 @@ void apply_slice(ViewLayout& view, size_t dim, const IndexEntry& entry) {
   const int64_t start = bound(entry.start, 0);
   const int64_t stop = std::max(start, bound(entry.stop, size));
   const int64_t step = entry.step;
-  view.storage_offset = checked_or_throw(
-      checked_add(view.storage_offset,
-                  checked_or_throw(checked_mul(start, view.stride[dim]), "the storage offset")),
-      "the storage offset");
+  advance_offset(view, dim, start);
   view.shape[dim] = (stop - start) / step + ((stop - start) % step != 0 ? 1 : 0);
   view.stride[dim] = checked_or_throw(checked_mul(view.stride[dim], step), "a stride");
 }
@@ -57,11 +62,7 @@ void apply_select(ViewLayout& view, size_t dim, int64_t index, size_t position) 
     throw index_error(fmt::format("index {} is out of bounds for dimension {} with size {}", index,
                                   position, size));
   }
-  const int64_t at = index < 0 ? index + size : index;
-  view.storage_offset = checked_or_throw(
-      checked_add(view.storage_offset,
-                  checked_or_throw(checked_mul(at, view.stride[dim]), "the storage offset")),
-      "the storage offset");
+  advance_offset(view, dim, index < 0 ? index + size : index);
   view.shape.erase(view.shape.begin() + static_cast<ptrdiff_t>(dim));
   view.stride.erase(view.stride.begin() + static_cast<ptrdiff_t>(dim));
 }
@@ -106,8 +107,12 @@ template <typename Visit>
 void for_each_storage_index(const ViewLayout& view, Visit visit) {
   if (view.numel() == 0) return;
   const size_t ndim = view.shape.size();
-  std::vector<int64_t> counter(ndim, 0);
   int64_t at = view.storage_offset;
+  if (ndim == 0) {
+    visit(at);
+    return;
+  }
+  std::vector<int64_t> counter(ndim, 0);
   for (;;) {
     visit(at);
     size_t d = ndim;
@@ -121,7 +126,6 @@ void for_each_storage_index(const ViewLayout& view, Visit visit) {
       counter[d] = 0;
       if (d == 0) return;
     }
-    if (ndim == 0) return;
   }
 }
 
@@ -210,11 +214,11 @@ ViewLayout index_view(const ViewLayout& view, std::span<const IndexEntry> entrie
   if (ndim == 0 && entries.size() == 1 && !as_tuple) {
     // A lone integer or slice on a 0-dim tensor takes Tensor.__getitem__'s short paths; another
     // integer than 0 is out of bounds of a dim of size 0 there.
-    if (entries[0].kind == IndexEntry::Kind::kInteger && entries[0].integer != 0) {
-      throw index_error(
-          fmt::format("index {} is out of bounds for dimension 0 with size 0", entries[0].integer));
-    }
     if (entries[0].kind == IndexEntry::Kind::kInteger) {
+      if (entries[0].integer != 0) {
+        throw index_error(fmt::format("index {} is out of bounds for dimension 0 with size 0",
+                                      entries[0].integer));
+      }
       throw index_error(
           "invalid index of a 0-dim tensor. Use `tensor.item()` in Python or `tensor.item<T>()` "
           "in C++ to convert a 0-dim tensor to a number");
