@@ -183,10 +183,10 @@ int run_command(const std::vector<std::string>& paths, const RunFlags& flags) {
                               : flags.stack_guard == "canary" ? StackGuard::kCanary
                                                               : StackGuard::kAuto;
   options.faults_seed = flags.faults_seed;
-  options.backend = *parse_backend_kind(flags.backend);  // CLI11 checked the name
+  options.backend.name = flags.backend;  // CLI11 checked the name
+  options.backend.payload_hashes = !flags.payload_hashes_path.empty();
   options.trace = !flags.trace_path.empty();
   options.trace_setup = flags.trace_setup;
-  options.payload_hashes = !flags.payload_hashes_path.empty();
   std::string payload_hashes;
   if (!flags.keep_checkpoints.empty()) options.keep_checkpoints = flags.keep_checkpoints;
   nlohmann::json trace_events = nlohmann::json::array();
@@ -223,7 +223,7 @@ int run_command(const std::vector<std::string>& paths, const RunFlags& flags) {
       }
       result.trace = nlohmann::json::array();
     }
-    if (options.payload_hashes) {
+    if (options.backend.payload_hashes) {
       payload_hashes += fmt::format("# {} ({})\n", result.name, files[i]);
       for (const std::string& line : result.payload_hashes) payload_hashes += line + "\n";
     }
@@ -258,7 +258,8 @@ int run_command(const std::vector<std::string>& paths, const RunFlags& flags) {
         flags.trace_path,
         json_text(Json{{"traceEvents", trace_events}, {"displayTimeUnit", "ms"}}, -1) + "\n");
   }
-  if (options.payload_hashes) written &= write_output(flags.payload_hashes_path, payload_hashes);
+  if (options.backend.payload_hashes)
+    written &= write_output(flags.payload_hashes_path, payload_hashes);
   if (!flags.graph_path.empty()) written &= write_graphs(flags.graph_path, graphs);
   if (!written) return kExitUnusable;
   const int code = exit_code(report);
@@ -353,12 +354,15 @@ int main(int argc, char** argv) {
                   fmt::format("fiber stack size per rank in KiB, {} to {} (default {})",
                               kMinStackKib, kMaxStackKib, kDefaultStackBytes / 1024));
   std::vector<std::string> backend_names;
-  for (BackendKind kind : backend_kinds()) backend_names.emplace_back(backend_kind_name(kind));
-  run->add_option("--backend", flags.backend,
-                  fmt::format("the collective backend: {} (default sim: simulated collectives "
-                              "with exact results in virtual time; nccl: real collectives on "
-                              "one GPU per rank)",
-                              fmt::join(backend_names, ", ")))
+  std::vector<std::string> backend_help;
+  for (const BackendEntry& e : builtin_backends().entries()) {
+    backend_names.push_back(e.name);
+    backend_help.push_back(fmt::format("{}: {}", e.name, e.summary));
+  }
+  run->add_option(
+         "--backend", flags.backend,
+         fmt::format("the collective backend: {} (default {}; {})", fmt::join(backend_names, ", "),
+                     backend_names.front(), fmt::join(backend_help, "; ")))
       ->check(CLI::IsMember(backend_names));
   run->add_option("--stack-guard", flags.stack_guard,
                   "how a fiber stack overflow is caught: auto (default: guard pages while "

@@ -1,43 +1,34 @@
 #include "sim/run/backend_factory.hpp"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "sim/gpu/nccl_backend.hpp"
 #include "sim/runtime/backend_decorators.hpp"
 #include "sim/runtime/rendezvous_backend.hpp"
+#include "sim/runtime/sim_executor.hpp"
+#include "src/error.hpp"
 
 namespace meshsim::sim {
 
-std::string_view backend_kind_name(BackendKind kind) {
-  switch (kind) {
-    case BackendKind::kSim:
-      return "sim";
-    case BackendKind::kNccl:
-      return "nccl";
-  }
-  return "?";
+const BackendRegistry& builtin_backends() {
+  static const BackendRegistry registry = [] {
+    BackendRegistry r;
+    register_sim_backend(r);
+    gpu::register_nccl_backend(r);
+    return r;
+  }();
+  return registry;
 }
 
-const std::vector<BackendKind>& backend_kinds() {
-  static const std::vector<BackendKind> kinds{BackendKind::kSim, BackendKind::kNccl};
-  return kinds;
+const BackendEntry& BackendChoice::entry() const {
+  const BackendRegistry& from = registry != nullptr ? *registry : builtin_backends();
+  if (const BackendEntry* e = from.find(name)) return *e;
+  std::vector<std::string_view> names;
+  for (const BackendEntry& e : from.entries()) names.push_back(e.name);
+  throw runtime_error(
+      fmt::format("no backend named \"{}\" (there are {})", name, fmt::join(names, ", ")));
 }
-
-std::optional<BackendKind> parse_backend_kind(std::string_view name) {
-  for (BackendKind kind : backend_kinds()) {
-    if (backend_kind_name(kind) == name) return kind;
-  }
-  return std::nullopt;
-}
-
-namespace {
-
-std::unique_ptr<gpu::NcclCommunicators> make_communicators(const BackendOptions& options,
-                                                           int64_t world_size) {
-  if (options.kind != BackendKind::kNccl) return nullptr;
-  std::shared_ptr<gpu::DeviceApi> api =
-      options.device_api ? options.device_api : gpu::make_cuda_device_api();
-  return std::make_unique<gpu::NcclCommunicators>(std::move(api), world_size);
-}
-
-}  // namespace
 
 BackendFactory::BackendFactory(World& world, std::vector<RankActivity>& activity,
                                BackendOptions options)
@@ -46,15 +37,13 @@ BackendFactory::BackendFactory(World& world, std::vector<RankActivity>& activity
       rendezvous_(world, activity),
       time_(activity, options_.cost),
       groups_(std::make_shared<GroupTable>(world.size())),
-      executor_(time_),
-      nccl_(make_communicators(options_, world.size())),
-      nccl_executor_(
-          nccl_ ? std::make_unique<gpu::NcclExecutor>(*nccl_, time_, options_.device_timeout)
-                : nullptr),
-      store_(*groups_, time_, nccl_.get()) {
+      backend_(options_.choice.entry().make({.world_size = world.size(),
+                                             .time = time_,
+                                             .device_timeout = options_.choice.device_timeout})),
+      collectives_(&backend_->executor()),
+      store_(*groups_, time_, backend_->group_listener()) {
   rendezvous_.set_group_table(groups_.get());
-  collectives_ = nccl_executor_ ? static_cast<Executor*>(nccl_executor_.get()) : &executor_;
-  if (options_.payload_hashes) {
+  if (options_.choice.payload_hashes) {
     hashing_ = std::make_unique<PayloadHashingExecutor>(*collectives_);
     collectives_ = hashing_.get();
   }
@@ -81,7 +70,7 @@ std::unique_ptr<Backend> BackendFactory::backend(int64_t rank) {
 std::unique_ptr<GroupCreator> BackendFactory::group_creator(int64_t rank) {
   return std::make_unique<StoreGroupCreator>(rank, groups_, rendezvous_, store_,
                                              activity_[static_cast<size_t>(rank)],
-                                             options_.trace_setup ? options_.trace : nullptr);
+                                             options_.setup_trace);
 }
 
 }  // namespace meshsim::sim

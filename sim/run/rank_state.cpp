@@ -5,7 +5,6 @@
 
 #include <fmt/format.h>
 
-#include "sim/gpu/device_random_kernel.hpp"
 #include "src/io/tensor_digest.hpp"
 
 namespace meshsim::sim {
@@ -19,13 +18,12 @@ RankState::RankState(const Scenario& scenario, int64_t rank, ScenarioResult& res
       activity_(activity),
       backend_(backends.backend(rank)),
       groups_(backends.group_creator(rank)),
-      rng_(scenario.rng_profile, backends.nccl() ? backends.nccl()->gpu_profile() : scenario.gpu),
+      rng_(scenario.rng_profile, backends.world_backend().gpu_profile().value_or(scenario.gpu)),
       checkpoints_(checkpoints),
       warnings_(warnings) {
-  if (gpu::NcclCommunicators* nccl = backends.nccl()) {
+  if (std::shared_ptr<RandomKernelRunner> kernel = backends.world_backend().random_kernel(rank)) {
     // On real GPUs, random ops run the CUDA kernel, launched as PyTorch launches it there.
-    rng_.set_kernel_runner(
-        std::make_shared<gpu::DeviceRandomKernel>(*nccl, rank, backends.device_timeout()));
+    rng_.set_kernel_runner(std::move(kernel));
     if (rng_.gpu().max_blocks() != scenario.gpu.max_blocks()) {
       warn(fmt::format(
           "this scenario models {} (grid cap {}) but runs on {} (grid cap {}): random values past "

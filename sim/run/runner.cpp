@@ -206,13 +206,8 @@ ScenarioResult run_once(const Scenario& scenario, const RunOptions& options,
         activity[static_cast<size_t>(r)].skipped.probe(options.probe->from_calls);
     }
   }
-  BackendOptions backend;
-  backend.kind = options.backend;
-  backend.cost = scenario.cost;
-  backend.faults = scenario.faults;
-  backend.device_api = options.device_api;
-  backend.device_timeout = options.device_timeout;
-  backend.payload_hashes = options.payload_hashes;
+  BackendOptions backend{
+      .choice = options.backend, .cost = scenario.cost, .faults = scenario.faults};
   if (options.faults_seed) {
     for (const Fault& f : draw_faults(*options.faults_seed, scenario.world_size))
       backend.faults.push_back(f);
@@ -222,7 +217,7 @@ ScenarioResult run_once(const Scenario& scenario, const RunOptions& options,
   const std::vector<Fault> faults = backend.faults;  // step-triggered ones fire here
   Trace trace;
   if (options.trace) backend.trace = &trace;
-  backend.trace_setup = options.trace_setup;
+  if (options.trace && options.trace_setup) backend.setup_trace = &trace;
   BackendFactory backends(world, activity, std::move(backend));
   trace.set_group_labels([&](int64_t id) { return backends.rendezvous().group_label(id); });
   // The first stall or timeout is the one reported; later stalls (after aborts) only abort.
@@ -398,8 +393,7 @@ ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options)
   ScenarioResult first = run_once(scenario, options, wanted);
   // The simulated backend runs the same schedule again (deterministic, and cheap next to a real
   // job); real devices and a kept checkpoint directory are not run twice.
-  if (!wanted || options.probe || options.backend != BackendKind::kSim ||
-      options.keep_checkpoints) {
+  if (!wanted || options.probe || !options.backend.entry().simulated || options.keep_checkpoints) {
     return first;
   }
   const double first_ms = first.wall_ms;

@@ -20,13 +20,7 @@ struct RunOptions {
   bool trace = false;
   bool trace_setup = false;
   // The collective backend the ranks talk through.
-  BackendKind backend = BackendKind::kSim;
-  // Hash what every member of every collective receives (ScenarioResult::payload_hashes).
-  bool payload_hashes = false;
-  // nccl: the CUDA runtime and NCCL to use (null: this build's own; tests pass a fake).
-  std::shared_ptr<gpu::DeviceApi> device_api;
-  // nccl: how long a launched collective may run on the devices (wall clock).
-  std::chrono::milliseconds device_timeout = std::chrono::minutes(5);
+  BackendChoice backend;
   // --keep-checkpoints DIR: save steps write under DIR/<scenario name>, kept after the run;
   // otherwise under a temporary directory removed when the run ends.
   std::optional<std::string> keep_checkpoints;

@@ -19,19 +19,7 @@ class ForwardingBackend : public Backend {
  public:
   explicit ForwardingBackend(std::unique_ptr<Backend> inner) : inner_(std::move(inner)) {}
 
-  void all_reduce(Tensor& tensor, ReduceOp op, const Group& group) override;
-  std::vector<Tensor> all_gather(const Tensor& tensor, const Group& group) override;
-  Tensor all_gather_into_tensor(const Tensor& tensor, const Group& group) override;
-  Tensor reduce_scatter(const Tensor& input, ReduceOp op, const Group& group) override;
-  void broadcast(Tensor& tensor, int64_t root, const Group& group) override;
-  std::vector<Tensor> all_to_all(const std::vector<Tensor>& inputs, const Group& group) override;
-  void barrier(const Group& group) override;
-  void send(const Tensor& tensor, int64_t dst, const Group& group) override;
-  Tensor recv(const Tensor& like, int64_t src, const Group& group) override;
-  std::vector<std::string> broadcast_object_list(std::vector<std::string> objects, int64_t root,
-                                                 const Group& group) override;
-  std::vector<std::string> all_gather_object(const std::string& object,
-                                             const Group& group) override;
+  void call(const Signature& signature, const CallBuffers& buffers, const Group& group) override;
 
  protected:
   // Around every call: `signature` is what the call will be met with, `group` the group (for
@@ -42,8 +30,6 @@ class ForwardingBackend : public Backend {
   virtual void after(const Signature& signature, const Group& group) = 0;
 
  private:
-  template <typename Call>
-  auto around(const Signature& signature, const Group& group, Call&& call);
   std::unique_ptr<Backend> inner_;
 };
 

@@ -11,6 +11,7 @@
 
 #include "sim/runtime/hang_phrases.hpp"
 #include "sim/runtime/history_departure.hpp"
+#include "src/enum_names.hpp"
 
 namespace meshsim::sim {
 
@@ -1287,45 +1288,17 @@ class RootCause {
 }  // namespace
 
 std::string_view hang_cause_name(HangCause cause) {
-  switch (cause) {
-    case HangCause::kMissingRank:
-      return "missing rank";
-    case HangCause::kSignatureMismatch:
-      return "signature mismatch";
-    case HangCause::kOrderInversion:
-      return "cross-group order inversion";
-    case HangCause::kRankExitedEarly:
-      return "rank exited early";
-    case HangCause::kExtraCollective:
-      return "collective only some ranks called";
-    case HangCause::kRankFailed:
-      return "rank failed";
-    case HangCause::kTimeout:
-      return "watchdog timeout";
-    case HangCause::kUnmatchedPointToPoint:
-      return "unmatched send/recv";
-    case HangCause::kHeadToHeadSend:
-      return "head-to-head send";
-    case HangCause::kWrongPeer:
-      return "recv from the wrong peer";
-    case HangCause::kHeadToHeadRecv:
-      return "head-to-head recv";
-    case HangCause::kPointToPointCycle:
-      return "point-to-point cycle";
-  }
-  return "?";
+  return name_in(kHangCauseNames, cause);
 }
 
+constexpr EnumName<HangKind> kHangKindNames[] = {
+    {HangKind::kDeadlock, "deadlock"},
+    {HangKind::kDesync, "desync"},
+    {HangKind::kTimeout, "timeout"},
+};
+
 std::string_view hang_kind_name(HangKind kind) {
-  switch (kind) {
-    case HangKind::kDeadlock:
-      return "deadlock";
-    case HangKind::kDesync:
-      return "desync";
-    case HangKind::kTimeout:
-      return "timeout";
-  }
-  return "?";
+  return name_in(kHangKindNames, kind);
 }
 
 HangReport analyze_hang(const std::vector<RankActivity>& activity, const Rendezvous& rendezvous,

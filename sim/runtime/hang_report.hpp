@@ -15,6 +15,7 @@
 #include "sim/runtime/rendezvous.hpp"
 #include "sim/runtime/site_divergence.hpp"
 #include "sim/runtime/virtual_time.hpp"
+#include "src/enum_names.hpp"
 
 namespace meshsim::sim {
 
@@ -36,13 +37,22 @@ enum class HangCause {
   kHeadToHeadRecv,
   kPointToPointCycle,
 };
-inline constexpr HangCause kAllHangCauses[] = {
-    HangCause::kMissingRank,     HangCause::kSignatureMismatch,     HangCause::kOrderInversion,
-    HangCause::kRankExitedEarly, HangCause::kExtraCollective,       HangCause::kRankFailed,
-    HangCause::kTimeout,         HangCause::kUnmatchedPointToPoint, HangCause::kHeadToHeadSend,
-    HangCause::kWrongPeer,       HangCause::kHeadToHeadRecv,        HangCause::kPointToPointCycle,
-};
 std::string_view hang_cause_name(HangCause cause);
+// Every value with its name, in the order lists of them are printed.
+inline constexpr EnumName<HangCause> kHangCauseNames[] = {
+    {HangCause::kMissingRank, "missing rank"},
+    {HangCause::kSignatureMismatch, "signature mismatch"},
+    {HangCause::kOrderInversion, "cross-group order inversion"},
+    {HangCause::kRankExitedEarly, "rank exited early"},
+    {HangCause::kExtraCollective, "collective only some ranks called"},
+    {HangCause::kRankFailed, "rank failed"},
+    {HangCause::kTimeout, "watchdog timeout"},
+    {HangCause::kUnmatchedPointToPoint, "unmatched send/recv"},
+    {HangCause::kHeadToHeadSend, "head-to-head send"},
+    {HangCause::kWrongPeer, "recv from the wrong peer"},
+    {HangCause::kHeadToHeadRecv, "head-to-head recv"},
+    {HangCause::kPointToPointCycle, "point-to-point cycle"},
+};
 
 // How a world stopped: no rank can run (deadlock), ranks met with different signatures (desync),
 // or a watchdog fired (timeout).

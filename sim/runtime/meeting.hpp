@@ -15,16 +15,10 @@
 
 namespace meshsim::sim {
 
-// What one rank brings to a collective and where its result goes. Everything points into the
-// caller's frame, which stays alive while the rank is parked in the rendezvous; the rendezvous
-// forgets a rank's exchange when the rank leaves.
-struct Exchange {
-  const Tensor* input = nullptr;
-  const std::vector<Tensor>* inputs = nullptr;  // all_to_all: one per group rank
-  Tensor* output = nullptr;
-  std::vector<Tensor>* outputs = nullptr;  // all_gather, all_to_all
-  const std::vector<std::string>* objects_in = nullptr;
-  std::vector<std::string>* objects_out = nullptr;
+// What one rank brings to a collective and where its result goes (its call's buffers), and how it
+// arrived. The buffers point into the caller's frame, which stays alive while the rank is parked
+// in the rendezvous; the rendezvous forgets a rank's exchange when the rank leaves.
+struct Exchange : CallBuffers {
   const SharedGroupBatch* new_groups = nullptr;  // new_group: the groups this rank asks for
   int64_t first_group = 0;                       // new_group: the name its first group gets
   const std::string* group_origin = nullptr;     // new_group: what reports call them
@@ -57,8 +51,12 @@ struct Meeting {
   size_t size() const { return exchanges.size(); }
   // Member `pos` has returned to its frame (or unwound it): keep only that it arrived, and when.
   void forget_frame(size_t pos) {
-    exchanges[pos] = Exchange{
-        .arrived = true, .arrived_at = exchanges[pos].arrived_at, .site = exchanges[pos].site};
+    Exchange& e = exchanges[pos];
+    Exchange kept;
+    kept.arrived = true;
+    kept.arrived_at = e.arrived_at;
+    kept.site = e.site;
+    e = kept;
   }
   // The signature member `pos` arrived with.
   const Signature& signature_of(size_t pos) const {

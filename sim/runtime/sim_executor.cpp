@@ -125,4 +125,26 @@ void SimExecutor::check_fan_out(const Signature& sig, size_t n) {
   }
 }
 
+namespace {
+
+class SimWorldBackend final : public WorldBackend {
+ public:
+  explicit SimWorldBackend(VirtualTime& time) : executor_(time) {}
+  Executor& executor() override { return executor_; }
+
+ private:
+  SimExecutor executor_;
+};
+
+}  // namespace
+
+void register_sim_backend(BackendRegistry& registry) {
+  registry.add({.name = "sim",
+                .summary = "simulated collectives with exact results in virtual time",
+                .simulated = true,
+                .make = [](const BackendContext& context) -> std::unique_ptr<WorldBackend> {
+                  return std::make_unique<SimWorldBackend>(context.time);
+                }});
+}
+
 }  // namespace meshsim::sim

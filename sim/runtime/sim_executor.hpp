@@ -4,6 +4,7 @@
 #include <optional>
 #include <vector>
 
+#include "sim/runtime/backend_registry.hpp"
 #include "sim/runtime/meeting.hpp"
 #include "sim/runtime/virtual_time.hpp"
 
@@ -23,5 +24,8 @@ class SimExecutor final : public Executor {
   VirtualTime& time_;
   std::vector<const Tensor*> inputs_;  // scratch, reused by every collective
 };
+
+// Registers the simulated backend as "sim".
+void register_sim_backend(BackendRegistry& registry);
 
 }  // namespace meshsim::sim

@@ -81,12 +81,12 @@ void StoreGroupCreator::store_barrier(const SharedGroupBatch& batch, int64_t fir
   sig.shape = InlineShape::of(count);
   const Group store("store", world_ranks(), rank());
   const double entered_at = activity_.clock;
-  rendezvous_.meet(rank(), store, sig,
-                   {.new_groups = &batch,
-                    .first_group = first,
-                    .group_origin = &creating(),
-                    .group_operation = &operation()},
-                   barrier_);
+  Exchange exchange;
+  exchange.new_groups = &batch;
+  exchange.first_group = first;
+  exchange.group_origin = &creating();
+  exchange.group_operation = &operation();
+  rendezvous_.meet(rank(), store, sig, exchange, barrier_);
   if (trace_ != nullptr) {
     trace_->meeting(rank(), activity_.site, sig, kStoreGroupId, store.size(), activity_.last_seq,
                     entered_at, activity_.clock);

@@ -457,13 +457,9 @@ std::unique_ptr<OutcomeExpectation> parse_outcome(std::string_view key, const to
     }
     if (const toml::node* cause = table->get("cause")) {
       const std::string c = ctx.string_of(*cause, "cause");
-      bool known = false;
-      std::vector<std::string_view> names;
-      for (HangCause h : kAllHangCauses) {
-        names.push_back(hang_cause_name(h));
-        known = known || hang_cause_name(h) == c;
-      }
-      if (!known) {
+      if (!value_in(kHangCauseNames, c)) {
+        std::vector<std::string_view> names;
+        for (const auto& [cause_value, name] : kHangCauseNames) names.push_back(name);
         ctx.fail(*cause, fmt::format("unknown cause \"{}\" (expected one of: {})", c,
                                      fmt::join(names, ", ")));
       }

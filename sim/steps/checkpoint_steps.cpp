@@ -13,6 +13,7 @@
 #include "sim/run/rank_state.hpp"
 #include "sim/runtime/fiber_stack.hpp"
 #include "sim/steps/step_kinds.hpp"
+#include "src/enum_names.hpp"
 #include "src/io/atomic_file.hpp"
 #include "src/io/dtensor_record.hpp"
 #include "src/io/mesh_record.hpp"
@@ -147,18 +148,15 @@ Subject subject_of(const toml::table& args, const LoadContext& ctx, std::string_
 
 ArchiveFormat format_of(const toml::node& node, const LoadContext& ctx) {
   const std::string text = ctx.string_of(node, "format");
-  if (text == "binary") return ArchiveFormat::kBinary;
-  if (text == "text") return ArchiveFormat::kText;
-  if (text == "xml") return ArchiveFormat::kXml;
+  if (const std::optional<ArchiveFormat> format = value_in(kArchiveFormatNames, text)) {
+    return *format;
+  }
   ctx.fail(node, fmt::format("unknown archive format \"{}\" (binary, text or xml)", text));
 }
 
 std::optional<SavePoint> save_point_of(const toml::node& node, const LoadContext& ctx) {
   const std::string text = ctx.string_of(node, "fail_at");
-  for (SavePoint p : {SavePoint::kOpen, SavePoint::kWrite, SavePoint::kFsyncFile, SavePoint::kClose,
-                      SavePoint::kRename, SavePoint::kFsyncDirectory}) {
-    if (save_point_name(p) == text) return p;
-  }
+  if (const std::optional<SavePoint> point = value_in(kSavePointNames, text)) return *point;
   ctx.fail(node, fmt::format("unknown save point \"{}\" (open, write, fsync, close, rename, "
                              "fsync of the directory)",
                              text));
@@ -577,16 +575,14 @@ std::unique_ptr<Step> parse_save(const toml::node& value, const toml::table&, Lo
   return step;
 }
 
+constexpr EnumName<SavedFile::Kind> kSavedFileKindNames[] = {
+    {SavedFile::Kind::kTensor, "a DTensor"},
+    {SavedFile::Kind::kMesh, "a mesh"},
+    {SavedFile::Kind::kRng, "RNG state"},
+};
+
 std::string_view kind_name(SavedFile::Kind kind) {
-  switch (kind) {
-    case SavedFile::Kind::kTensor:
-      return "a DTensor";
-    case SavedFile::Kind::kMesh:
-      return "a mesh";
-    case SavedFile::Kind::kRng:
-      return "RNG state";
-  }
-  return "?";
+  return name_in(kSavedFileKindNames, kind);
 }
 
 // A file that ships beside the scenario (`file = "checkpoints/m-{rank}.ckpt"`), written by an

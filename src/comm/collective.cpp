@@ -7,38 +7,28 @@
 #include <fmt/format.h>
 
 #include "src/checked_math.hpp"
+#include "src/enum_names.hpp"
 #include "src/error.hpp"
 
 namespace meshsim {
 
+constexpr EnumName<CollectiveOp> kCollectiveOpNames[] = {
+    {CollectiveOp::kAllReduce, "all_reduce"},
+    {CollectiveOp::kAllGather, "all_gather"},
+    {CollectiveOp::kAllGatherIntoTensor, "all_gather_into_tensor"},
+    {CollectiveOp::kReduceScatter, "reduce_scatter"},
+    {CollectiveOp::kBroadcast, "broadcast"},
+    {CollectiveOp::kAllToAll, "all_to_all"},
+    {CollectiveOp::kBarrier, "barrier"},
+    {CollectiveOp::kSend, "send"},
+    {CollectiveOp::kRecv, "recv"},
+    {CollectiveOp::kBroadcastObjectList, "broadcast_object_list"},
+    {CollectiveOp::kAllGatherObject, "all_gather_object"},
+    {CollectiveOp::kNewGroup, "new_group"},
+};
+
 std::string_view collective_op_name(CollectiveOp op) {
-  switch (op) {
-    case CollectiveOp::kAllReduce:
-      return "all_reduce";
-    case CollectiveOp::kAllGather:
-      return "all_gather";
-    case CollectiveOp::kAllGatherIntoTensor:
-      return "all_gather_into_tensor";
-    case CollectiveOp::kReduceScatter:
-      return "reduce_scatter";
-    case CollectiveOp::kBroadcast:
-      return "broadcast";
-    case CollectiveOp::kAllToAll:
-      return "all_to_all";
-    case CollectiveOp::kBarrier:
-      return "barrier";
-    case CollectiveOp::kSend:
-      return "send";
-    case CollectiveOp::kRecv:
-      return "recv";
-    case CollectiveOp::kBroadcastObjectList:
-      return "broadcast_object_list";
-    case CollectiveOp::kAllGatherObject:
-      return "all_gather_object";
-    case CollectiveOp::kNewGroup:
-      return "new_group";
-  }
-  return "?";
+  return name_in(kCollectiveOpNames, op);
 }
 
 namespace {

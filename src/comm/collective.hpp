@@ -83,33 +83,50 @@ struct Signature {
   friend bool operator==(const Signature&, const Signature&) = default;
 };
 
+// Where one rank's call reads its operands and writes its results. Everything points into the
+// caller's frame, which outlives the call.
+struct CallBuffers {
+  const Tensor* input = nullptr;
+  const std::vector<Tensor>* inputs = nullptr;  // all_to_all: one per group rank
+  Tensor* output = nullptr;
+  std::vector<Tensor>* outputs = nullptr;  // all_gather, all_to_all
+  const std::vector<std::string>* objects_in = nullptr;
+  std::vector<std::string>* objects_out = nullptr;
+};
+
 // One rank's handle on a backend. Every call is collective over `group` (send/recv: over the
 // pair) and blocks until the others arrive. Implementations throw meshsim::Error (RuntimeError)
 // when the group's members disagree on the signature or the rank is not in `group`.
+//
+// The typed calls below all reduce to one `call` (what the call is, where its data lives), the
+// only function a backend, or a wrapper around one, implements.
 class Backend {
  public:
   virtual ~Backend() = default;
 
-  virtual void all_reduce(Tensor& tensor, ReduceOp op, const Group& group) = 0;
+  void all_reduce(Tensor& tensor, ReduceOp op, const Group& group);
   // One tensor per group rank, in group-rank order.
-  virtual std::vector<Tensor> all_gather(const Tensor& tensor, const Group& group) = 0;
+  std::vector<Tensor> all_gather(const Tensor& tensor, const Group& group);
   // The inputs concatenated along dim 0.
-  virtual Tensor all_gather_into_tensor(const Tensor& tensor, const Group& group) = 0;
+  Tensor all_gather_into_tensor(const Tensor& tensor, const Group& group);
   // `input` holds group-size chunks along dim 0; returns the reduction of this rank's chunk.
-  virtual Tensor reduce_scatter(const Tensor& input, ReduceOp op, const Group& group) = 0;
-  virtual void broadcast(Tensor& tensor, int64_t root, const Group& group) = 0;
+  Tensor reduce_scatter(const Tensor& input, ReduceOp op, const Group& group);
+  void broadcast(Tensor& tensor, int64_t root, const Group& group);
   // inputs[i] goes to group rank i; returns what each group rank sent here.
-  virtual std::vector<Tensor> all_to_all(const std::vector<Tensor>& inputs, const Group& group) = 0;
-  virtual void barrier(const Group& group) = 0;
+  std::vector<Tensor> all_to_all(const std::vector<Tensor>& inputs, const Group& group);
+  void barrier(const Group& group);
   // Blocking point-to-point with global ranks; ValueError (c10d's text) when the peer is the
   // calling rank itself.
-  virtual void send(const Tensor& tensor, int64_t dst, const Group& group) = 0;
-  virtual Tensor recv(const Tensor& like, int64_t src, const Group& group) = 0;
+  void send(const Tensor& tensor, int64_t dst, const Group& group);
+  Tensor recv(const Tensor& like, int64_t src, const Group& group);
   // Control-plane object collectives; objects travel as serialized strings.
-  virtual std::vector<std::string> broadcast_object_list(std::vector<std::string> objects,
-                                                         int64_t root, const Group& group) = 0;
-  virtual std::vector<std::string> all_gather_object(const std::string& object,
-                                                     const Group& group) = 0;
+  std::vector<std::string> broadcast_object_list(std::vector<std::string> objects, int64_t root,
+                                                 const Group& group);
+  std::vector<std::string> all_gather_object(const std::string& object, const Group& group);
+
+  // One call: `signature` says which (send/recv: the peer in `root`), `buffers` where its data
+  // is; the results are written through `buffers`.
+  virtual void call(const Signature& signature, const CallBuffers& buffers, const Group& group) = 0;
 };
 
 // Elementwise reduction of `inputs` (same dtype and shape) in the given order; avg divides the

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "src/enum_names.hpp"
 #include "src/error.hpp"
 
 namespace meshsim {
@@ -49,21 +50,7 @@ class FileDescriptor {
 }  // namespace
 
 std::string_view save_point_name(SavePoint point) {
-  switch (point) {
-    case SavePoint::kOpen:
-      return "open";
-    case SavePoint::kWrite:
-      return "write";
-    case SavePoint::kFsyncFile:
-      return "fsync";
-    case SavePoint::kClose:
-      return "close";
-    case SavePoint::kRename:
-      return "rename";
-    case SavePoint::kFsyncDirectory:
-      return "fsync of the directory";
-  }
-  return "?";
+  return name_in(kSavePointNames, point);
 }
 
 void write_file_atomically(const std::string& path, std::string_view bytes, const SaveHook& hook) {

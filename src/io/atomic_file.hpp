@@ -8,11 +8,19 @@
 #include <string>
 #include <string_view>
 
+#include "src/enum_names.hpp"
+
 namespace meshsim {
 
 // The points of write_file_atomically, in order, where tests inject failures and crashes.
 enum class SavePoint { kOpen, kWrite, kFsyncFile, kClose, kRename, kFsyncDirectory };
 std::string_view save_point_name(SavePoint point);
+// Every value with its name, in the order lists of them are printed.
+inline constexpr EnumName<SavePoint> kSavePointNames[] = {
+    {SavePoint::kOpen, "open"},       {SavePoint::kWrite, "write"},
+    {SavePoint::kFsyncFile, "fsync"}, {SavePoint::kClose, "close"},
+    {SavePoint::kRename, "rename"},   {SavePoint::kFsyncDirectory, "fsync of the directory"},
+};
 
 // Called before each system call of a save; returning an errno value makes that call fail with
 // it (a full disk: ENOSPC), 0 lets it run. A test may also end the process there.

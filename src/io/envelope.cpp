@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <xxhash.h>
 
+#include "src/enum_names.hpp"
 #include "src/error.hpp"
 #include "src/io/xxh3_stream.hpp"
 
@@ -41,32 +42,20 @@ bool known_format(uint32_t f) {
 
 }  // namespace
 
+constexpr EnumName<RecordKind> kRecordKindNames[] = {
+    {RecordKind::kDeviceMesh, "DeviceMesh"},
+    {RecordKind::kDTensor, "DTensor"},
+    {RecordKind::kRngState, "RNG state"},
+    {RecordKind::kCheckpointMetadata, "checkpoint metadata"},
+    {RecordKind::kShard, "shard"},
+};
+
 std::string_view record_kind_name(RecordKind kind) {
-  switch (kind) {
-    case RecordKind::kDeviceMesh:
-      return "DeviceMesh";
-    case RecordKind::kDTensor:
-      return "DTensor";
-    case RecordKind::kRngState:
-      return "RNG state";
-    case RecordKind::kCheckpointMetadata:
-      return "checkpoint metadata";
-    case RecordKind::kShard:
-      return "shard";
-  }
-  return "?";
+  return name_in(kRecordKindNames, kind);
 }
 
 std::string_view archive_format_name(ArchiveFormat format) {
-  switch (format) {
-    case ArchiveFormat::kBinary:
-      return "binary";
-    case ArchiveFormat::kText:
-      return "text";
-    case ArchiveFormat::kXml:
-      return "xml";
-  }
-  return "?";
+  return name_in(kArchiveFormatNames, format);
 }
 
 std::string seal_envelope(const EnvelopeHeader& header, std::string_view payload) {

@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include "src/enum_names.hpp"
+
 namespace meshsim {
 
 // What the payload holds. Numbers are part of the file format: never reuse one.
@@ -23,6 +25,12 @@ enum class ArchiveFormat : uint32_t { kBinary = 1, kText = 2, kXml = 3 };
 
 std::string_view record_kind_name(RecordKind kind);
 std::string_view archive_format_name(ArchiveFormat format);
+// Every value with its name, in the order lists of them are printed.
+inline constexpr EnumName<ArchiveFormat> kArchiveFormatNames[] = {
+    {ArchiveFormat::kBinary, "binary"},
+    {ArchiveFormat::kText, "text"},
+    {ArchiveFormat::kXml, "xml"},
+};
 
 struct EnvelopeHeader {
   RecordKind kind = RecordKind::kDeviceMesh;

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "src/enum_names.hpp"
 #include "src/error.hpp"
 
 namespace meshsim {
@@ -72,26 +73,15 @@ RecordValue RecordValue::of(std::vector<RecordObject> v) {
   return out;
 }
 
+constexpr EnumName<RecordValue::Kind> kRecordValueKindNames[] = {
+    {RecordValue::Kind::kNone, "None"},          {RecordValue::Kind::kInt, "an int"},
+    {RecordValue::Kind::kStr, "a str"},          {RecordValue::Kind::kInts, "a list of int"},
+    {RecordValue::Kind::kStrs, "a list of str"}, {RecordValue::Kind::kBytes, "bytes"},
+    {RecordValue::Kind::kObject, "an object"},   {RecordValue::Kind::kObjects, "a list of objects"},
+};
+
 std::string_view value_kind_name(RecordValue::Kind kind) {
-  switch (kind) {
-    case RecordValue::Kind::kNone:
-      return "None";
-    case RecordValue::Kind::kInt:
-      return "an int";
-    case RecordValue::Kind::kStr:
-      return "a str";
-    case RecordValue::Kind::kInts:
-      return "a list of int";
-    case RecordValue::Kind::kStrs:
-      return "a list of str";
-    case RecordValue::Kind::kBytes:
-      return "bytes";
-    case RecordValue::Kind::kObject:
-      return "an object";
-    case RecordValue::Kind::kObjects:
-      return "a list of objects";
-  }
-  return "an unknown kind";
+  return name_in(kRecordValueKindNames, kind, "an unknown kind");
 }
 
 // Spelled out: clang 14 crashes on a defaulted comparison defined out of line.

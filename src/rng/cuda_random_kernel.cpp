@@ -33,20 +33,6 @@ void require_floating(DType dtype, std::string_view kernel) {
   }
 }
 
-// How caffe2's TypeMeta prints a floating dtype in uniform_'s bounds errors.
-std::string_view type_meta_name(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat64:
-      return "double";
-    case DType::kFloat16:
-      return "c10::Half";
-    case DType::kBFloat16:
-      return "c10::BFloat16";
-    default:
-      return "float";
-  }
-}
-
 // Calls `use(element, words, component, lane)` for every element the kernel writes, draw by
 // draw: each (call, thread) draw is computed once, eight neighbouring threads at a time, and
 // gives `launch.unroll` elements (component ii of the draw, in lane j of its group of eight).

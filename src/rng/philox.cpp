@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "src/enum_names.hpp"
 #include "src/error.hpp"
 
 namespace meshsim {
@@ -60,16 +61,14 @@ PhiloxPath best_philox_path() {
   return best;
 }
 
+constexpr EnumName<PhiloxPath> kPhiloxPathNames[] = {
+    {PhiloxPath::kAvx512, "avx512"},
+    {PhiloxPath::kAvx2, "avx2"},
+    {PhiloxPath::kScalar, "scalar"},
+};
+
 std::string_view philox_path_name(PhiloxPath path) {
-  switch (path) {
-    case PhiloxPath::kAvx512:
-      return "avx512";
-    case PhiloxPath::kAvx2:
-      return "avx2";
-    case PhiloxPath::kScalar:
-      return "scalar";
-  }
-  return "?";
+  return name_in(kPhiloxPathNames, path);
 }
 
 void curand_blocks(uint64_t seed, uint64_t subsequence, uint64_t first_block,

@@ -2,92 +2,78 @@
 
 #include <bit>
 #include <cmath>
+#include <iterator>
 #include <string>
 
 namespace meshsim {
 
-size_t dtype_size(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat64:
-    case DType::kInt64:
-      return 8;
-    case DType::kFloat32:
-    case DType::kInt32:
-      return 4;
-    case DType::kFloat16:
-    case DType::kBFloat16:
-      return 2;
-    case DType::kUInt8:
-    case DType::kBool:
-      return 1;
+namespace {
+
+// Everything meshsim knows of a dtype, one row each, in DType's order.
+struct DTypeFacts {
+  DType dtype;
+  std::string_view name;         // PyTorch's, without "torch."
+  std::string_view alias;        // torch's other name for it ("float", "long"), or empty
+  std::string_view scalar_type;  // c10's ScalarType, as kernel errors print it
+  std::string_view c_type;       // as torch.full's overflow error names it
+  std::string_view type_meta;    // as caffe2's TypeMeta prints a floating type
+  size_t size;
+  bool floating;
+};
+
+constexpr DTypeFacts kDTypes[] = {
+    {DType::kFloat32, "float32", "float", "Float", "float32", "float", 4, true},
+    {DType::kFloat64, "float64", "double", "Double", "float64", "double", 8, true},
+    {DType::kFloat16, "float16", "half", "Half", "c10::Half", "c10::Half", 2, true},
+    {DType::kBFloat16, "bfloat16", "", "BFloat16", "bfloat16", "c10::BFloat16", 2, true},
+    {DType::kInt64, "int64", "long", "Long", "int64", "int64", 8, false},
+    {DType::kInt32, "int32", "int", "Int", "int", "int32", 4, false},
+    {DType::kUInt8, "uint8", "", "Byte", "uint8_t", "uint8", 1, false},
+    {DType::kBool, "bool", "", "Bool", "bool", "bool", 1, false},
+};
+
+constexpr bool rows_in_dtype_order() {
+  for (size_t i = 0; i < std::size(kDTypes); ++i) {
+    if (static_cast<size_t>(kDTypes[i].dtype) != i) return false;
   }
-  return 0;
+  return std::size(kDTypes) == static_cast<size_t>(DType::kBool) + 1;
+}
+static_assert(rows_in_dtype_order(), "kDTypes has one row per DType, in order");
+
+const DTypeFacts& facts(DType dtype) {
+  return kDTypes[static_cast<size_t>(dtype)];
+}
+
+}  // namespace
+
+size_t dtype_size(DType dtype) {
+  return facts(dtype).size;
 }
 
 bool is_floating(DType dtype) {
-  return dtype == DType::kFloat32 || dtype == DType::kFloat64 || dtype == DType::kFloat16 ||
-         dtype == DType::kBFloat16;
+  return facts(dtype).floating;
 }
 
 std::string_view scalar_type_name(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat32:
-      return "Float";
-    case DType::kFloat64:
-      return "Double";
-    case DType::kFloat16:
-      return "Half";
-    case DType::kBFloat16:
-      return "BFloat16";
-    case DType::kInt64:
-      return "Long";
-    case DType::kInt32:
-      return "Int";
-    case DType::kUInt8:
-      return "Byte";
-    case DType::kBool:
-      return "Bool";
-  }
-  return "?";
+  return facts(dtype).scalar_type;
 }
 
 std::string_view dtype_name(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat32:
-      return "float32";
-    case DType::kFloat64:
-      return "float64";
-    case DType::kFloat16:
-      return "float16";
-    case DType::kBFloat16:
-      return "bfloat16";
-    case DType::kInt64:
-      return "int64";
-    case DType::kInt32:
-      return "int32";
-    case DType::kUInt8:
-      return "uint8";
-    case DType::kBool:
-      return "bool";
-  }
-  return "?";
+  return facts(dtype).name;
+}
+
+std::string_view c_type_name(DType dtype) {
+  return facts(dtype).c_type;
+}
+
+std::string_view type_meta_name(DType dtype) {
+  return facts(dtype).type_meta;
 }
 
 std::optional<DType> parse_dtype(std::string_view name) {
   if (name.starts_with("torch.")) name.remove_prefix(6);
-  struct Alias {
-    std::string_view name;
-    DType dtype;
-  };
-  static constexpr Alias kAliases[] = {
-      {"float32", DType::kFloat32},   {"float", DType::kFloat32},   {"float64", DType::kFloat64},
-      {"double", DType::kFloat64},    {"float16", DType::kFloat16}, {"half", DType::kFloat16},
-      {"bfloat16", DType::kBFloat16}, {"int64", DType::kInt64},     {"long", DType::kInt64},
-      {"int32", DType::kInt32},       {"int", DType::kInt32},       {"uint8", DType::kUInt8},
-      {"bool", DType::kBool},
-  };
-  for (const Alias& a : kAliases) {
-    if (a.name == name) return a.dtype;
+  for (const DTypeFacts& f : kDTypes) {
+    if (f.name == name || (!f.alias.empty() && f.alias == name)) return f.dtype;
   }
   return std::nullopt;
 }

@@ -15,6 +15,11 @@ bool is_floating(DType dtype);
 std::string_view dtype_name(DType dtype);
 // c10's ScalarType name, as PyTorch's kernel errors print it: "Float", "Long", "BFloat16", ...
 std::string_view scalar_type_name(DType dtype);
+// The type torch.full's overflow error names ("int", "uint8_t", ...).
+std::string_view c_type_name(DType dtype);
+// caffe2's TypeMeta name of a floating dtype, as uniform_'s bound errors print it ("float",
+// "double", "c10::Half", "c10::BFloat16").
+std::string_view type_meta_name(DType dtype);
 // Accepts PyTorch's names and aliases ("float32", "float", "torch.half", "int", "long", ...).
 std::optional<DType> parse_dtype(std::string_view name);
 

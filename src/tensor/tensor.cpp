@@ -80,19 +80,6 @@ bool representable(int64_t value, DType dtype) {
   }
 }
 
-std::string_view c_type_name(DType dtype) {
-  switch (dtype) {
-    case DType::kInt32:
-      return "int";
-    case DType::kUInt8:
-      return "uint8_t";
-    case DType::kFloat16:
-      return "c10::Half";
-    default:
-      return dtype_name(dtype);
-  }
-}
-
 }  // namespace
 
 Tensor Tensor::full(std::vector<int64_t> shape, int64_t value, DType dtype) {

@@ -8,7 +8,7 @@
 #include "src/error.hpp"
 #include "src/mesh/mesh_layout.hpp"
 #include "src/tensor/memory_budget.hpp"
-#include "tests/splitmix.hpp"
+#include "tests/support/splitmix.hpp"
 
 using meshsim::Axis;
 using meshsim::GroupBatch;

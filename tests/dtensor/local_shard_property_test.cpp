@@ -4,7 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "src/dtensor/local_shard.hpp"
-#include "tests/splitmix.hpp"
+#include "tests/support/splitmix.hpp"
 
 using namespace meshsim;
 using Ints = std::vector<int64_t>;

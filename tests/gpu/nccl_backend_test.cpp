@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "sim/gpu/nccl_backend.hpp"
 #include "sim/gpu/nccl_executor.hpp"
 #include "sim/run/runner.hpp"
 #include "sim/steps/builtin_steps.hpp"
@@ -22,6 +23,13 @@ using meshsim::test::RecordingDeviceApi;
 
 namespace {
 
+// The NCCL backend over a recording fake instead of this build's CUDA runtime.
+BackendRegistry nccl_on(std::shared_ptr<RecordingDeviceApi> api) {
+  BackendRegistry registry;
+  gpu::register_nccl_backend(registry, std::move(api));
+  return registry;
+}
+
 struct FakeRun {
   std::shared_ptr<RecordingDeviceApi> api;
   ScenarioResult result;
@@ -32,11 +40,12 @@ FakeRun run_on_fake(const Scenario& scenario, int64_t devices,
                     std::chrono::milliseconds device_timeout = std::chrono::minutes(5)) {
   auto api = std::make_shared<RecordingDeviceApi>(devices);
   if (setup) setup(*api);
+  const BackendRegistry registry = nccl_on(api);
   RunOptions options;
-  options.backend = BackendKind::kNccl;
-  options.device_api = api;
-  options.device_timeout = device_timeout;
-  options.payload_hashes = true;
+  options.backend = {.name = "nccl",
+                     .registry = &registry,
+                     .payload_hashes = true,
+                     .device_timeout = device_timeout};
   ScenarioResult result = run_scenario(scenario, options);
   return {api, std::move(result)};
 }
@@ -285,9 +294,9 @@ TEST_CASE("nccl backend: failures while creating WORLD release what was made",
   SECTION("a communicator") {
     auto api = std::make_shared<RecordingDeviceApi>(2);
     api->fail("comm_init_rank", "ncclCommInitRank", "unhandled system error", 1);
+    const BackendRegistry registry = nccl_on(api);
     RunOptions options;
-    options.backend = BackendKind::kNccl;
-    options.device_api = api;
+    options.backend = {.name = "nccl", .registry = &registry};
     CHECK_THROWS_WITH(
         run_scenario(load_scenario_text("[scenario]\nname = \"t\"\nworld_size = 2\n[[step]]\n"
                                         "barrier = {}\n",
@@ -339,7 +348,7 @@ TEST_CASE("nccl backend: shipped scenarios give the simulated backend's payloads
     const Scenario scenario = load_scenario_file(entry.path().string());
     if (scenario.world_size > 8) continue;
     RunOptions sim_options;
-    sim_options.payload_hashes = true;
+    sim_options.backend.payload_hashes = true;
     const ScenarioResult sim = run_scenario(scenario, sim_options);
     const FakeRun run = run_on_fake(scenario, 8);
     INFO(entry.path().filename().string());
@@ -382,8 +391,9 @@ TEST_CASE("nccl backend: all_gather of 0-d tensors, each piece copied back into 
     m.seq = 1;
     m.members = std::make_shared<const std::vector<int64_t>>(std::vector<int64_t>{0, 1});
     m.signature = Signature::of(CollectiveOp::kAllGather, &a);
-    m.exchanges = {Exchange{.input = &a, .outputs = &out_a, .arrived = true},
-                   Exchange{.input = &b, .outputs = &out_b, .arrived = true}};
+    m.exchanges = {Exchange{{.input = &a, .outputs = &out_a}},
+                   Exchange{{.input = &b, .outputs = &out_b}}};
+    for (Exchange& e : m.exchanges) e.arrived = true;
     m.arrived = 2;
     executor.execute(m);
     for (const std::vector<Tensor>* out : {&out_a, &out_b}) {

@@ -8,7 +8,7 @@
 #include "src/io/atomic_file.hpp"
 #include "src/io/record_archive.hpp"
 #include "src/rng/rank_rng.hpp"
-#include "tests/splitmix.hpp"
+#include "tests/support/splitmix.hpp"
 
 using meshsim::ArchiveFormat;
 using meshsim::DeviceMesh;
@@ -21,9 +21,6 @@ using Ints = std::vector<int64_t>;
 using Names = std::vector<std::string>;
 
 namespace {
-
-constexpr ArchiveFormat kFormats[] = {ArchiveFormat::kBinary, ArchiveFormat::kText,
-                                      ArchiveFormat::kXml};
 
 Tensor random_tensor(Ints shape, uint64_t seed) {
   Tensor t(std::move(shape), meshsim::DType::kFloat32);
@@ -63,7 +60,7 @@ TEST_CASE("dtensor record: the seed test, on every rank, format and loader",
     LocalGroupCreator groups(rank, 4);
     DTensor original = seed_test_tensor(groups);
     original.set_requires_grad(rank % 2 == 1);
-    for (ArchiveFormat format : kFormats) {
+    for (const auto& [format, format_name] : meshsim::kArchiveFormatNames) {
       for (bool strict : {false, true}) {
         INFO("rank " << rank << ", " << meshsim::archive_format_name(format)
                      << (strict ? ", strict" : ", permissive"));

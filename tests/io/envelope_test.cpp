@@ -5,7 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "src/error.hpp"
-#include "tests/splitmix.hpp"
+#include "tests/support/splitmix.hpp"
 
 using meshsim::ArchiveFormat;
 using meshsim::EnvelopeHeader;

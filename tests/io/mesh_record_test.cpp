@@ -19,9 +19,6 @@ using Names = std::vector<std::string>;
 
 namespace {
 
-constexpr ArchiveFormat kFormats[] = {ArchiveFormat::kBinary, ArchiveFormat::kText,
-                                      ArchiveFormat::kXml};
-
 Names keys_of(const RecordObject& record) {
   Names out;
   for (const auto& field : record.fields) out.push_back(field.first);
@@ -48,7 +45,7 @@ void check_round_trip(int64_t world, Make&& make) {
   for (int64_t rank = 0; rank < world; ++rank) {
     LocalGroupCreator groups(rank, world);
     const DeviceMesh mesh = make(groups);
-    for (ArchiveFormat format : kFormats) {
+    for (const auto& [format, format_name] : meshsim::kArchiveFormatNames) {
       for (bool with_names : {false, true}) {
         INFO("rank " << rank << ", " << meshsim::archive_format_name(format)
                      << (with_names ? ", group names" : ", decoupled"));

@@ -6,16 +6,13 @@
 #include <catch2/catch.hpp>
 
 #include "src/error.hpp"
-#include "tests/splitmix.hpp"
+#include "tests/support/splitmix.hpp"
 
 using meshsim::ArchiveFormat;
 using meshsim::RecordObject;
 using meshsim::RecordValue;
 
 namespace {
-
-constexpr ArchiveFormat kFormats[] = {ArchiveFormat::kBinary, ArchiveFormat::kText,
-                                      ArchiveFormat::kXml};
 
 // Names that XML must escape or could trim, and bytes of every value.
 std::string random_text(meshsim::testing::SplitMix& rng, bool any_byte) {
@@ -101,7 +98,7 @@ TEST_CASE("record archive: random trees round-trip in every format", "[io][recor
   meshsim::testing::SplitMix rng{20261130};
   for (int i = 0; i < 300; ++i) {
     const RecordObject tree = random_tree(rng, 1);
-    for (ArchiveFormat format : kFormats) {
+    for (const auto& [format, format_name] : meshsim::kArchiveFormatNames) {
       INFO("tree " << i << ", " << meshsim::archive_format_name(format));
       const std::string payload = meshsim::write_record_payload(tree, format);
       CHECK(meshsim::read_record_payload(payload, format, "test") == tree);
@@ -139,7 +136,7 @@ TEST_CASE("record archive: nesting deeper than the limit is refused", "[io][reco
   for (size_t i = 0; i < meshsim::kMaxRecordDepth + 3; ++i) {
     tree = RecordObject{"node", {}}.set("child", RecordValue::of(std::move(tree)));
   }
-  for (ArchiveFormat format : kFormats) {
+  for (const auto& [format, format_name] : meshsim::kArchiveFormatNames) {
     INFO(meshsim::archive_format_name(format));
     CHECK_THAT(read_error(meshsim::write_record_payload(tree, format), format),
                Catch::Contains("objects nested more than 12 deep"));
@@ -155,7 +152,7 @@ TEST_CASE("record archive: unknown kinds, trailing bytes and cut data are refuse
 
   const RecordObject tree =
       RecordObject{"T", {}}.set("b", RecordValue::bytes(std::string(100, 'x')));
-  for (ArchiveFormat format : kFormats) {
+  for (const auto& [format, format_name] : meshsim::kArchiveFormatNames) {
     INFO(meshsim::archive_format_name(format));
     const std::string payload = meshsim::write_record_payload(tree, format);
     CHECK_THAT(read_error(payload + "zz", format), Catch::Contains("corrupt test record"));

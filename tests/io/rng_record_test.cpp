@@ -8,7 +8,7 @@
 
 #include "src/error.hpp"
 #include "src/io/atomic_file.hpp"
-#include "tests/splitmix.hpp"
+#include "tests/support/splitmix.hpp"
 
 using meshsim::ArchiveFormat;
 using meshsim::RankRng;

@@ -11,7 +11,7 @@
 #include "src/dtensor/local_shard.hpp"
 #include "src/error.hpp"
 #include "src/io/atomic_file.hpp"
-#include "tests/splitmix.hpp"
+#include "tests/support/splitmix.hpp"
 
 using meshsim::DeviceMesh;
 using meshsim::DTensor;

@@ -6,7 +6,7 @@
 
 #include "src/error.hpp"
 #include "src/mesh/device_mesh.hpp"
-#include "tests/splitmix.hpp"
+#include "tests/support/splitmix.hpp"
 
 using meshsim::DeviceMesh;
 using meshsim::GroupTable;

@@ -12,7 +12,7 @@
 #include "src/rng/cuda_random_kernel.hpp"
 #include "src/rng/dropout_kernel.hpp"
 #include "src/rng/philox.hpp"
-#include "tests/splitmix.hpp"
+#include "tests/support/splitmix.hpp"
 
 TEST_CASE(
     "curand oracle: the device API gives meshsim's words for random seeds, threads and "

@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "tests/splitmix.hpp"
+#include "tests/support/splitmix.hpp"
 
 using meshsim::PhiloxBlock;
 

@@ -14,7 +14,7 @@
 #include "sim/gpu/kernel/random_kernel.hpp"
 #include "src/rng/philox.hpp"
 #include "tests/gpu/kernel/random_fill_check.hpp"
-#include "tests/splitmix.hpp"
+#include "tests/support/splitmix.hpp"
 
 using meshsim::DType;
 using meshsim::GpuProfile;

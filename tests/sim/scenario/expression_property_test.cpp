@@ -9,7 +9,7 @@
 
 #include "sim/scenario/expression.hpp"
 #include "src/error.hpp"
-#include "tests/splitmix.hpp"
+#include "tests/support/splitmix.hpp"
 
 using meshsim::sim::Expression;
 using meshsim::sim::ExpressionError;

@@ -10,21 +10,14 @@
 #include "sim/steps/builtin_steps.hpp"
 #include "src/dtensor/placement.hpp"
 #include "src/tensor/memory_budget.hpp"
-#include "tests/splitmix.hpp"
+#include "tests/support/scenario_text.hpp"
+#include "tests/support/splitmix.hpp"
 
 using namespace meshsim;
 using namespace meshsim::sim;
+using meshsim::testing::load_error;
 
 namespace {
-
-std::string load_error(const std::string& text) {
-  try {
-    load_scenario_text(text, "t.toml");
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "(loaded)";
-}
 
 const std::string kWorld4 =
     "[scenario]\nname = \"t\"\nworld_size = 4\n[[mesh]]\nname = \"m\"\nshape = [2, 2]\n"

@@ -5,26 +5,17 @@
 #include "sim/report/result_codec.hpp"
 #include "sim/run/runner.hpp"
 #include "sim/steps/builtin_steps.hpp"
+#include "tests/support/scenario_text.hpp"
 
 using namespace meshsim::sim;
 
+using meshsim::testing::kWorld4;
+using meshsim::testing::load_error;
+using meshsim::testing::run_text;
+
 namespace {
 
-const std::string kHeader = "[scenario]\nname = \"t\"\nworld_size = 4\n";
 const std::string kLine = "[[mesh]]\nname = \"m\"\nshape = [4]\ndims = [\"x\"]\n";
-
-std::string load_error(const std::string& body, const std::string& header = kHeader) {
-  try {
-    load_scenario_text(header + body, "t.toml");
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "(loaded)";
-}
-
-ScenarioResult run_text(const std::string& body, const std::string& header = kHeader) {
-  return run_scenario(load_scenario_text(header + body, "t.toml"));
-}
 
 const ExpectationRecord* find_expectation(const ScenarioResult& r, const std::string& what) {
   for (const ExpectationRecord& e : r.expectations) {
@@ -36,59 +27,66 @@ const ExpectationRecord* find_expectation(const ScenarioResult& r, const std::st
 }  // namespace
 
 TEST_CASE("random steps: mistakes are refused with file:line:col", "[sim][rng][errors]") {
-  CHECK(load_error("", "[scenario]\nname = \"t\"\nworld_size = 4\ntorch = \"2.7\"\n") ==
+  CHECK(load_error("[scenario]\nname = \"t\"\nworld_size = 4\ntorch = \"2.7\"\n") ==
         "t.toml:4:9: torch must be \"latest\" (2.9 and later: DTensor ops advance the default "
         "generator) or \"2.6\" (the tracker keeps its own state)");
-  CHECK_THAT(load_error("", "[scenario]\nname = \"t\"\nworld_size = 4\ngpu = \"B9000\"\n"),
+  CHECK_THAT(load_error("[scenario]\nname = \"t\"\nworld_size = 4\ngpu = \"B9000\"\n"),
              Catch::StartsWith("t.toml:4:7: unknown GPU \"B9000\" (known: H200,"));
-  CHECK_THAT(load_error("",
-                        "[scenario]\nname = \"t\"\nworld_size = 4\ngpu = { sms = 0, "
+  CHECK_THAT(load_error("[scenario]\nname = \"t\"\nworld_size = 4\ngpu = { sms = 0, "
                         "max_threads_per_sm = 2048 }\n"),
              Catch::StartsWith("t.toml:4:7: "));
-  CHECK(load_error(kLine + "[[step]]\nrand = { name = \"w\", shape = [8], mesh = \"m\", "
-                           "placements = [\"Shard(1)\"] }\n") ==
+  CHECK(load_error(kWorld4 + kLine +
+                   "[[step]]\nrand = { name = \"w\", shape = [8], mesh = \"m\", "
+                   "placements = [\"Shard(1)\"] }\n") ==
         "t.toml:9:61: Shard(1) shards dim 1 of a 1-d tensor (dims: -1 to 0)");
   // The same check where a query or dump lays a tensor out: at load time, not once per rank.
-  CHECK(load_error(kLine + "[[expect]]\nlocal_shard = { mesh = \"m\", shape = [8], placements = "
-                           "[\"Shard(-2)\"] }\nequals = [0]\n") ==
+  CHECK(load_error(kWorld4 + kLine +
+                   "[[expect]]\nlocal_shard = { mesh = \"m\", shape = [8], placements = "
+                   "[\"Shard(-2)\"] }\nequals = [0]\n") ==
         "t.toml:9:56: Shard(-2) shards dim -2 of a 1-d tensor (dims: -1 to 0)");
-  CHECK(load_error(kLine + "[[step]]\ndump = { mesh = \"m\", shape = [8, 2], placements = "
-                           "[\"Shard(2)\"] }\n") ==
+  CHECK(load_error(kWorld4 + kLine +
+                   "[[step]]\ndump = { mesh = \"m\", shape = [8, 2], placements = "
+                   "[\"Shard(2)\"] }\n") ==
         "t.toml:9:52: Shard(2) shards dim 2 of a 2-d tensor (dims: -2 to 1)");
-  CHECK(load_error(kLine + "[[step]]\nrand = { name = \"w\", shape = [8], mesh = \"m\", "
-                           "placements = [\"Shard(0)\", \"Replicate()\"] }\n") ==
+  CHECK(load_error(kWorld4 + kLine +
+                   "[[step]]\nrand = { name = \"w\", shape = [8], mesh = \"m\", "
+                   "placements = [\"Shard(0)\", \"Replicate()\"] }\n") ==
         "t.toml:9:60: 2 placements for mesh \"m\", which has 1 dims");
-  CHECK(load_error("[[step]]\nrand = { name = \"w\", shape = [-1] }\n") ==
+  CHECK(load_error(kWorld4 + "[[step]]\nrand = { name = \"w\", shape = [-1] }\n") ==
         "t.toml:5:30: tensor sizes must be non-negative");
-  CHECK(load_error("[[step]]\nuniform_ = \"nope\"\n") ==
+  CHECK(load_error(kWorld4 + "[[step]]\nuniform_ = \"nope\"\n") ==
         "t.toml:5:12: no tensor \"nope\" is set before this");
-  CHECK(load_error("[[step]]\nrand = { name = \"w\", shape = [4] }\n[[step]]\nuniform_ = { tensor "
+  CHECK(load_error(kWorld4 +
+                   "[[step]]\nrand = { name = \"w\", shape = [4] }\n[[step]]\nuniform_ = { tensor "
                    "= \"w\", low = 1 }\n") ==
         "t.toml:7:28: unknown key \"low\" in uniform_ (expected: tensor, from, to)");
-  CHECK(load_error("[[step]]\nmanual_seed = { seed = 1, mesh = \"nope\" }\n") ==
+  CHECK(load_error(kWorld4 + "[[step]]\nmanual_seed = { seed = 1, mesh = \"nope\" }\n") ==
         "t.toml:5:34: unknown mesh \"nope\"");
-  CHECK(load_error("[[step]]\nreset_parameters = \"fc\"\n") ==
+  CHECK(load_error(kWorld4 + "[[step]]\nreset_parameters = \"fc\"\n") ==
         "t.toml:5:20: no module \"fc\" is created before this (linear = { name, ... })");
   CHECK(
-      load_error("[[step]]\nlinear = { name = \"fc\", in = 4, out = 2 }\n[[step]]\nparallelize "
+      load_error(kWorld4 +
+                 "[[step]]\nlinear = { name = \"fc\", in = 4, out = 2 }\n[[step]]\nparallelize "
                  "= { module = \"fc\", mesh = \"m\", style = \"diagonal\" }\n" +
                  kLine) ==
       "t.toml:7:52: style must be \"colwise\" (ColwiseParallel) or \"rowwise\" (RowwiseParallel)");
-  CHECK(load_error("[[step]]\nrand = { name = \"w\", shape = [4] }\n[[expect]]\ndistinct = { "
+  CHECK(load_error(kWorld4 +
+                   "[[step]]\nrand = { name = \"w\", shape = [4] }\n[[expect]]\ndistinct = { "
                    "tensor = \"w\", across = [] }\n") ==
         "t.toml:7:37: across needs at least one mesh dim name");
-  CHECK(load_error(kLine + "[[step]]\nrand = { name = \"w\", shape = [4] }\n[[expect]]\nequal = { "
-                           "tensor = \"w\", mesh = \"m\", across = [\"y\"] }\n") ==
+  CHECK(load_error(kWorld4 + kLine +
+                   "[[step]]\nrand = { name = \"w\", shape = [4] }\n[[expect]]\nequal = { "
+                   "tensor = \"w\", mesh = \"m\", across = [\"y\"] }\n") ==
         "t.toml:11:46: mesh \"m\" has no dim \"y\"");
-  CHECK(load_error("[[expect]]\nrng_overlap = {}\n") ==
+  CHECK(load_error(kWorld4 + "[[expect]]\nrng_overlap = {}\n") ==
         "t.toml:5:15: rng_overlap needs count (0 for none) or contains");
-  CHECK(load_error("[[step]]\ndistribute_region = 1\n") ==
+  CHECK(load_error(kWorld4 + "[[step]]\ndistribute_region = 1\n") ==
         "t.toml:5:21: distribute_region must be true or false, not an integer");
 }
 
 TEST_CASE("random steps: a run logs every draw, and the codec keeps draws and overlaps",
           "[sim][rng]") {
-  const ScenarioResult r = run_text(kLine + R"toml(
+  const ScenarioResult r = run_text(kWorld4 + kLine + R"toml(
 [[step]]
 manual_seed = { seed = 1234, mesh = "m" }
 [[step]]
@@ -120,7 +118,7 @@ rand = { name = "local", shape = [3] }
 }
 
 TEST_CASE("random steps: distinct and equal fail with the ranks that break them", "[sim][rng]") {
-  const ScenarioResult r = run_text(R"toml(
+  const ScenarioResult r = run_text(kWorld4 + R"toml(
 [[mesh]]
 name = "w"
 shape = [2, 2]
@@ -150,7 +148,7 @@ distinct = { tensor = "x", across = ["dp"] }
                                "with rank 0's"));
 
   // Seeded per rank after the tracker exists: replicas differ, and equal says which.
-  const ScenarioResult d = run_text(R"toml(
+  const ScenarioResult d = run_text(kWorld4 + R"toml(
 [[mesh]]
 name = "w"
 shape = [2, 2]
@@ -176,7 +174,9 @@ TEST_CASE("random steps: distinct and equal judge drawn values by their Philox c
           "[sim][rng]") {
   // One-element shards of [R, S(0)] on (2, 4): shards 1-3 start at ceil4(j) = 4 (PyTorch's
   // tiny-shard quirk), and the replicas along dp were seeded apart.
-  const ScenarioResult r = run_text(R"toml(
+  const ScenarioResult r = run_text(
+      "[scenario]\nname = \"t\"\nworld_size = 8\n"
+      R"toml(
 [[mesh]]
 name = "r"
 shape = [2, 4]
@@ -197,8 +197,7 @@ distinct = { tensor = "y", across = ["tp"] }
 all_reduce = { tensor = "y", group = { mesh = "r", dim = "dp" }, out = "y" }
 [[expect]]
 distinct = { tensor = "y", across = ["tp"], mesh = "r" }
-)toml",
-                                    "[scenario]\nname = \"t\"\nworld_size = 8\n");
+)toml");
   // Every bernoulli_ value is 1: the replicas agree by chance, from two seeds.
   const ExpectationRecord* equal = find_expectation(r, "equal(y across dp)");
   REQUIRE(equal);
@@ -225,7 +224,7 @@ TEST_CASE("random steps: a value set since its draw is judged by value, even wit
           "[sim][rng]") {
   // bernoulli_(1) under two seeds gives the same ones; the broadcast then sets the value again,
   // with the same bytes: what the ranks hold now came from rank 0, not from their own draws.
-  const ScenarioResult r = run_text(R"toml(
+  const ScenarioResult r = run_text(kWorld4 + R"toml(
 [[mesh]]
 name = "m"
 shape = [4]
@@ -257,7 +256,7 @@ equal = { tensor = "x", across = ["dp"], mesh = "m" }
 }
 
 TEST_CASE("random steps: errors on ranks name the rank and step", "[sim][rng][errors]") {
-  const ScenarioResult r = run_text(kLine + R"toml(
+  const ScenarioResult r = run_text(kWorld4 + kLine + R"toml(
 [[step]]
 linear = { name = "fc", in = 4, out = 8 }
 [[step]]
@@ -268,7 +267,7 @@ parallelize = { module = "fc", mesh = "m", style = "colwise" }
   CHECK_THAT(r.failures[2]->message, Catch::Contains("modules created on the meta device"));
   CHECK(r.failures[2]->where.line == 11);
 
-  const ScenarioResult u = run_text(R"toml(
+  const ScenarioResult u = run_text(kWorld4 + R"toml(
 [[step]]
 rand = { name = "x", shape = [4], dtype = "int64" }
 )toml");
@@ -277,14 +276,14 @@ rand = { name = "x", shape = [4], dtype = "int64" }
   CHECK(u.failures[0]->message == "\"check_uniform_bounds\" not implemented for 'Long'");
 
   // No tracker yet: PyTorch's random._rng_tracker is None.
-  const ScenarioResult n = run_text("[[step]]\ndistribute_region = false\n");
+  const ScenarioResult n = run_text(kWorld4 + "[[step]]\ndistribute_region = false\n");
   REQUIRE(n.failures[3]);
   CHECK(n.failures[3]->error_type == "AttributeError");
   CHECK_THAT(n.failures[3]->message,
              Catch::StartsWith("'NoneType' object has no attribute 'distribute_region_enabled'"));
 
   // Meta tensors draw nothing, but their arguments are checked as PyTorch's meta kernels do.
-  const ScenarioResult m = run_text(kLine + R"toml(
+  const ScenarioResult m = run_text(kWorld4 + kLine + R"toml(
 [[step]]
 dtensor = { name = "w", mesh = "m", shape = [8], meta = true }
 [[step]]
@@ -310,7 +309,7 @@ equal = { tensor = "a", across = ["x"] }
 )toml";
   // Latest: every shard draws from the same state, which _distribute_region then restores, so
   // a and b repeat each other.
-  const ScenarioResult latest = run_text(body);
+  const ScenarioResult latest = run_text(kWorld4 + body);
   CHECK(latest.passed());
   REQUIRE(latest.draws.size() == 8);
   CHECK(latest.draws[0].draw.offset == 0);
@@ -318,7 +317,7 @@ equal = { tensor = "a", across = ["x"] }
   // 2.6: the op moves the default generator (the tracker's own state is untouched), so b
   // starts where a stopped.
   const ScenarioResult old =
-      run_text(body, "[scenario]\nname = \"t\"\nworld_size = 4\ntorch = \"2.6\"\n");
+      run_text("[scenario]\nname = \"t\"\nworld_size = 4\ntorch = \"2.6\"\n" + body);
   CHECK(old.passed());
   REQUIRE(old.draws.size() == 8);
   CHECK(old.draws[1].draw.offset == 4);
@@ -336,12 +335,12 @@ when = "rank < 2"
 rand = { name = "u", shape = [4] }
 when = "rank >= 2"
 )toml";
-  const ScenarioResult same = run_text(kLine + draws);
+  const ScenarioResult same = run_text(kWorld4 + kLine + draws);
   CHECK(same.overlap_count == 1);  // the group of ranks 0-1 against the group of ranks 2-3
   // When ranks 0-1 seeded once more before, the n-th seed of every rank starts epoch n: their
   // draws are in epoch 2, ranks 2-3's in epoch 1, and they are not compared.
   const ScenarioResult r =
-      run_text(kLine + "[[step]]\nmanual_seed = 9\nwhen = \"rank < 2\"\n" + draws);
+      run_text(kWorld4 + kLine + "[[step]]\nmanual_seed = 9\nwhen = \"rank < 2\"\n" + draws);
   REQUIRE(r.draws.size() == 4);
   CHECK(r.draws[0].draw.seed_epoch == 2);
   CHECK(r.draws[2].draw.seed_epoch == 1);
