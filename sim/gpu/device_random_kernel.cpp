@@ -1,12 +1,12 @@
 #include "sim/gpu/device_random_kernel.hpp"
 
 #include <optional>
-#include <thread>
 
 #include <fmt/format.h>
 
 #include "sim/gpu/device_ops.hpp"
-#include "sim/gpu/kernel/random_dtype.hpp"
+#include "sim/gpu/device_types.hpp"
+#include "sim/gpu/stream_wait.hpp"
 #include "src/rng/rank_rng.hpp"
 
 namespace meshsim::sim::gpu {
@@ -36,13 +36,10 @@ Tensor DeviceRandomKernel::run(const PhiloxState& state, const KernelLaunch& lau
     const DevicePtr buffer = buffers.allocate(device, out.nbytes());
     api.fill_random(device, buffer, fill, stream);
     // Wait before copying back: a copy into pageable memory would block on the kernel.
-    const auto deadline = std::chrono::steady_clock::now() + timeout_;
-    while (!api.stream_done(device, stream)) {
-      if (std::chrono::steady_clock::now() >= deadline) {
-        throw GpuError("cudaStreamQuery",
-                       fmt::format("still running after {} ms", timeout_.count()));
-      }
-      std::this_thread::yield();
+    if (!wait_until_done(1, timeout_, [&](size_t) {
+           return api.stream_done(device, stream);
+         }).empty()) {
+      throw GpuError("cudaStreamQuery", fmt::format("still running after {} ms", timeout_.count()));
     }
     api.copy_to_host(device, out.mutable_bytes().data(), buffer, out.nbytes(), stream);
   } catch (const GpuError& e) {

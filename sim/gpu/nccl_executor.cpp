@@ -5,13 +5,14 @@
 #include <exception>
 #include <functional>
 #include <optional>
-#include <thread>
 #include <tuple>
 #include <utility>
 
 #include <fmt/format.h>
 
 #include "sim/gpu/device_ops.hpp"
+#include "sim/gpu/device_types.hpp"
+#include "sim/gpu/stream_wait.hpp"
 #include "sim/runtime/fiber_stack.hpp"
 #include "sim/runtime/group_label.hpp"
 #include "src/error.hpp"
@@ -19,56 +20,6 @@
 namespace meshsim::sim::gpu {
 
 namespace {
-
-NcclType nccl_type(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat32:
-      return NcclType::kFloat32;
-    case DType::kFloat64:
-      return NcclType::kFloat64;
-    case DType::kFloat16:
-      return NcclType::kFloat16;
-    case DType::kBFloat16:
-      return NcclType::kBFloat16;
-    case DType::kInt64:
-      return NcclType::kInt64;
-    case DType::kInt32:
-      return NcclType::kInt32;
-    case DType::kUInt8:
-    case DType::kBool:  // c10d sends bool as uint8
-      return NcclType::kUInt8;
-  }
-  return NcclType::kUInt8;
-}
-
-// c10d's mapping, bool included: a sum of bools is a logical or (max), a product an and (min).
-NcclOp nccl_op(ReduceOp op, DType dtype) {
-  if (dtype == DType::kBool) {
-    switch (op) {
-      case ReduceOp::kSum:
-      case ReduceOp::kMax:
-        return NcclOp::kMax;
-      case ReduceOp::kProduct:
-      case ReduceOp::kMin:
-        return NcclOp::kMin;
-      case ReduceOp::kAvg:
-        throw value_error("Cannot use ReduceOp.AVG with boolean inputs");
-    }
-  }
-  switch (op) {
-    case ReduceOp::kSum:
-      return NcclOp::kSum;
-    case ReduceOp::kAvg:
-      return NcclOp::kAvg;
-    case ReduceOp::kMin:
-      return NcclOp::kMin;
-    case ReduceOp::kMax:
-      return NcclOp::kMax;
-    case ReduceOp::kProduct:
-      return NcclOp::kProd;
-  }
-  return NcclOp::kSum;
-}
 
 // A CUDA or NCCL call that failed for one member (or, with rank -1, for the group call).
 struct MemberFailure {
@@ -328,34 +279,28 @@ void NcclExecutor::run_on_devices(Meeting& m, DeviceBuffers& buffers) {
   // Wait for every member's stream, watching the communicators for asynchronous errors, before
   // copying back: a copy into pageable host memory blocks until the stream's NCCL kernel is done,
   // so a hung collective would hang the copy instead of reaching the deadline.
-  const auto deadline = std::chrono::steady_clock::now() + device_timeout_;
-  std::vector<bool> done(n, false);
-  for (size_t left = n;;) {
-    for (size_t i = 0; i < n; ++i) {
-      if (done[i]) continue;
-      const Member& mb = members[i];
-      if (for_rank(mb.rank, [&] { return api.stream_done(mb.device, mb.stream); })) {
-        done[i] = true;
-        --left;
-      }
-    }
-    if (left == 0) break;
-    for (size_t i = 0; i < n; ++i) {
-      const std::optional<std::string> error =
-          for_rank(members[i].rank, [&] { return api.comm_async_error(members[i].comm); });
-      if (error) throw MemberFailure{members[i].rank, GpuError("ncclCommGetAsyncError", *error)};
-    }
-    if (std::chrono::steady_clock::now() >= deadline) {
-      std::vector<int64_t> running;
-      for (size_t i = 0; i < n; ++i) {
-        if (!done[i]) running.push_back(members[i].rank);
-      }
-      throw MemberFailure{running.front(),
-                          GpuError("cudaStreamQuery",
-                                   fmt::format("still running after {} ms (rank(s) {})",
-                                               device_timeout_.count(), fmt::join(running, ", ")))};
-    }
-    std::this_thread::yield();
+  const std::vector<size_t> running = wait_until_done(
+      n, device_timeout_,
+      [&](size_t i) {
+        const Member& mb = members[i];
+        return for_rank(mb.rank, [&] { return api.stream_done(mb.device, mb.stream); });
+      },
+      [&] {
+        for (size_t i = 0; i < n; ++i) {
+          const std::optional<std::string> error =
+              for_rank(members[i].rank, [&] { return api.comm_async_error(members[i].comm); });
+          if (error) {
+            throw MemberFailure{members[i].rank, GpuError("ncclCommGetAsyncError", *error)};
+          }
+        }
+      });
+  if (!running.empty()) {
+    std::vector<int64_t> late;
+    for (size_t i : running) late.push_back(members[i].rank);
+    throw MemberFailure{
+        late.front(),
+        GpuError("cudaStreamQuery", fmt::format("still running after {} ms (rank(s) {})",
+                                                device_timeout_.count(), fmt::join(late, ", ")))};
   }
 
   for (const auto& download : downloads) {

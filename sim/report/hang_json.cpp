@@ -74,8 +74,7 @@ nlohmann::json hang_json(const HangReport& report) {
                      {"summary", report.summary},
                      {"culprits", report.culprits},
                      {"waits", waits_json},
-                     {"ranks", ranks_json},
-                     {"dot", hang_dot(report)}};
+                     {"ranks", ranks_json}};
   if (edge_count <= kMaxEdges) {
     nlohmann::json edges = nlohmann::json::array();
     for (const HangReport::Rank& r : report.ranks) {

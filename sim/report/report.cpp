@@ -247,6 +247,7 @@ Json report_json(const RunReport& report, const std::string& version) {
       ranks.push_back(std::move(rank));
     }
     Json scenario_hang = r.hang ? *r.hang : Json(nullptr);
+    if (r.hang) scenario_hang["dot"] = r.hang_dot;
     Json draws = Json::array();
     auto listed = [](const DrawRecord& d) {
       Json j = draw_json(d);

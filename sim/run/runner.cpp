@@ -244,7 +244,7 @@ ScenarioResult run_once(const Scenario& scenario, const RunOptions& options,
     }
     result.hang_text = hang_text(report);
     result.hang = hang_json(report);
-    result.hang_dot = (*result.hang)["dot"].get<std::string>();
+    result.hang_dot = hang_dot(report);
   };
 
   CheckpointDir checkpoints(options.keep_checkpoints, scenario.name);

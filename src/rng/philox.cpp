@@ -4,6 +4,7 @@
 
 #include "src/enum_names.hpp"
 #include "src/error.hpp"
+#include "src/rng/philox_rounds.hpp"
 
 namespace meshsim {
 
@@ -16,19 +17,6 @@ void curand_threads_avx2(uint64_t seed, uint64_t block, uint64_t first_thread,
 
 namespace {
 
-constexpr uint32_t kMultiplier0 = 0xD2511F53u;
-constexpr uint32_t kMultiplier1 = 0xCD9E8D57u;
-constexpr uint32_t kKeyIncrement0 = 0x9E3779B9u;  // the golden ratio
-constexpr uint32_t kKeyIncrement1 = 0xBB67AE85u;  // sqrt(3) - 1
-
-PhiloxCounter round(PhiloxCounter c, PhiloxKey k) {
-  const uint64_t p0 = static_cast<uint64_t>(kMultiplier0) * c[0];
-  const uint64_t p1 = static_cast<uint64_t>(kMultiplier1) * c[2];
-  const auto hi0 = static_cast<uint32_t>(p0 >> 32), lo0 = static_cast<uint32_t>(p0);
-  const auto hi1 = static_cast<uint32_t>(p1 >> 32), lo1 = static_cast<uint32_t>(p1);
-  return {hi1 ^ c[1] ^ k[0], lo1, hi0 ^ c[3] ^ k[1], lo0};
-}
-
 PhiloxCounter counter_of(uint64_t block, uint64_t subsequence) {
   return {static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
           static_cast<uint32_t>(subsequence), static_cast<uint32_t>(subsequence >> 32)};
@@ -37,12 +25,7 @@ PhiloxCounter counter_of(uint64_t block, uint64_t subsequence) {
 }  // namespace
 
 PhiloxBlock philox4x32_10(PhiloxCounter counter, PhiloxKey key) {
-  counter = round(counter, key);
-  for (int i = 1; i < 10; ++i) {
-    key[0] += kKeyIncrement0;
-    key[1] += kKeyIncrement1;
-    counter = round(counter, key);
-  }
+  philox_rounds<ScalarLanes>(counter[0], counter[1], counter[2], counter[3], key);
   return counter;
 }
 

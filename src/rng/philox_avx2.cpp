@@ -5,9 +5,10 @@
 namespace meshsim::detail {
 
 // Blocks first .. first + blocks - 1 of one subsequence; `blocks` a multiple of 8.
-__attribute__((target("avx2"))) void curand_blocks_avx2(uint64_t seed, uint64_t subsequence,
-                                                        uint64_t first, uint64_t blocks,
-                                                        uint32_t* out) {
+__attribute__((target("avx2"), flatten)) void curand_blocks_avx2(uint64_t seed,
+                                                                 uint64_t subsequence,
+                                                                 uint64_t first, uint64_t blocks,
+                                                                 uint32_t* out) {
   const PhiloxKey key = philox_key(seed);
   const __m256i sub_lo = _mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(subsequence)));
   const __m256i sub_hi =
@@ -22,7 +23,7 @@ __attribute__((target("avx2"))) void curand_blocks_avx2(uint64_t seed, uint64_t 
     __m256i c0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(lo_words));
     __m256i c1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(hi_words));
     __m256i c2 = sub_lo, c3 = sub_hi;
-    philox8(c0, c1, c2, c3, key);
+    philox_rounds<Avx2Lanes>(c0, c1, c2, c3, key);
     // Eight blocks of four words, lane by lane, into block order.
     const __m256i t0 = _mm256_unpacklo_epi32(c0, c1), t1 = _mm256_unpackhi_epi32(c0, c1);
     const __m256i t2 = _mm256_unpacklo_epi32(c2, c3), t3 = _mm256_unpackhi_epi32(c2, c3);
@@ -38,9 +39,9 @@ __attribute__((target("avx2"))) void curand_blocks_avx2(uint64_t seed, uint64_t 
 
 // Block `block` of the eight subsequences first_thread .. first_thread + 7, planar: out[w][j] is
 // word w of thread first_thread + j (how a kernel's neighbouring threads draw).
-__attribute__((target("avx2"))) void curand_threads_avx2(uint64_t seed, uint64_t block,
-                                                         uint64_t first_thread,
-                                                         uint32_t (&out)[4][8]) {
+__attribute__((target("avx2"), flatten)) void curand_threads_avx2(uint64_t seed, uint64_t block,
+                                                                  uint64_t first_thread,
+                                                                  uint32_t (&out)[4][8]) {
   alignas(32) uint32_t lo_words[8], hi_words[8];
   for (int j = 0; j < 8; ++j) {
     const uint64_t thread = first_thread + static_cast<uint64_t>(j);
@@ -51,7 +52,7 @@ __attribute__((target("avx2"))) void curand_threads_avx2(uint64_t seed, uint64_t
   __m256i c1 = _mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(block >> 32)));
   __m256i c2 = _mm256_load_si256(reinterpret_cast<const __m256i*>(lo_words));
   __m256i c3 = _mm256_load_si256(reinterpret_cast<const __m256i*>(hi_words));
-  philox8(c0, c1, c2, c3, philox_key(seed));
+  philox_rounds<Avx2Lanes>(c0, c1, c2, c3, philox_key(seed));
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[0]), c0);
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[1]), c1);
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[2]), c2);

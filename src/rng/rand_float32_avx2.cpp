@@ -25,9 +25,9 @@ __attribute__((target("avx2"))) inline __m256 rand_of(__m256i x) {
 
 // The `numel` floats of one launch (threads `stride`, a multiple of 256; four floats per thread
 // and call), drawing call k from Philox block first_block + k.
-__attribute__((target("avx2"))) void rand_float32_avx2(uint64_t seed, uint64_t first_block,
-                                                       uint64_t stride, uint64_t numel,
-                                                       float* out) {
+__attribute__((target("avx2"), flatten)) void rand_float32_avx2(uint64_t seed, uint64_t first_block,
+                                                                uint64_t stride, uint64_t numel,
+                                                                float* out) {
   const PhiloxKey key = philox_key(seed);
   const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   for (uint64_t call = 0, base = 0; base < numel; ++call, base += 4 * stride) {
@@ -38,7 +38,7 @@ __attribute__((target("avx2"))) void rand_float32_avx2(uint64_t seed, uint64_t f
       __m256i c1 = _mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(block >> 32)));
       __m256i c2 = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(t)), lanes);
       __m256i c3 = _mm256_setzero_si256();
-      philox8(c0, c1, c2, c3, key);
+      philox_rounds<Avx2Lanes>(c0, c1, c2, c3, key);
       const __m256i words[4] = {c0, c1, c2, c3};
       for (uint64_t ii = 0; ii < 4; ++ii) {
         const uint64_t first = base + ii * stride + t;

@@ -9,7 +9,7 @@
 #endif
 #include <immintrin.h>
 
-#include "src/rng/philox.hpp"
+#include "src/rng/philox_rounds.hpp"
 
 namespace meshsim::detail {
 
@@ -17,37 +17,18 @@ namespace {
 
 #define MESHSIM_AVX512 __attribute__((target("avx512f")))
 
-// High and low 32 bits of the sixteen 32 x 32-bit products a * m.
-MESHSIM_AVX512 inline void multiply16(__m512i a, __m512i m, __m512i& hi, __m512i& lo) {
-  const __m512i even = _mm512_mul_epu32(a, m);
-  const __m512i odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), m);
-  lo = _mm512_mask_blend_epi32(0xAAAA, even, _mm512_slli_epi64(odd, 32));
-  hi = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(even, 32), odd);
-}
-
-MESHSIM_AVX512 inline void philox16(__m512i& c0, __m512i& c1, __m512i& c2, __m512i& c3,
-                                    PhiloxKey key) {
-  const __m512i m0 = _mm512_set1_epi32(static_cast<int>(0xD2511F53u));
-  const __m512i m1 = _mm512_set1_epi32(static_cast<int>(0xCD9E8D57u));
-  uint32_t k0 = key[0], k1 = key[1];
-  for (int round = 0; round < 10; ++round) {
-    if (round > 0) {
-      k0 += 0x9E3779B9u;
-      k1 += 0xBB67AE85u;
-    }
-    __m512i hi0, lo0, hi1, lo1;
-    multiply16(c0, m0, hi0, lo0);
-    multiply16(c2, m1, hi1, lo1);
-    const __m512i n0 =
-        _mm512_xor_si512(_mm512_xor_si512(hi1, c1), _mm512_set1_epi32(static_cast<int>(k0)));
-    const __m512i n2 =
-        _mm512_xor_si512(_mm512_xor_si512(hi0, c3), _mm512_set1_epi32(static_cast<int>(k1)));
-    c0 = n0;
-    c1 = lo1;
-    c2 = n2;
-    c3 = lo0;
+struct Avx512Lanes {
+  MESHSIM_AVX512 static void mul_hi_lo(const __m512i& a, uint32_t m, __m512i& hi, __m512i& lo) {
+    const __m512i mm = _mm512_set1_epi32(static_cast<int>(m));
+    const __m512i even = _mm512_mul_epu32(a, mm);
+    const __m512i odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), mm);
+    lo = _mm512_mask_blend_epi32(0xAAAA, even, _mm512_slli_epi64(odd, 32));
+    hi = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(even, 32), odd);
   }
-}
+  MESHSIM_AVX512 static void xor3(const __m512i& a, const __m512i& b, uint32_t word, __m512i& out) {
+    out = _mm512_xor_si512(_mm512_xor_si512(a, b), _mm512_set1_epi32(static_cast<int>(word)));
+  }
+};
 
 // curand_uniform with 1.0 mapped to 0.0 (AVX-512 converts unsigned words directly).
 MESHSIM_AVX512 inline __m512 rand_of(__m512i x) {
@@ -61,8 +42,10 @@ MESHSIM_AVX512 inline __m512 rand_of(__m512i x) {
 }  // namespace
 
 // As rand_float32_avx2; `stride` a multiple of 256.
-MESHSIM_AVX512 void rand_float32_avx512(uint64_t seed, uint64_t first_block, uint64_t stride,
-                                        uint64_t numel, float* out) {
+__attribute__((target("avx512f"), flatten)) void rand_float32_avx512(uint64_t seed,
+                                                                     uint64_t first_block,
+                                                                     uint64_t stride,
+                                                                     uint64_t numel, float* out) {
   const PhiloxKey key = philox_key(seed);
   const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   for (uint64_t call = 0, base = 0; base < numel; ++call, base += 4 * stride) {
@@ -72,7 +55,7 @@ MESHSIM_AVX512 void rand_float32_avx512(uint64_t seed, uint64_t first_block, uin
       __m512i c1 = _mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(block >> 32)));
       __m512i c2 = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(t)), lanes);
       __m512i c3 = _mm512_setzero_si512();
-      philox16(c0, c1, c2, c3, key);
+      philox_rounds<Avx512Lanes>(c0, c1, c2, c3, key);
       const __m512i words[4] = {c0, c1, c2, c3};
       for (uint64_t ii = 0; ii < 4; ++ii) {
         const uint64_t first = base + ii * stride + t;

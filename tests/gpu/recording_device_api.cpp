@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/gpu/device_types.hpp"
 #include "src/comm/collective.hpp"
 #include "src/rng/cuda_random_kernel.hpp"
 
@@ -18,42 +19,6 @@ void* handle(int64_t id) {
 }
 int64_t id_of(const void* h) {
   return static_cast<int64_t>(reinterpret_cast<intptr_t>(h));
-}
-
-DType dtype_of(NcclType type) {
-  switch (type) {
-    case NcclType::kFloat32:
-      return DType::kFloat32;
-    case NcclType::kFloat64:
-      return DType::kFloat64;
-    case NcclType::kFloat16:
-      return DType::kFloat16;
-    case NcclType::kBFloat16:
-      return DType::kBFloat16;
-    case NcclType::kInt64:
-      return DType::kInt64;
-    case NcclType::kInt32:
-      return DType::kInt32;
-    case NcclType::kUInt8:
-      return DType::kUInt8;
-  }
-  return DType::kUInt8;
-}
-
-ReduceOp reduce_of(NcclOp op) {
-  switch (op) {
-    case NcclOp::kSum:
-      return ReduceOp::kSum;
-    case NcclOp::kProd:
-      return ReduceOp::kProduct;
-    case NcclOp::kMin:
-      return ReduceOp::kMin;
-    case NcclOp::kMax:
-      return ReduceOp::kMax;
-    case NcclOp::kAvg:
-      return ReduceOp::kAvg;
-  }
-  return ReduceOp::kSum;
 }
 
 std::string_view op_name(NcclOp op) {
@@ -233,10 +198,7 @@ void RecordingDeviceApi::fill_random(int64_t device, DevicePtr out, const Random
 #else
   // Without the CUDA toolkit there is no host twin: the fake device writes what meshsim predicts
   // for the kernel, on a GPU whose grid cap is this launch's grid (so the launch is the same).
-  const DType dtype = launch.dtype == RandomDType::kFloat64    ? DType::kFloat64
-                      : launch.dtype == RandomDType::kFloat16  ? DType::kFloat16
-                      : launch.dtype == RandomDType::kBFloat16 ? DType::kBFloat16
-                                                               : DType::kFloat32;
+  const DType dtype = dtype_of(launch.dtype);
   PhiloxState state{launch.seed, launch.offset};
   const GpuProfile gpu = GpuProfile::custom(launch.grid, 256);
   const Tensor values = launch.distribution == RandomDistribution::kUniform

@@ -13,7 +13,7 @@
 
 #include <fmt/format.h>
 
-#include "sim/gpu/kernel/random_dtype.hpp"
+#include "sim/gpu/device_types.hpp"
 #include "sim/gpu/kernel/random_kernel.hpp"
 #include "src/rng/cuda_random_kernel.hpp"
 #include "src/rng/gpu_profile.hpp"

@@ -1,0 +1,66 @@
+// The result codec a child process hands its result back with, and the JSON report built from
+// results: a damaged or truncated encoding is refused (never a partial result), and the report
+// carries a hang's wait-for graph under "dot", kept apart in the result.
+#include <catch2/catch.hpp>
+
+#include "sim/report/report.hpp"
+#include "sim/report/result_codec.hpp"
+#include "sim/run/runner.hpp"
+#include "sim/steps/builtin_steps.hpp"
+
+using namespace meshsim::sim;
+
+namespace {
+
+ScenarioResult hung_run() {
+  return run_scenario(
+      load_scenario_text("[scenario]\nname = \"h\"\nworld_size = 2\n"
+                         "[[step]]\nwhen = \"rank == 0\"\nbarrier = \"WORLD\"\n",
+                         "h.toml"));
+}
+
+}  // namespace
+
+TEST_CASE("result codec: what it encodes it decodes, field for field", "[sim][report]") {
+  const ScenarioResult r = hung_run();
+  REQUIRE(r.hang.has_value());
+  const std::optional<ScenarioResult> back = decode_result(encode_result(r));
+  REQUIRE(back.has_value());
+  CHECK(encode_result(*back) == encode_result(r));
+  CHECK(back->hang_dot == r.hang_dot);
+  CHECK(back->hang_text == r.hang_text);
+}
+
+TEST_CASE("result codec: a damaged encoding is refused whole", "[sim][report]") {
+  const Json good = encode_result(hung_run());
+  size_t refused = 0;
+  // Every field missing, then every field of the wrong type.
+  for (const auto& [key, value] : good.items()) {
+    INFO(key);
+    Json without = good;
+    without.erase(key);
+    CHECK_FALSE(decode_result(without).has_value());
+    Json wrong = good;
+    wrong[key] = value.is_string() ? Json(17) : Json("seventeen");
+    // A field holding any JSON (a dump's value, the trace) takes a string too.
+    if (key != "trace" && key != "hang") CHECK_FALSE(decode_result(wrong).has_value());
+    ++refused;
+  }
+  CHECK(refused >= 20);
+  CHECK_FALSE(decode_result(Json(nullptr)).has_value());
+  CHECK_FALSE(decode_result(Json::array()).has_value());
+}
+
+TEST_CASE("report: a hang's graph is in the JSON report, not in the result's hang",
+          "[sim][report]") {
+  const ScenarioResult r = hung_run();
+  REQUIRE(r.hang.has_value());
+  CHECK_FALSE(r.hang->contains("dot"));
+  CHECK_THAT(r.hang_dot, Catch::StartsWith("digraph"));
+  RunReport report;
+  report.results.push_back(r);
+  const Json j = report_json(report, "test");
+  REQUIRE(j.at("scenarios").size() == 1);
+  CHECK(j.at("scenarios")[0].at("hang").at("dot") == r.hang_dot);
+  CHECK(format_totals(report) == "0 passed, 1 failed\n");
+}
