@@ -10,12 +10,12 @@ same on both sides. Skips (exit 77) without PyTorch, like torch_diff.
 
 Usage: from_local_diff_test.py MESHSIM
 """
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_python import free_port, require_torch, torch_vs_meshsim  # noqa: E402
+from torch_python import (  # noqa: E402
+    free_port, require_torch, torch_vs_meshsim, write_rank_results)
 
 WORLD = 8
 # (name, mesh ranks (nested for 2-D), local shape, placements)
@@ -66,8 +66,7 @@ def torch_worker(rank, port, out_dir):
         except Exception as e:  # the same on every rank: all raise before any collective
             results[name] = {"error": type(e).__name__}
         dist.barrier()
-    with open(os.path.join(out_dir, f"torch_{rank}.json"), "w") as f:
-        json.dump(results, f)
+    write_rank_results(out_dir, rank, results)
     dist.destroy_process_group()
 
 

@@ -18,7 +18,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_python import free_port, require_torch, torch_vs_meshsim  # noqa: E402
+from torch_python import (  # noqa: E402
+    free_port, require_torch, torch_vs_meshsim, write_rank_results)
 
 WORLD = 8
 # The program, in file order: (name, torch expression over the meshes so far, scenario table).
@@ -118,8 +119,7 @@ def torch_worker(rank, port, out_dir):
             results[name] = {"error": None}
         except Exception as e:
             results[name] = {"error": type(e).__name__}
-    with open(os.path.join(out_dir, f"torch_{rank}.json"), "w") as f:
-        json.dump(results, f)
+    write_rank_results(out_dir, rank, results)
     dist.barrier()
     dist.destroy_process_group()
 

@@ -17,7 +17,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_python import free_port, require_torch, torch_vs_meshsim  # noqa: E402
+from torch_python import (  # noqa: E402
+    free_port, quoted, require_torch, torch_vs_meshsim, write_rank_results)
 
 WORLD = 4
 MESHES = {"2x2": ((2, 2), ("dp", "tp")), "4": ((4,), ("x",))}
@@ -114,13 +115,9 @@ def torch_worker(rank, port, out_dir):
         except Exception as e:
             results[name] = {"error": type(e).__name__}
         dist.barrier()
-    with open(os.path.join(out_dir, f"torch_{rank}.json"), "w") as f:
-        json.dump(results, f)
+    write_rank_results(out_dir, rank, results)
     dist.destroy_process_group()
 
-
-def quoted(items):
-    return "[" + ", ".join(f'"{i}"' for i in items) + "]"
 
 
 def by_rank(values):

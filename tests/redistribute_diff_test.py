@@ -19,7 +19,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_python import free_port, require_torch  # noqa: E402
+from torch_python import free_port, quoted, require_torch, write_rank_results  # noqa: E402
 
 SS = "_StridedShard(0, split_factor=2)"
 SS3 = "_StridedShard(0, split_factor=3)"
@@ -238,13 +238,9 @@ def torch_worker(rank, world, port, out_dir):
             result = {"error": f"{type(e).__name__}: {e}"}
         results[name] = result
         dist.barrier()
-    with open(os.path.join(out_dir, f"torch_{rank}.json"), "w") as f:
-        json.dump(results, f)
+    write_rank_results(out_dir, rank, results)
     dist.destroy_process_group()
 
-
-def quoted(placements):
-    return "[" + ", ".join(f'"{p}"' for p in placements) + "]"
 
 
 def scenario(name, mesh_key, shape, source, target, expected):

@@ -77,6 +77,18 @@ def failing_scenario_texts(meshsim, texts):
         return failing_scenarios(meshsim, paths)
 
 
+def write_rank_results(out_dir, rank, results):
+    """What a Gloo worker found, as torch_<rank>.json for torch_vs_meshsim to read."""
+    import json
+    with open(os.path.join(out_dir, f"torch_{rank}.json"), "w") as f:
+        json.dump(results, f)
+
+
+def quoted(items):
+    """A TOML array of strings."""
+    return "[" + ", ".join(f'"{i}"' for i in items) + "]"
+
+
 def torch_vs_meshsim(test, meshsim, worker, world, cases, scenario_of):
     """The loop of a differential test: `worker(rank, port, out_dir)` runs every case on `world`
     Gloo processes, each writing torch_<rank>.json keyed by case name (case[0]); each case becomes
