@@ -5,7 +5,9 @@
 
 #include <cstddef>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace meshsim {
 
@@ -33,6 +35,14 @@ constexpr std::optional<E> value_in(const EnumName<E> (&table)[N], std::string_v
     if (e.name == name) return e.value;
   }
   return std::nullopt;
+}
+
+// Every name in `table`, in its order (aliases too).
+template <typename E, std::size_t N>
+std::vector<std::string> names_of(const EnumName<E> (&table)[N]) {
+  std::vector<std::string> out;
+  for (const EnumName<E>& e : table) out.emplace_back(e.name);
+  return out;
 }
 
 }  // namespace meshsim

@@ -175,13 +175,11 @@ std::string output_over_input(const RunFlags& flags, const std::vector<std::stri
 int run_command(const std::vector<std::string>& paths, const RunFlags& flags) {
   const bool verbose = flags.verbose;
   RunOptions options;
-  options.world.policy =
-      flags.schedule == "random" ? SchedulePolicy::kRandom : SchedulePolicy::kFifo;
+  // CLI11 checked both names against the same tables.
+  options.world.policy = value_in(kSchedulePolicyNames, flags.schedule).value();
   options.world.seed = flags.seed;
   options.world.stack_size = flags.stack_kib * 1024;
-  options.world.stack_guard = flags.stack_guard == "pages"    ? StackGuard::kGuardPages
-                              : flags.stack_guard == "canary" ? StackGuard::kCanary
-                                                              : StackGuard::kAuto;
+  options.world.stack_guard = value_in(kStackGuardNames, flags.stack_guard).value();
   options.faults_seed = flags.faults_seed;
   options.backend.name = flags.backend;  // CLI11 checked the name
   options.backend.payload_hashes = !flags.payload_hashes_path.empty();
@@ -344,7 +342,7 @@ int main(int argc, char** argv) {
   run->add_flag("--no-time", no_time, "leave wall-clock times out of the table (diffable output)");
   run->add_option("--schedule", flags.schedule,
                   "fifo (default) or random: a seeded permutation of the ready ranks")
-      ->check(CLI::IsMember({"fifo", "random"}));
+      ->check(CLI::IsMember(names_of(kSchedulePolicyNames)));
   // Numbers are read as text and parsed strictly (CLI11 would wrap "-1" into 2^64-1).
   std::string seed_text, faults_seed_text, stack_text, memory_text;
   run->add_option("--seed", seed_text, "seed of the random schedule (0 to 2^64-1)");
@@ -367,7 +365,7 @@ int main(int argc, char** argv) {
   run->add_option("--stack-guard", flags.stack_guard,
                   "how a fiber stack overflow is caught: auto (default: guard pages while "
                   "vm.max_map_count allows them, else canaries), pages or canary")
-      ->check(CLI::IsMember({"auto", "pages", "canary"}));
+      ->check(CLI::IsMember(names_of(kStackGuardNames)));
   run->add_flag("--in-process", flags.in_process,
                 "run scenarios in this process (for a debugger) instead of one child process "
                 "each, which keeps a crash in one from losing the others' results");

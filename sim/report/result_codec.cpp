@@ -36,10 +36,7 @@ DrawRecord draw_of(const Json& j) {
   d.where = where_of(j.at("where"));
   d.tensor = j.at("tensor").get<std::string>();
   d.draw.op = j.at("op").get<std::string>();
-  d.draw.generator =
-      j.at("generator").get<std::string>() == generator_name(Draw::Generator::kTracker)
-          ? Draw::Generator::kTracker
-          : Draw::Generator::kDefault;
+  d.draw.generator = parse_generator(j.at("generator").get<std::string>()).value();
   d.draw.seed = j.at("seed").get<uint64_t>();
   d.draw.offset = j.at("offset").get<uint64_t>();
   d.draw.words = j.at("words").get<uint64_t>();
@@ -156,7 +153,7 @@ std::optional<ScenarioResult> decode_result(const Json& j) {
     r.draws_total = j.at("draws_total").get<uint64_t>();
     r.overlap_count = j.at("overlap_count").get<uint64_t>();
     return r;
-  } catch (const Json::exception&) {
+  } catch (const std::exception&) {  // a missing or mistyped field, a name out of its table
     return std::nullopt;
   }
 }

@@ -9,6 +9,7 @@
 
 #include "sim/runtime/call_site.hpp"
 #include "src/comm/collective.hpp"
+#include "src/enum_names.hpp"
 
 namespace meshsim::sim {
 
@@ -23,18 +24,15 @@ struct CollectiveRecord {
   State state = State::kWaiting;
 };
 
+inline constexpr EnumName<CollectiveRecord::State> kRecordStateNames[] = {
+    {CollectiveRecord::State::kWaiting, "waiting"},
+    {CollectiveRecord::State::kCompleted, "completed"},
+    {CollectiveRecord::State::kFailed, "failed"},
+    {CollectiveRecord::State::kAborted, "aborted"},
+};
+
 inline std::string_view record_state_name(CollectiveRecord::State s) {
-  switch (s) {
-    case CollectiveRecord::State::kWaiting:
-      return "waiting";
-    case CollectiveRecord::State::kCompleted:
-      return "completed";
-    case CollectiveRecord::State::kFailed:
-      return "failed";
-    case CollectiveRecord::State::kAborted:
-      return "aborted";
-  }
-  return "?";
+  return name_in(kRecordStateNames, s);
 }
 
 // The newest kCapacity records of one rank, in a ring that grows only as far as it is used (a

@@ -15,6 +15,7 @@
 #include "sim/runtime/flight_recorder.hpp"
 #include "sim/runtime/skip_log.hpp"
 #include "src/comm/collective.hpp"
+#include "src/enum_names.hpp"
 
 namespace meshsim::sim {
 
@@ -47,20 +48,14 @@ struct RankActivity {
   CommCounts issued;       // what it issued while a count_collectives step counts
 };
 
+inline constexpr EnumName<RankActivity::State> kRankStateNames[] = {
+    {RankActivity::State::kRunning, "running"},   {RankActivity::State::kBlocked, "blocked"},
+    {RankActivity::State::kFinished, "finished"}, {RankActivity::State::kFailed, "failed"},
+    {RankActivity::State::kAborted, "aborted"},
+};
+
 inline std::string_view state_name(RankActivity::State state) {
-  switch (state) {
-    case RankActivity::State::kRunning:
-      return "running";
-    case RankActivity::State::kBlocked:
-      return "blocked";
-    case RankActivity::State::kFinished:
-      return "finished";
-    case RankActivity::State::kFailed:
-      return "failed";
-    case RankActivity::State::kAborted:
-      return "aborted";
-  }
-  return "?";
+  return name_in(kRankStateNames, state);
 }
 
 // c10d names the default group "0"; reports and scenarios call it WORLD.

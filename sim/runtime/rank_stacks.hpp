@@ -20,9 +20,17 @@
 
 #include <boost/context/stack_context.hpp>
 
+#include "src/enum_names.hpp"
+
 namespace meshsim::sim {
 
 enum class StackGuard { kAuto, kGuardPages, kCanary };
+// As `meshsim run --stack-guard` names them.
+inline constexpr EnumName<StackGuard> kStackGuardNames[] = {
+    {StackGuard::kAuto, "auto"},
+    {StackGuard::kGuardPages, "pages"},
+    {StackGuard::kCanary, "canary"},
+};
 
 class RankStacks {
  public:

@@ -9,11 +9,17 @@
 #include <boost/fiber/context.hpp>
 #include <boost/fiber/properties.hpp>
 #include "sim/runtime/ready_queue.hpp"
+#include "src/enum_names.hpp"
 #include "src/fnv1a.hpp"
 
 namespace meshsim::sim {
 
 enum class SchedulePolicy { kFifo, kRandom };
+// As `meshsim run --schedule` names them.
+inline constexpr EnumName<SchedulePolicy> kSchedulePolicyNames[] = {
+    {SchedulePolicy::kFifo, "fifo"},
+    {SchedulePolicy::kRandom, "random"},
+};
 
 // Set on each rank fiber right after it is created.
 class RankProps : public boost::fibers::fiber_properties {

@@ -7,6 +7,7 @@
 #include "sim/scenario/excerpt.hpp"
 
 #include "src/checked_math.hpp"
+#include "src/enum_names.hpp"
 #include "src/error.hpp"
 
 namespace meshsim::sim {
@@ -23,30 +24,14 @@ ExprOutcome ok(int64_t v) {
 
 }  // namespace
 
+constexpr EnumName<ExprOp> kExprOpSymbols[] = {
+    {ExprOp::kNeg, "-"},   {ExprOp::kSub, "-"},   {ExprOp::kNot, "not"}, {ExprOp::kAbs, "abs"},
+    {ExprOp::kAdd, "+"},   {ExprOp::kMul, "*"},   {ExprOp::kDiv, "//"},  {ExprOp::kMod, "%"},
+    {ExprOp::kMin, "min"}, {ExprOp::kMax, "max"},
+};
+
 std::string_view expr_op_symbol(ExprOp op) {
-  switch (op) {
-    case ExprOp::kNeg:
-    case ExprOp::kSub:
-      return "-";
-    case ExprOp::kNot:
-      return "not";
-    case ExprOp::kAbs:
-      return "abs";
-    case ExprOp::kAdd:
-      return "+";
-    case ExprOp::kMul:
-      return "*";
-    case ExprOp::kDiv:
-      return "//";
-    case ExprOp::kMod:
-      return "%";
-    case ExprOp::kMin:
-      return "min";
-    case ExprOp::kMax:
-      return "max";
-    default:
-      return "?";
-  }
+  return name_in(kExprOpSymbols, op);
 }
 
 ExprOutcome apply_unary(ExprOp op, int64_t v) {

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "sim/scenario/excerpt.hpp"
+#include "src/enum_names.hpp"
 #include "src/error.hpp"
 
 namespace meshsim::sim {
@@ -169,23 +170,14 @@ void LoadContext::fail(const toml::node& node, const std::string& message) const
   throw InputError(at(node), message);
 }
 
+constexpr EnumName<toml::node_type> kNodeTypeNames[] = {
+    {toml::node_type::table, "a table"},          {toml::node_type::array, "an array"},
+    {toml::node_type::string, "a string"},        {toml::node_type::integer, "an integer"},
+    {toml::node_type::floating_point, "a float"}, {toml::node_type::boolean, "a boolean"},
+};
+
 std::string describe_type(const toml::node& node) {
-  switch (node.type()) {
-    case toml::node_type::table:
-      return "a table";
-    case toml::node_type::array:
-      return "an array";
-    case toml::node_type::string:
-      return "a string";
-    case toml::node_type::integer:
-      return "an integer";
-    case toml::node_type::floating_point:
-      return "a float";
-    case toml::node_type::boolean:
-      return "a boolean";
-    default:
-      return "a date or time";
-  }
+  return std::string(name_in(kNodeTypeNames, node.type(), "a date or time"));
 }
 
 void LoadContext::only_keys(const toml::table& table,

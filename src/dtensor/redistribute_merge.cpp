@@ -7,6 +7,7 @@
 
 #include "src/checked_math.hpp"
 #include "src/dtensor/local_shard.hpp"
+#include "src/enum_names.hpp"
 
 namespace meshsim {
 
@@ -14,20 +15,15 @@ namespace {
 
 enum class CollectiveKind { kNone, kAllGather, kAllReduce, kReduceScatter, kAllToAll };
 
+constexpr EnumName<CollectiveKind> kCollectiveKindNames[] = {
+    {CollectiveKind::kAllGather, "all_gather"},
+    {CollectiveKind::kAllReduce, "all_reduce"},
+    {CollectiveKind::kReduceScatter, "reduce_scatter"},
+    {CollectiveKind::kAllToAll, "all_to_all"},
+};
+
 std::string_view kind_name(CollectiveKind kind) {
-  switch (kind) {
-    case CollectiveKind::kAllGather:
-      return "all_gather";
-    case CollectiveKind::kAllReduce:
-      return "all_reduce";
-    case CollectiveKind::kReduceScatter:
-      return "reduce_scatter";
-    case CollectiveKind::kAllToAll:
-      return "all_to_all";
-    case CollectiveKind::kNone:
-      break;
-  }
-  return "local";
+  return name_in(kCollectiveKindNames, kind, "local");
 }
 
 // The collective a transform issues, as PyTorch classifies it for merging.

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "src/enum_names.hpp"
 #include "src/error.hpp"
 
 namespace meshsim {
@@ -26,10 +27,16 @@ const Tensor& local_tensor(const Parameter& p) {
   return std::holds_alternative<Tensor>(p) ? std::get<Tensor>(p) : std::get<DTensor>(p).local();
 }
 
+// The scenario's short names, then PyTorch's class names.
+constexpr EnumName<TpStyle> kTpStyleNames[] = {
+    {TpStyle::kColwise, "colwise"},
+    {TpStyle::kRowwise, "rowwise"},
+    {TpStyle::kColwise, "ColwiseParallel"},
+    {TpStyle::kRowwise, "RowwiseParallel"},
+};
+
 std::optional<TpStyle> parse_tp_style(std::string_view text) {
-  if (text == "colwise" || text == "ColwiseParallel") return TpStyle::kColwise;
-  if (text == "rowwise" || text == "RowwiseParallel") return TpStyle::kRowwise;
-  return std::nullopt;
+  return value_in(kTpStyleNames, text);
 }
 
 DTensor parallelize_parameter(const Parameter& param, bool is_bias, const DeviceMesh& tp,

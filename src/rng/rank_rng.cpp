@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "src/enum_names.hpp"
 #include "src/error.hpp"
 #include "src/rng/cuda_random_kernel.hpp"
 #include "src/rng/dropout_kernel.hpp"
@@ -31,13 +32,17 @@ uint64_t add_offset(uint64_t offset, int64_t increment) {
 
 }  // namespace
 
+constexpr EnumName<RngProfile> kRngProfileNames[] = {
+    {RngProfile::kLatest, "latest"},
+    {RngProfile::kTorch26, "2.6"},
+};
+
 std::string_view rng_profile_name(RngProfile profile) {
-  return profile == RngProfile::kLatest ? "latest" : "2.6";
+  return name_in(kRngProfileNames, profile);
 }
 
 std::optional<RngProfile> parse_rng_profile(std::string_view text) {
-  if (text == "latest") return RngProfile::kLatest;
-  if (text == "2.6") return RngProfile::kTorch26;
+  if (const std::optional<RngProfile> named = value_in(kRngProfileNames, text)) return named;
   // 2.9 and every later 2.x release behave as the latest.
   if (text.starts_with("2.")) {
     int minor = 0;
@@ -77,8 +82,17 @@ bool RandomOp::dtensor_random() const {
   return kind != Kind::kExponential && kind != Kind::kLogNormal && kind != Kind::kGeometric;
 }
 
+constexpr EnumName<Draw::Generator> kGeneratorNames[] = {
+    {Draw::Generator::kDefault, "cuda default"},
+    {Draw::Generator::kTracker, "DTensor tracker"},
+};
+
 std::string_view generator_name(Draw::Generator g) {
-  return g == Draw::Generator::kDefault ? "cuda default" : "DTensor tracker";
+  return name_in(kGeneratorNames, g);
+}
+
+std::optional<Draw::Generator> parse_generator(std::string_view name) {
+  return value_in(kGeneratorNames, name);
 }
 
 std::optional<PhiloxState> RankRng::tracker_state() const {

@@ -70,6 +70,8 @@ struct Draw {
   int64_t seed_epoch = 0;
 };
 std::string_view generator_name(Draw::Generator g);
+// nullopt for a name generator_name never gives.
+std::optional<Draw::Generator> parse_generator(std::string_view name);
 
 class RankRng {
  public:

@@ -64,3 +64,15 @@ TEST_CASE("report: a hang's graph is in the JSON report, not in the result's han
   CHECK(j.at("scenarios")[0].at("hang").at("dot") == r.hang_dot);
   CHECK(format_totals(report) == "0 passed, 1 failed\n");
 }
+
+TEST_CASE("result codec: a draw from a generator it does not know is refused", "[sim][report]") {
+  const ScenarioResult r =
+      run_scenario(load_scenario_text("[scenario]\nname = \"d\"\nworld_size = 2\n"
+                                      "[[step]]\nrand = { name = \"w\", shape = [4] }\n",
+                                      "d.toml"));
+  Json j = encode_result(r);
+  REQUIRE_FALSE(j.at("draws").empty());
+  CHECK(decode_result(j).has_value());
+  j["draws"][0]["generator"] = "mersenne twister";
+  CHECK_FALSE(decode_result(j).has_value());
+}
