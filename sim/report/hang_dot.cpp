@@ -230,7 +230,8 @@ std::string hang_dot(const HangReport& report) {
       what += fmt::format("\\nline {}", line);
     auto ranks_line = [](const std::vector<int64_t>& who) {
       const std::string list = rank_ranges(who);
-      return list.size() > 60 ? list.substr(0, 57) + "..." : list;
+      // Through fmt: g++ 12 misreads a std::string cut and appended to as an overflow.
+      return list.size() > 60 ? fmt::format("{}...", std::string_view(list).substr(0, 57)) : list;
     };
     base[c] = names.size();
     names.push_back(fmt::format("w{}", c));
