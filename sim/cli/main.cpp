@@ -12,12 +12,14 @@
 #include "sim/cli/cli_numbers.hpp"
 #include "sim/cli/rng_command.hpp"
 #include "sim/report/report.hpp"
+#include "sim/run/backend_factory.hpp"
 #include "sim/run/isolated_run.hpp"
 #include "sim/run/rank_error.hpp"
 #include "sim/run/runner.hpp"
 #include "sim/runtime/fiber_stack.hpp"
 #include "sim/scenario/input_files.hpp"
 #include "sim/steps/builtin_steps.hpp"
+#include "src/enum_names.hpp"
 #include "src/tensor/memory_budget.hpp"
 
 namespace {

@@ -62,7 +62,9 @@ inline constexpr Pair<DType, RandomDType> kRandomDTypes[] = {
 
 // NCCL's element type for `dtype`; bool travels as uint8, as c10d sends it.
 inline NcclType nccl_type(DType dtype) {
-  return theirs_of(device_types_detail::kNcclTypes, dtype).value_or(NcclType::kUInt8);
+  const std::optional<NcclType> type = theirs_of(device_types_detail::kNcclTypes, dtype);
+  MESHSIM_ASSERT(type.has_value(), "a dtype without an NCCL type");
+  return *type;
 }
 
 // The dtype NCCL's type holds (uint8 for kUInt8).
@@ -77,7 +79,9 @@ inline NcclOp nccl_op(ReduceOp op, DType dtype) {
     if (op == ReduceOp::kAvg) throw value_error("Cannot use ReduceOp.AVG with boolean inputs");
     return op == ReduceOp::kSum || op == ReduceOp::kMax ? NcclOp::kMax : NcclOp::kMin;
   }
-  return theirs_of(device_types_detail::kNcclOps, op).value_or(NcclOp::kSum);
+  const std::optional<NcclOp> nccl = theirs_of(device_types_detail::kNcclOps, op);
+  MESHSIM_ASSERT(nccl.has_value(), "a reduce op without an NCCL op");
+  return *nccl;
 }
 
 // The reduce op a non-bool NCCL op computes.

@@ -1,5 +1,7 @@
 #include "sim/report/result_codec.hpp"
 
+#include <optional>
+
 namespace meshsim::sim {
 
 namespace {
@@ -153,7 +155,9 @@ std::optional<ScenarioResult> decode_result(const Json& j) {
     r.draws_total = j.at("draws_total").get<uint64_t>();
     r.overlap_count = j.at("overlap_count").get<uint64_t>();
     return r;
-  } catch (const std::exception&) {  // a missing or mistyped field, a name out of its table
+  } catch (const Json::exception&) {  // a missing or mistyped field
+    return std::nullopt;
+  } catch (const std::bad_optional_access&) {  // a name out of its table
     return std::nullopt;
   }
 }

@@ -23,18 +23,21 @@ void RendezvousBackend::call(const Signature& signature, const CallBuffers& buff
                              const Group& group) {
   switch (signature.op) {
     case CollectiveOp::kSend: {
-      const int64_t dst = signature.root.value();
+      MESHSIM_ASSERT(signature.root && buffers.input, "a send names its peer and its tensor");
+      const int64_t dst = *signature.root;
       check_not_self(rank_, dst, "destination");
       rendezvous_.meet_pair(rank_, rank_, dst, group, signature, Exchange{buffers}, executor_);
       return;
     }
     case CollectiveOp::kRecv: {
-      const int64_t src = signature.root.value();
+      MESHSIM_ASSERT(signature.root && buffers.output, "a recv names its peer and its result");
+      const int64_t src = *signature.root;
       check_not_self(rank_, src, "source");
       rendezvous_.meet_pair(rank_, src, rank_, group, signature, Exchange{buffers}, executor_);
       return;
     }
     case CollectiveOp::kAllToAll:
+      MESHSIM_ASSERT(buffers.inputs && buffers.outputs, "an all_to_all has inputs and outputs");
       if (static_cast<int64_t>(buffers.inputs->size()) != group.size()) {
         throw runtime_error("all_to_all needs one input tensor per group rank");
       }

@@ -5,6 +5,8 @@
 #include <iterator>
 #include <string>
 
+#include "src/error.hpp"
+
 namespace meshsim {
 
 namespace {
@@ -41,7 +43,9 @@ constexpr bool rows_in_dtype_order() {
 static_assert(rows_in_dtype_order(), "kDTypes has one row per DType, in order");
 
 const DTypeFacts& facts(DType dtype) {
-  return kDTypes[static_cast<size_t>(dtype)];
+  const auto row = static_cast<size_t>(dtype);
+  MESHSIM_ASSERT(row < std::size(kDTypes), "a DType outside the enum");
+  return kDTypes[row];
 }
 
 }  // namespace

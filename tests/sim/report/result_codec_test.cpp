@@ -39,12 +39,13 @@ TEST_CASE("result codec: a damaged encoding is refused whole", "[sim][report]") 
     INFO(key);
     Json without = good;
     without.erase(key);
-    CHECK_FALSE(decode_result(without).has_value());
+    const bool without_refused = !decode_result(without).has_value();
+    CHECK(without_refused);
+    refused += without_refused ? 1 : 0;
     Json wrong = good;
     wrong[key] = value.is_string() ? Json(17) : Json("seventeen");
     // A field holding any JSON (a dump's value, the trace) takes a string too.
     if (key != "trace" && key != "hang") CHECK_FALSE(decode_result(wrong).has_value());
-    ++refused;
   }
   CHECK(refused >= 20);
   CHECK_FALSE(decode_result(Json(nullptr)).has_value());
