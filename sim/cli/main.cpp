@@ -56,7 +56,7 @@ struct RunFlags {
   std::string schedule = "fifo";
   uint64_t seed = 0;
   size_t stack_kib = kDefaultStackBytes / 1024;
-  std::string backend = "sim";
+  std::string backend = BackendChoice{}.name;
   std::optional<uint64_t> faults_seed;
   uint64_t max_memory = 0;
   std::string max_memory_text;  // as given, for the rerun line
@@ -77,7 +77,7 @@ std::string rerun_line(const std::string& file, const RunFlags& flags) {
   std::string line = "meshsim run " + file;
   if (flags.schedule != "fifo")
     line += fmt::format(" --schedule {} --seed {}", flags.schedule, flags.seed);
-  if (flags.backend != "sim") line += " --backend " + flags.backend;
+  if (flags.backend != BackendChoice{}.name) line += " --backend " + flags.backend;
   if (flags.stack_kib != kDefaultStackBytes / 1024)
     line += fmt::format(" --stack-kib {}", flags.stack_kib);
   if (flags.stack_guard != "auto") line += " --stack-guard " + flags.stack_guard;
@@ -362,7 +362,7 @@ int main(int argc, char** argv) {
   run->add_option(
          "--backend", flags.backend,
          fmt::format("the collective backend: {} (default {}; {})", fmt::join(backend_names, ", "),
-                     backend_names.front(), fmt::join(backend_help, "; ")))
+                     flags.backend, fmt::join(backend_help, "; ")))
       ->check(CLI::IsMember(backend_names));
   run->add_option("--stack-guard", flags.stack_guard,
                   "how a fiber stack overflow is caught: auto (default: guard pages while "

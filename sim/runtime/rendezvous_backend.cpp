@@ -22,18 +22,16 @@ void check_not_self(int64_t rank, int64_t peer, std::string_view kind) {
 void RendezvousBackend::call(const Signature& signature, const CallBuffers& buffers,
                              const Group& group) {
   switch (signature.op) {
-    case CollectiveOp::kSend: {
-      MESHSIM_ASSERT(signature.root && buffers.input, "a send names its peer and its tensor");
-      const int64_t dst = *signature.root;
-      check_not_self(rank_, dst, "destination");
-      rendezvous_.meet_pair(rank_, rank_, dst, group, signature, Exchange{buffers}, executor_);
-      return;
-    }
+    case CollectiveOp::kSend:
     case CollectiveOp::kRecv: {
-      MESHSIM_ASSERT(signature.root && buffers.output, "a recv names its peer and its result");
-      const int64_t src = *signature.root;
-      check_not_self(rank_, src, "source");
-      rendezvous_.meet_pair(rank_, src, rank_, group, signature, Exchange{buffers}, executor_);
+      // The n-th message from src to dst meets the n-th receive of it.
+      const bool sends = signature.op == CollectiveOp::kSend;
+      MESHSIM_ASSERT(signature.root && (sends ? buffers.input : buffers.output) != nullptr,
+                     "a send or recv names its peer and its tensor");
+      const int64_t peer = *signature.root;
+      check_not_self(rank_, peer, sends ? "destination" : "source");
+      rendezvous_.meet_pair(rank_, sends ? rank_ : peer, sends ? peer : rank_, group, signature,
+                            Exchange{buffers}, executor_);
       return;
     }
     case CollectiveOp::kAllToAll:
