@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "src/comm/group_creator.hpp"
+#include "src/io/checkpoint_plan.hpp"
 #include "src/io/world_checkpoint.hpp"
 
 namespace {
@@ -53,10 +54,9 @@ struct World {
   ~World() { std::filesystem::remove_all(dir); }
 
   void save() const {
-    for (int64_t r = 0; r < kRanks; ++r) {
-      meshsim::save_world_checkpoint(dir, r, {{"w", &shards[static_cast<size_t>(r)]}},
-                                     meshsim::ArchiveFormat::kBinary);
-    }
+    std::vector<std::vector<meshsim::StateDictEntry>> state_dicts;
+    for (const meshsim::DTensor& t : shards) state_dicts.push_back({{"w", nullptr, &t}});
+    meshsim::save_world_checkpoint(dir, state_dicts, meshsim::ArchiveFormat::kBinary);
   }
 };
 

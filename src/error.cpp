@@ -18,6 +18,7 @@ constexpr EnumName<PyErrorType> kPyErrorTypeNames[] = {
     {PyErrorType::kOverflowError, "OverflowError"},
     {PyErrorType::kZeroDivisionError, "ZeroDivisionError"},
     {PyErrorType::kAssertionError, "AssertionError"},
+    {PyErrorType::kCheckpointException, "CheckpointException"},
 };
 
 std::string_view py_error_type_name(PyErrorType type) {

@@ -25,6 +25,9 @@ enum class PyErrorType {
   kZeroDivisionError,
   // PyTorch's own internal checks (`raise AssertionError(...)`) that a user's input can reach.
   kAssertionError,
+  // torch.distributed.checkpoint's error for a save or load that failed on any rank: every rank
+  // raises it, naming the ranks that failed.
+  kCheckpointException,
 };
 
 std::string_view py_error_type_name(PyErrorType type);

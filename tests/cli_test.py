@@ -142,6 +142,12 @@ bad = {
     "checkpoint_load_wrong_kind.toml": ':10:29: "m-{rank}.ckpt" holds a mesh, not RNG state',
     "checkpoint_missing_file.toml": ":5:29: cannot use no/such/m-0.ckpt (rank 0's file): cannot "
                                     "read",
+    "checkpoint_dir_missing.toml": ":7:27: cannot use the checkpoint in no/such/step1: cannot read",
+    "checkpoint_dir_escapes.toml": ":5:27: checkpoint_dir is a directory relative to the "
+                                   "scenario's",
+    "checkpoint_rng_key_template.toml": ":5:38: rng: in {coord(nomesh, pp)}: unknown mesh 'nomesh'",
+    "checkpoint_load_both_sources.toml": ":7:8: a load of a checkpoint takes checkpoint (a save of "
+                                         "this run) or checkpoint_dir",
 }
 for name, message in bad.items():
     for command in ("run", "check"):
@@ -198,6 +204,30 @@ with tempfile.TemporaryDirectory() as tmp:
     r = run("run", "--no-time", "--keep-checkpoints", os.path.join(in_root("README.md"), "x"), seed_test)
     check(r.returncode != 0 and "cannot prepare checkpoint directory" in r.stdout + r.stderr,
           f"an unusable --keep-checkpoints directory is named: {r.stdout} {r.stderr}")
+
+# The checkpoint the resume scenarios read (scenarios/checkpoints/) is what the 16-rank training
+# job writes today, byte for byte, and the resume jobs also pass on a freshly written copy.
+with tempfile.TemporaryDirectory() as tmp:
+    train = "checkpoint-train-pp2-dp4-tp2"
+    r = run("run", "--no-time", "--keep-checkpoints", tmp,
+            in_root("scenarios", "checkpoint_train_pp2_dp4_tp2.toml"))
+    check(r.returncode == 0, f"the training job passes: {r.stdout}")
+    fresh = os.path.join(tmp, train, "step1")
+    shipped = in_root("scenarios", "checkpoints", train, "step1")
+    names = sorted(os.listdir(fresh))
+    check(names == sorted(os.listdir(shipped)) and len(names) == 17,
+          f"the training job writes metadata and 16 shard files: {names}")
+    for name in names:
+        with open(os.path.join(fresh, name), "rb") as a, open(os.path.join(shipped, name), "rb") as b:
+            check(a.read() == b.read(), f"{name} is the shipped file, byte for byte")
+    for scenario in ("checkpoint_resume_pp2_dp2_tp2.toml", "checkpoint_resume_pp2_dp8_tp2.toml"):
+        with open(in_root("scenarios", scenario)) as f:
+            text = f.read().replace("checkpoints/" + train + "/step1", train + "/step1")
+        copy = os.path.join(tmp, scenario)
+        with open(copy, "w") as f:
+            f.write(text)
+        r = run("run", "--no-time", copy)
+        check(r.returncode == 0 and "1 passed" in r.stdout, f"{scenario} resumes a fresh copy: {r.stdout}")
 
 # Determinism: two runs give byte-identical text (without times) and JSON.
 with tempfile.TemporaryDirectory() as tmp:

@@ -11,7 +11,7 @@ namespace meshsim::sim {
 
 RankState::RankState(const Scenario& scenario, int64_t rank, ScenarioResult& result,
                      BackendFactory& backends, RankActivity& activity, CheckpointDir& checkpoints,
-                     std::vector<Warning>& warnings)
+                     CheckpointExchange& exchange, std::vector<Warning>& warnings)
     : scenario_(scenario),
       rank_(rank),
       result_(result),
@@ -20,6 +20,7 @@ RankState::RankState(const Scenario& scenario, int64_t rank, ScenarioResult& res
       groups_(backends.group_creator(rank)),
       rng_(scenario.rng_profile, backends.world_backend().gpu_profile().value_or(scenario.gpu)),
       checkpoints_(checkpoints),
+      exchange_(exchange),
       warnings_(warnings) {
   if (std::shared_ptr<RandomKernelRunner> kernel = backends.world_backend().random_kernel(rank)) {
     // On real GPUs, random ops run the CUDA kernel, launched as PyTorch launches it there.
@@ -67,6 +68,11 @@ const Parameter& RankState::value(const std::string& name) const {
     throw runtime_error(fmt::format("tensor \"{}\" was not set on rank {}", name, rank_));
   }
   return it->second;
+}
+
+const Parameter* RankState::find_value(const std::string& name) const {
+  const auto it = values_.find(name);
+  return it == values_.end() ? nullptr : &it->second;
 }
 
 const Tensor& RankState::tensor(const std::string& name) const {

@@ -7,6 +7,7 @@
 #include "sim/report/results.hpp"
 #include "sim/run/backend_factory.hpp"
 #include "sim/run/checkpoint_dir.hpp"
+#include "sim/run/checkpoint_exchange.hpp"
 #include "sim/runtime/rank_activity.hpp"
 #include "sim/scenario/expression.hpp"
 #include "sim/scenario/scenario.hpp"
@@ -25,7 +26,7 @@ class RankState final : public ExpressionEnv {
   // runner merges in rank order so the report does not depend on the schedule.
   RankState(const Scenario& scenario, int64_t rank, ScenarioResult& result,
             BackendFactory& backends, RankActivity& activity, CheckpointDir& checkpoints,
-            std::vector<Warning>& warnings);
+            CheckpointExchange& exchange, std::vector<Warning>& warnings);
 
   int64_t rank() const override { return rank_; }
   int64_t world_size() const override { return scenario_.world_size; }
@@ -55,6 +56,8 @@ class RankState final : public ExpressionEnv {
   const Tensor& tensor(const std::string& name) const;
   void set_tensor(const std::string& name, Tensor value);
   const Parameter& value(const std::string& name) const;
+  // The value `name`, or nullptr when this rank never set it.
+  const Parameter* find_value(const std::string& name) const;
   DTensor& dtensor(const std::string& name);
   void set_dtensor(const std::string& name, DTensor value);
 
@@ -115,6 +118,8 @@ class RankState final : public ExpressionEnv {
   const std::string& checkpoint_dir() const { return checkpoints_.path(); }
   // "" until a step has asked for the directory.
   const std::string& checkpoint_dir_made() const { return checkpoints_.made_path(); }
+  // Where the ranks of a whole-world save or load leave what the coordinator merges.
+  CheckpointExchange& checkpoint_exchange() { return exchange_; }
   bool decouple_backend_at_save() const { return decouple_backend_at_save_; }
   void set_decouple_backend_at_save(bool on) { decouple_backend_at_save_ = on; }
   // A suspicious but not fatal finding of this rank (a saved group name that means another
@@ -155,6 +160,7 @@ class RankState final : public ExpressionEnv {
   std::map<std::string, DrawnValue> drawn_;
   RankRng rng_;
   CheckpointDir& checkpoints_;
+  CheckpointExchange& exchange_;
   bool decouple_backend_at_save_ = false;
   std::vector<Warning>& warnings_;
   std::vector<std::pair<std::string, int64_t>> loops_;

@@ -248,6 +248,7 @@ ScenarioResult run_once(const Scenario& scenario, const RunOptions& options,
   };
 
   CheckpointDir checkpoints(options.keep_checkpoints, scenario.name);
+  CheckpointExchange checkpoint_exchange(scenario.world_size);
   std::vector<std::vector<Warning>> rank_warnings(n);
 
   // Crash messages name the rank and its scenario location while this world runs.
@@ -258,7 +259,7 @@ ScenarioResult run_once(const Scenario& scenario, const RunOptions& options,
   world.run(
       [&](int64_t r) {
         RankActivity& me = activity[static_cast<size_t>(r)];
-        RankState rank(scenario, r, result, backends, me, checkpoints,
+        RankState rank(scenario, r, result, backends, me, checkpoints, checkpoint_exchange,
                        rank_warnings[static_cast<size_t>(r)]);
         int64_t index = 0;
         ProgramCounter program(scenario.steps, rank);

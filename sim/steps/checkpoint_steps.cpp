@@ -5,20 +5,18 @@
 #include <filesystem>
 #include <fstream>
 
-#include <unistd.h>
-
 #include <fmt/format.h>
 
 #include "sim/run/query.hpp"
 #include "sim/run/rank_state.hpp"
 #include "sim/runtime/fiber_stack.hpp"
+#include "sim/steps/checkpoint_step_support.hpp"
 #include "sim/steps/step_kinds.hpp"
 #include "src/enum_names.hpp"
 #include "src/io/atomic_file.hpp"
 #include "src/io/dtensor_record.hpp"
 #include "src/io/mesh_record.hpp"
 #include "src/io/rng_record.hpp"
-#include "src/io/world_checkpoint.hpp"
 
 namespace meshsim::sim {
 
@@ -31,46 +29,6 @@ using SavedFile = LoadContext::SavedFile;
 constexpr uint64_t kMaxCheckpointFileBytes = uint64_t{16} << 30;
 constexpr uint64_t kMaxSmallRecordBytes = uint64_t{256} << 20;
 
-// `mesh` (required) and `placements` (optional, one per mesh dim) of `args`.
-struct MeshPlacements {
-  std::string mesh;
-  std::vector<Placement> placements;
-};
-// Placements that shard a dim are checked against `tensor_ndim` when it is known.
-MeshPlacements mesh_placements_of(const toml::table& args, std::string_view what,
-                                  const LoadContext& ctx,
-                                  std::optional<size_t> tensor_ndim = std::nullopt) {
-  MeshPlacements out;
-  const toml::node& mesh = ctx.require(args, "mesh", what);
-  out.mesh = ctx.string_of(mesh, "mesh");
-  ctx.require_mesh(mesh, out.mesh);
-  if (const toml::node* p = args.get("placements")) {
-    out.placements = placements_of(*p, ctx, out.mesh, tensor_ndim);
-  }
-  return out;
-}
-
-// Whether every '/'-separated part of `path` (after removing {rank}) is a plain name: letters,
-// digits, '.', '_' and '-', never "." or "..". Nothing such a path names can leave its directory.
-bool plain_relative_path(const std::string& path, bool allow_directories) {
-  std::string plain = path;
-  for (size_t at; (at = plain.find("{rank}")) != std::string::npos;) plain.replace(at, 6, "0");
-  if (path.empty() || path.size() > 200) return false;
-  size_t begin = 0;
-  while (true) {
-    const size_t end = plain.find('/', begin);
-    const std::string part = plain.substr(begin, end == std::string::npos ? end : end - begin);
-    if (part.empty() || part == "." || part == ".." ||
-        part.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                               "0123456789._-") != std::string::npos) {
-      return false;
-    }
-    if (end == std::string::npos) return true;
-    if (!allow_directories) return false;
-    begin = end + 1;
-  }
-}
-
 // "x-{rank}.ckpt": one file name inside the run's checkpoint directory, `{rank}` for the rank.
 std::string path_pattern_of(const toml::node& node, const LoadContext& ctx) {
   const std::string path = ctx.string_of(node, "path");
@@ -82,39 +40,8 @@ std::string path_pattern_of(const toml::node& node, const LoadContext& ctx) {
   return path;
 }
 
-std::string with_rank(std::string pattern, int64_t rank) {
-  for (size_t at; (at = pattern.find("{rank}")) != std::string::npos;)
-    pattern.replace(at, 6, std::to_string(rank));
-  return pattern;
-}
-
-std::string resolve(const RankState& rank, const std::string& pattern) {
-  return (std::filesystem::path(rank.checkpoint_dir()) / with_rank(pattern, rank.rank())).string();
-}
-
 std::string file_name(const std::string& path) {
   return std::filesystem::path(path).filename().string();
-}
-
-void replace_all(std::string& text, const std::string& from, std::string_view to) {
-  for (size_t at = 0; (at = text.find(from, at)) != std::string::npos; at += to.size())
-    text.replace(at, from.size(), to);
-}
-
-// Runs `body`, naming files in its errors relative to the run's directory and temporary files
-// without the process id, so that a report reads the same on every run.
-template <typename Body>
-void with_stable_errors(const RankState& rank, Body&& body) {
-  try {
-    body();
-  } catch (const Error& e) {
-    forget_unwound_frames();  // ASan: this catch runs on a fiber stack
-    std::string text = e.what();
-    if (!rank.checkpoint_dir_made().empty())
-      replace_all(text, rank.checkpoint_dir_made() + "/", "");
-    replace_all(text, fmt::format(".tmp.{}", ::getpid()), ".tmp");
-    throw Error(e.type(), std::move(text));
-  }
 }
 
 // What a save or load step works on: exactly one of tensor, mesh and rng.
@@ -144,14 +71,6 @@ Subject subject_of(const toml::table& args, const LoadContext& ctx, std::string_
   s.kind = given.front() == "mesh" ? SavedFile::Kind::kMesh : SavedFile::Kind::kTensor;
   s.name = ctx.string_of(node, given.front());
   return s;
-}
-
-ArchiveFormat format_of(const toml::node& node, const LoadContext& ctx) {
-  const std::string text = ctx.string_of(node, "format");
-  if (const std::optional<ArchiveFormat> format = value_in(kArchiveFormatNames, text)) {
-    return *format;
-  }
-  ctx.fail(node, fmt::format("unknown archive format \"{}\" (binary, text or xml)", text));
 }
 
 std::optional<SavePoint> save_point_of(const toml::node& node, const LoadContext& ctx) {
@@ -433,118 +352,6 @@ class CorruptFileStep final : public Step {
   int64_t offset_ = 0;
 };
 
-// `save = { checkpoint = "step1", tensors = ["w", ...], format }`: a whole-world checkpoint,
-// collective over WORLD as Distributed Checkpoint's save is: every rank writes its chunks into
-// the directory `step1`, the ranks agree that all shards were written, rank 0 writes the
-// metadata, and they agree again, so no rank reads a checkpoint before it is whole. A rank that
-// fails makes every rank's save fail.
-class WorldSaveStep final : public Step {
- public:
-  void run(RankState& rank) const override {
-    const std::string dir = resolve(rank, name_);
-    std::vector<std::pair<std::string, const DTensor*>> tensors;
-    // Everything that can fail runs inside agree(), so that no rank leaves the others waiting.
-    agree(rank, [&] {
-      for (const std::string& t : tensors_) tensors.emplace_back(t, &rank.dtensor(t));
-      std::error_code ec;
-      std::filesystem::create_directories(dir, ec);
-      if (ec) throw runtime_error(fmt::format("cannot create {}: {}", dir, ec.message()));
-      save_checkpoint_shard(dir, rank.rank(), tensors, format_);
-    });
-    agree(rank, [&] {
-      if (rank.rank() != 0 || tensors.size() != tensors_.size()) return;
-      std::vector<std::pair<std::string, DTensorSpec>> specs;
-      for (const auto& [name, t] : tensors) specs.emplace_back(name, t->spec());
-      save_checkpoint_metadata(dir, plan_checkpoint(specs), format_);
-    });
-  }
-
-  // Runs `write` on this rank, then tells every rank whether any rank's write failed.
-  template <typename Write>
-  void agree(RankState& rank, Write&& write) const {
-    std::optional<Error> failure;
-    try {
-      with_stable_errors(rank, write);
-    } catch (const Error& e) {
-      forget_unwound_frames();
-      failure = e;
-    }
-    Tensor failed = Tensor::full({1}, failure ? 1 : 0, DType::kInt64);
-    rank.backend().all_reduce(failed, ReduceOp::kMax, rank.group("", ""));
-    if (failure) throw *failure;
-    if (failed.get_int(0) != 0) {
-      throw runtime_error(fmt::format("checkpoint {} was not written: another rank failed", name_));
-    }
-  }
-
-  std::string name_;
-  std::vector<std::string> tensors_;
-  ArchiveFormat format_ = ArchiveFormat::kBinary;
-};
-
-// `load = { checkpoint = "step1", tensor = "w2", from = "w", mesh, placements }`: one tensor of a
-// whole-world checkpoint, resharded onto the mesh and placements given.
-class WorldLoadStep final : public Step {
- public:
-  void run(RankState& rank) const override {
-    with_stable_errors(rank, [&] {
-      const DeviceMesh& mesh = rank.mesh(mesh_);
-      std::vector<Placement> placements = placements_;
-      if (placements.empty()) placements.assign(mesh.ndim(), Replicate{});
-      rank.set_dtensor(name_,
-                       load_world_tensor(resolve(rank, checkpoint_), from_, mesh, placements));
-    });
-  }
-  std::string checkpoint_, name_, from_, mesh_;
-  std::vector<Placement> placements_;
-};
-
-std::unique_ptr<Step> parse_world_save(const toml::table& args, LoadContext& ctx) {
-  ctx.only_keys(args, {"checkpoint", "tensors", "format"}, "save of a checkpoint");
-  auto step = std::make_unique<WorldSaveStep>();
-  const toml::node& name = *args.get("checkpoint");
-  step->name_ = ctx.string_of(name, "checkpoint");
-  if (!plain_relative_path(step->name_, false) || step->name_.find("{rank}") != std::string::npos)
-    ctx.fail(name, "a checkpoint is named by letters, digits, '.', '_' and '-' (one directory)");
-  const toml::node& tensors = ctx.require(args, "tensors", "save of a checkpoint");
-  step->tensors_ = ctx.strings_of(tensors, "tensors");
-  if (step->tensors_.empty()) ctx.fail(tensors, "a checkpoint holds at least one tensor");
-  for (const std::string& t : step->tensors_) {
-    if (!ctx.has_tensor(t))
-      ctx.fail(tensors, fmt::format("no tensor \"{}\" is set before this", t));
-  }
-  if (const toml::node* f = args.get("format")) step->format_ = format_of(*f, ctx);
-  ctx.declare_checkpoint(step->name_, step->tensors_);
-  return step;
-}
-
-std::unique_ptr<Step> parse_world_load(const toml::table& args, LoadContext& ctx) {
-  ctx.only_keys(args, {"checkpoint", "tensor", "from", "mesh", "placements"},
-                "load of a checkpoint");
-  auto step = std::make_unique<WorldLoadStep>();
-  const toml::node& name = *args.get("checkpoint");
-  step->checkpoint_ = ctx.string_of(name, "checkpoint");
-  const std::vector<std::string>* saved = ctx.checkpoint(step->checkpoint_);
-  if (saved == nullptr) {
-    ctx.fail(name, fmt::format("no save step before this writes the checkpoint \"{}\"",
-                               step->checkpoint_));
-  }
-  step->name_ = ctx.string_of(ctx.require(args, "tensor", "load of a checkpoint"), "tensor");
-  step->from_ = step->name_;
-  const toml::node* from = args.get("from");
-  if (from != nullptr) step->from_ = ctx.string_of(*from, "from");
-  if (std::find(saved->begin(), saved->end(), step->from_) == saved->end()) {
-    ctx.fail(from ? *from : *args.get("tensor"),
-             fmt::format("the checkpoint \"{}\" holds {}, not \"{}\"", step->checkpoint_,
-                         fmt::join(*saved, ", "), step->from_));
-  }
-  MeshPlacements target = mesh_placements_of(args, "load of a checkpoint", ctx);
-  step->mesh_ = std::move(target.mesh);
-  step->placements_ = std::move(target.placements);
-  ctx.declare_tensor(step->name_, {std::nullopt, step->mesh_});
-  return step;
-}
-
 std::unique_ptr<Step> parse_save(const toml::node& value, const toml::table&, LoadContext& ctx) {
   const toml::table& args = ctx.table_of(value, "save");
   if (args.get("checkpoint")) return parse_world_save(args, ctx);
@@ -611,7 +418,7 @@ SavedFile input_file_of(const toml::node& node, const LoadContext& ctx, const st
 
 std::unique_ptr<Step> parse_load(const toml::node& value, const toml::table&, LoadContext& ctx) {
   const toml::table& args = ctx.table_of(value, "load");
-  if (args.get("checkpoint")) return parse_world_load(args, ctx);
+  if (args.get("checkpoint") || args.get("checkpoint_dir")) return parse_world_load(args, ctx);
   ctx.only_keys(args, {"tensor", "mesh", "rng", "path", "file", "strict"}, "load");
   auto step = std::make_unique<LoadStep>();
   step->subject_ = subject_of(args, ctx, "load");

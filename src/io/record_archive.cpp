@@ -204,9 +204,11 @@ class TreeReader {
         source_(source),
         what_(what),
         bytes_out_(bytes_out),
-        // Twice the payload plus a little: every element costs at least one payload byte, and the
-        // charges below are the in-memory sizes.
-        budget_(2 * payload_size + (64 << 10)) {}
+        // A multiple of the payload plus a little, the charges below being in-memory sizes: what
+        // the records meshsim writes need (checkpoint metadata of thousands of tensors, each an
+        // object of seven fields, over 65,536 ranks), a field taking about 3 times its bytes in
+        // memory, and an integer up to 4 times in a text archive ("0 " for 8 bytes).
+        budget_((kIsBinary<Archive> || kIsXml<Archive> ? 4 : 8) * payload_size + (64 << 10)) {}
 
   void object(RecordObject& out, size_t depth) {
     if (depth > kMaxRecordDepth) {

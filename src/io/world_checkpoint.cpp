@@ -11,6 +11,7 @@
 #include "src/dtensor/local_shard.hpp"
 #include "src/error.hpp"
 #include "src/io/atomic_file.hpp"
+#include "src/io/checkpoint_plan.hpp"
 #include "src/io/dtensor_record.hpp"
 #include "src/io/record_archive.hpp"
 
@@ -23,8 +24,6 @@ constexpr uint64_t kMaxShardBytes = uint64_t{16} << 30;
 // Pairs of runs one chunk-to-shard copy may intersect: past this the layouts are too fragmented
 // to copy run by run.
 constexpr int64_t kMaxRunPairs = int64_t{1} << 22;
-// Chunks one tensor may have: a chunk per rank of the largest world meshsim runs.
-constexpr size_t kMaxChunks = size_t{1} << 20;
 
 std::string metadata_path(const std::string& dir) {
   return (std::filesystem::path(dir) / "metadata.ckpt").string();
@@ -110,45 +109,73 @@ void for_each_meeting(const std::vector<std::vector<Segment>>& dims,
   }
 }
 
-RecordObject chunk_record(const CheckpointChunk& c) {
-  std::vector<RecordObject> dims;
-  for (const IndexRuns& d : c.indices) {
-    std::vector<int64_t> bounds;
-    for (const IndexRuns::Run& r : d.runs()) bounds.insert(bounds.end(), {r.start, r.stop});
-    dims.push_back(RecordObject{"Dim", {}}.set("runs", RecordValue::of(std::move(bounds))));
+// Version 2's chunks of one tensor: each chunk's file rank, and for each chunk and dim the number
+// of runs followed by their bounds.
+void append_chunks(const std::vector<CheckpointChunk>& chunks, std::vector<int64_t>& file_ranks,
+                   std::vector<int64_t>& runs) {
+  for (const CheckpointChunk& c : chunks) {
+    file_ranks.push_back(c.file_rank);
+    for (const IndexRuns& d : c.indices) {
+      runs.push_back(static_cast<int64_t>(d.runs().size()));
+      for (const IndexRuns::Run& r : d.runs()) runs.insert(runs.end(), {r.start, r.stop});
+    }
   }
-  return RecordObject{"Chunk", {}}
-      .set("file_rank", RecordValue::of(c.file_rank))
-      .set("dims", RecordValue::of(std::move(dims)));
 }
 
 RecordObject metadata_record(const CheckpointMetadata& m) {
   std::vector<RecordObject> tensors;
   for (const CheckpointTensor& t : m.tensors) {
-    std::vector<RecordObject> placements, chunks;
+    std::vector<RecordObject> placements;
     for (const Placement& p : t.placements) placements.push_back(placement_to_record(p));
-    for (const CheckpointChunk& c : t.chunks) chunks.push_back(chunk_record(c));
+    std::vector<int64_t> file_ranks, runs;
+    append_chunks(t.chunks, file_ranks, runs);
     tensors.push_back(RecordObject{"TensorEntry", {}}
                           .set("name", RecordValue::of(t.name))
                           .set("dtype", RecordValue::of(std::string(dtype_name(t.dtype))))
                           .set("shape", RecordValue::of(t.shape))
                           .set("placements", RecordValue::of(std::move(placements)))
                           .set("mesh_shape", RecordValue::of(t.mesh_shape))
-                          .set("chunks", RecordValue::of(std::move(chunks))));
+                          .set("chunk_file_ranks", RecordValue::of(std::move(file_ranks)))
+                          .set("chunk_runs", RecordValue::of(std::move(runs))));
   }
   return RecordObject{"CheckpointMetadata", {}}.set("tensors", RecordValue::of(std::move(tensors)));
 }
 
-// A chunk read back: runs within each dim's bounds, never overlapping each other (in any order,
-// as a strided shard's are).
-CheckpointChunk chunk_from(const RecordReader& r, std::span<const int64_t> shape,
-                           int64_t world_size_bound) {
+// One dim of a chunk read back from its run bounds (pairs): runs within [0, dim_size), never
+// overlapping each other (in any order, as a strided shard's are). Errors name `path`.
+IndexRuns runs_from(std::span<const int64_t> bounds, int64_t dim_size, const std::string& path) {
+  if (bounds.size() % 2 != 0) throw runtime_error(fmt::format("{} is not pairs", path));
+  IndexRuns runs;
+  std::set<std::pair<int64_t, int64_t>> seen;
+  for (size_t i = 0; i < bounds.size(); i += 2) {
+    const int64_t start = bounds[i], stop = bounds[i + 1];
+    if (start < 0 || stop <= start || stop > dim_size) {
+      throw runtime_error(
+          fmt::format("{} has [{}, {}) outside [0, {})", path, start, stop, dim_size));
+    }
+    const auto next = seen.lower_bound({start, start});
+    if ((next != seen.end() && next->first < stop) ||
+        (next != seen.begin() && std::prev(next)->second > start)) {
+      throw runtime_error(fmt::format("{} overlap at [{}, {})", path, start, stop));
+    }
+    seen.emplace(start, stop);
+    runs.append({start, stop});
+  }
+  return runs;
+}
+
+// Ranks are below 2^40: no world meshsim runs is larger.
+void check_file_rank(int64_t rank, const std::string& path) {
+  if (rank < 0 || rank >= (int64_t{1} << 40))
+    throw runtime_error(fmt::format("{} {} is not a rank", path, rank));
+}
+
+// Version 1: an object per chunk.
+CheckpointChunk chunk_from(const RecordReader& r, std::span<const int64_t> shape) {
   r.expect_type("Chunk").require({"file_rank", "dims"});
   CheckpointChunk c;
   c.file_rank = r.integer("file_rank");
-  if (c.file_rank < 0 || c.file_rank >= world_size_bound) {
-    throw runtime_error(fmt::format("{}.file_rank {} is not a rank", r.path(), c.file_rank));
-  }
+  check_file_rank(c.file_rank, r.path() + ".file_rank");
   const std::vector<RecordReader> dims = r.objects("dims");
   if (dims.size() != shape.size()) {
     throw runtime_error(
@@ -157,40 +184,53 @@ CheckpointChunk chunk_from(const RecordReader& r, std::span<const int64_t> shape
   for (size_t d = 0; d < dims.size(); ++d) {
     const std::vector<int64_t>& bounds =
         dims[d].expect_type("Dim").require({"runs"}).integers("runs");
-    if (bounds.size() % 2 != 0)
-      throw runtime_error(fmt::format("{}.runs is not pairs", dims[d].path()));
-    IndexRuns runs;
-    std::set<std::pair<int64_t, int64_t>> seen;
-    for (size_t i = 0; i < bounds.size(); i += 2) {
-      const int64_t start = bounds[i], stop = bounds[i + 1];
-      if (start < 0 || stop <= start || stop > shape[d]) {
-        throw runtime_error(fmt::format("{}.runs has [{}, {}) outside [0, {})", dims[d].path(),
-                                        start, stop, shape[d]));
-      }
-      const auto next = seen.lower_bound({start, start});
-      if ((next != seen.end() && next->first < stop) ||
-          (next != seen.begin() && std::prev(next)->second > start)) {
-        throw runtime_error(
-            fmt::format("{}.runs overlap at [{}, {})", dims[d].path(), start, stop));
-      }
-      seen.emplace(start, stop);
-      runs.append({start, stop});
-    }
+    c.indices.push_back(runs_from(bounds, shape[d], dims[d].path() + ".runs"));
     dims[d].finish();
-    c.indices.push_back(std::move(runs));
   }
   r.finish();
   return c;
 }
 
-CheckpointMetadata metadata_from(const RecordObject& root) {
+// Version 2: each chunk's file rank, and per chunk and dim a run count and the runs' bounds.
+std::vector<CheckpointChunk> chunks_from(const RecordReader& t, std::span<const int64_t> shape) {
+  const std::vector<int64_t>& file_ranks = t.integers("chunk_file_ranks");
+  const std::vector<int64_t>& runs = t.integers("chunk_runs");
+  std::vector<CheckpointChunk> out;
+  size_t at = 0;
+  for (size_t c = 0; c < file_ranks.size(); ++c) {
+    check_file_rank(file_ranks[c], fmt::format("{}.chunk_file_ranks[{}]", t.path(), c));
+    CheckpointChunk chunk{file_ranks[c], {}};
+    for (size_t d = 0; d < shape.size(); ++d) {
+      const std::string path = fmt::format("{}.chunk_runs (chunk {}, dim {})", t.path(), c, d);
+      if (at == runs.size()) throw runtime_error(fmt::format("{} is missing", path));
+      const int64_t n = runs[at++];
+      if (n < 1 || static_cast<uint64_t>(n) > (runs.size() - at) / 2) {
+        throw runtime_error(
+            fmt::format("{} counts {} runs where {} numbers are left", path, n, runs.size() - at));
+      }
+      const size_t length = 2 * static_cast<size_t>(n);
+      chunk.indices.push_back(runs_from({runs.data() + at, length}, shape[d], path));
+      at += length;
+    }
+    out.push_back(std::move(chunk));
+  }
+  if (at != runs.size()) {
+    throw runtime_error(
+        fmt::format("{}.chunk_runs has {} numbers past its chunks", t.path(), runs.size() - at));
+  }
+  return out;
+}
+
+CheckpointMetadata metadata_from(const RecordObject& root, uint32_t version) {
   const RecordReader r(root, "CheckpointMetadata", true);
   r.expect_type("CheckpointMetadata").require({"tensors"});
   CheckpointMetadata m;
   std::set<std::string> names;
   for (const RecordReader& t : r.objects("tensors")) {
-    t.expect_type("TensorEntry")
-        .require({"name", "dtype", "shape", "placements", "mesh_shape", "chunks"});
+    t.expect_type("TensorEntry").require({"name", "dtype", "shape", "placements", "mesh_shape"});
+    t.require(version == 1
+                  ? std::initializer_list<std::string_view>{"chunks"}
+                  : std::initializer_list<std::string_view>{"chunk_file_ranks", "chunk_runs"});
     CheckpointTensor e;
     e.name = t.str("name");
     if (!names.insert(e.name).second)
@@ -208,17 +248,16 @@ CheckpointMetadata metadata_from(const RecordObject& root) {
     for (const RecordReader& p : t.objects("placements"))
       e.placements.push_back(placement_from_record(p));
     e.mesh_shape = t.integers("mesh_shape");
-    const std::vector<RecordReader> chunks = t.objects("chunks");
-    if (chunks.size() > kMaxChunks) {
-      throw runtime_error(
-          fmt::format("'{}' has {} chunks, more than {}", e.name, chunks.size(), kMaxChunks));
+    if (version == 1) {
+      for (const RecordReader& c : t.objects("chunks")) e.chunks.push_back(chunk_from(c, e.shape));
+    } else {
+      e.chunks = chunks_from(t, e.shape);
     }
     // The chunks must hold as many elements as the tensor; whether they overlap is checked
     // where it matters, for each shard a load fills.
     std::optional<int64_t> total = 0;
-    for (const RecordReader& c : chunks) {
-      e.chunks.push_back(chunk_from(c, e.shape, int64_t{1} << 40));
-      total = checked_add(total.value_or(INT64_MAX), volume(e.chunks.back().indices));
+    for (const CheckpointChunk& c : e.chunks) {
+      total = checked_add(total.value_or(INT64_MAX), volume(c.indices));
       if (!total)
         throw runtime_error(fmt::format("the chunks of '{}' hold more than 2^63 elements", e.name));
     }
@@ -246,7 +285,7 @@ ShardFile read_shard(const std::string& path) {
   ShardFile out;
   out.file = std::make_unique<const MappedFile>(path, kMaxShardBytes);
   out.record = std::make_unique<const OpenedRecord>(open_record(
-      out.file->bytes(), RecordKind::kShard, kCheckpointRecordVersion, BytesOut::kBorrow));
+      out.file->bytes(), RecordKind::kShard, kCheckpointShardVersion, BytesOut::kBorrow));
   const RecordReader r(out.record->root, "ShardFile", true);
   r.expect_type("ShardFile").require({"chunks"});
   for (const RecordReader& c : r.objects("chunks")) {
@@ -260,99 +299,38 @@ ShardFile read_shard(const std::string& path) {
 
 }  // namespace
 
-CheckpointMetadata plan_checkpoint(
-    const std::vector<std::pair<std::string, DTensorSpec>>& tensors) {
-  CheckpointMetadata out;
-  std::set<std::string> names;
-  for (const auto& [name, spec] : tensors) {
-    if (!names.insert(name).second)
-      throw runtime_error(fmt::format("tensor '{}' is saved twice", name));
-    for (const Placement& p : spec.placements) {
-      if (std::holds_alternative<Partial>(p)) {
-        throw runtime_error(
-            fmt::format("'{}' is Partial on a mesh dim: reduce it (redistribute to "
-                        "Replicate) before saving",
-                        name));
-      }
-    }
-    CheckpointTensor t{name, spec.dtype, spec.shape, spec.placements, spec.mesh.shape(), {}};
-    // Every coordinate of the replica holding this rank, with the global rank at it.
-    const RankTensor ranks = spec.mesh.mesh();
-    const std::vector<int64_t> mesh_shape = spec.mesh.shape();
-    std::map<std::vector<int64_t>, size_t> seen;  // indices (as run bounds per dim) -> chunk
-    std::vector<int64_t> coordinate(mesh_shape.size(), 0);
-    for (int64_t holder : ranks.values) {
-      std::vector<IndexRuns> indices =
-          owned_indices(spec.shape, mesh_shape, coordinate, spec.placements);
-      std::vector<int64_t> key;
-      for (const IndexRuns& d : indices) {
-        key.push_back(static_cast<int64_t>(d.runs().size()));
-        for (const IndexRuns::Run& run : d.runs()) key.insert(key.end(), {run.start, run.stop});
-      }
-      if (volume(indices) > 0) {
-        const auto [it, added] = seen.emplace(key, t.chunks.size());
-        if (added) {
-          t.chunks.push_back({holder, std::move(indices)});
-        } else if (holder < t.chunks[it->second].file_rank) {
-          t.chunks[it->second].file_rank = holder;  // the lowest rank writes a replica
-        }
-      }
-      for (size_t d = coordinate.size(); d-- > 0;) {
-        if (++coordinate[d] < mesh_shape[d]) break;
-        coordinate[d] = 0;
-      }
-    }
-    out.tensors.push_back(std::move(t));
-  }
-  return out;
-}
-
-namespace {
-
-CheckpointMetadata plan_of(const std::vector<std::pair<std::string, const DTensor*>>& tensors) {
-  std::vector<std::pair<std::string, DTensorSpec>> specs;
-  for (const auto& [name, t] : tensors) specs.emplace_back(name, t->spec());
-  return plan_checkpoint(specs);
-}
-
-}  // namespace
-
-void save_world_checkpoint(const std::string& dir, int64_t rank,
-                           const std::vector<std::pair<std::string, const DTensor*>>& tensors,
-                           ArchiveFormat format) {
-  save_checkpoint_shard(dir, rank, tensors, format);
-  if (rank == 0) save_checkpoint_metadata(dir, plan_of(tensors), format);
+CheckpointMetadata save_world_checkpoint(
+    const std::string& dir, const std::vector<std::vector<StateDictEntry>>& state_dicts,
+    ArchiveFormat format) {
+  std::vector<LocalSavePlan> plans;
+  for (size_t r = 0; r < state_dicts.size(); ++r)
+    plans.push_back(plan_local_save(static_cast<int64_t>(r), state_dicts[r]));
+  GlobalSavePlan global = plan_global_save(plans);
+  for (const LocalSavePlan& mine : plans) save_checkpoint_shard(dir, mine, global.metadata, format);
+  save_checkpoint_metadata(dir, global.metadata, format);
+  return std::move(global.metadata);
 }
 
 void save_checkpoint_metadata(const std::string& dir, const CheckpointMetadata& plan,
                               ArchiveFormat format) {
   write_file_atomically(metadata_path(dir),
-                        seal_record(RecordKind::kCheckpointMetadata, kCheckpointRecordVersion,
+                        seal_record(RecordKind::kCheckpointMetadata, kCheckpointMetadataVersion,
                                     metadata_record(plan), format));
 }
 
-void save_checkpoint_shard(const std::string& dir, int64_t rank,
-                           const std::vector<std::pair<std::string, const DTensor*>>& tensors,
-                           ArchiveFormat format) {
-  const CheckpointMetadata plan = plan_of(tensors);
+void save_checkpoint_shard(const std::string& dir, const LocalSavePlan& mine,
+                           const CheckpointMetadata& plan, ArchiveFormat format) {
   std::vector<RecordObject> chunks;
-  for (size_t i = 0; i < plan.tensors.size(); ++i) {
-    const DTensor& t = *tensors[i].second;
-    if (!t.participates() || t.local().numel() == 0) continue;
-    std::vector<IndexRuns> mine = owned_indices(t.spec().shape, t.spec().mesh.shape(),
-                                                *t.spec().mesh.coordinate(), t.spec().placements);
-    const auto& all = plan.tensors[i].chunks;
-    for (size_t c = 0; c < all.size(); ++c) {
-      if (all[c].file_rank != rank || all[c].indices != mine) continue;
-      if (t.local().is_meta()) {
-        throw runtime_error(
-            fmt::format("'{}' is a meta tensor: there is nothing to save", tensors[i].first));
-      }
+  for (const SaveItem& item : mine.items) {
+    const CheckpointTensor* t = find_tensor(plan, item.name);
+    MESHSIM_ASSERT(t != nullptr, "a saved item is missing from the merged plan");
+    for (size_t c = 0; c < t->chunks.size(); ++c) {
+      if (t->chunks[c].file_rank != mine.rank || t->chunks[c].indices != item.indices) continue;
       // Borrowed: the tensor outlives the record, which is written before this returns.
-      const std::span<const std::byte> bytes = t.local().bytes();
+      const std::span<const std::byte> bytes = item.data->bytes();
       chunks.push_back(
           RecordObject{"ChunkData", {}}
-              .set("tensor", RecordValue::of(plan.tensors[i].name))
+              .set("tensor", RecordValue::of(item.name))
               .set("chunk", RecordValue::of(static_cast<int64_t>(c)))
               .set("data", RecordValue::borrowed_bytes(std::string_view(
                                reinterpret_cast<const char*>(bytes.data()), bytes.size()))));
@@ -361,13 +339,14 @@ void save_checkpoint_shard(const std::string& dir, int64_t rank,
   const RecordObject shard =
       RecordObject{"ShardFile", {}}.set("chunks", RecordValue::of(std::move(chunks)));
   const SealedRecord sealed =
-      seal_record_in_pieces(RecordKind::kShard, kCheckpointRecordVersion, shard, format);
-  write_file_atomically(shard_path(dir, rank), sealed.pieces());
+      seal_record_in_pieces(RecordKind::kShard, kCheckpointShardVersion, shard, format);
+  write_file_atomically(shard_path(dir, mine.rank), sealed.pieces());
 }
 
 CheckpointMetadata open_checkpoint_metadata(std::string_view file) {
-  return metadata_from(
-      open_record(file, RecordKind::kCheckpointMetadata, kCheckpointRecordVersion).root);
+  const OpenedRecord record =
+      open_record(file, RecordKind::kCheckpointMetadata, kCheckpointMetadataVersion);
+  return metadata_from(record.root, record.record_version);
 }
 
 CheckpointMetadata load_checkpoint_metadata(const std::string& dir) {
@@ -380,24 +359,29 @@ CheckpointMetadata load_checkpoint_metadata(const std::string& dir) {
   }
 }
 
-DTensor load_world_tensor(const std::string& dir, const std::string& name, const DeviceMesh& mesh,
-                          std::vector<Placement> placements) {
-  const CheckpointMetadata metadata = load_checkpoint_metadata(dir);
+const CheckpointTensor* find_tensor(const CheckpointMetadata& metadata, const std::string& name) {
   const auto entry = std::find_if(metadata.tensors.begin(), metadata.tensors.end(),
                                   [&](const CheckpointTensor& t) { return t.name == name; });
-  if (entry == metadata.tensors.end()) {
+  return entry == metadata.tensors.end() ? nullptr : &*entry;
+}
+
+namespace {
+
+const CheckpointTensor& require_tensor(const std::string& dir, const CheckpointMetadata& metadata,
+                                       const std::string& name) {
+  const CheckpointTensor* entry = find_tensor(metadata, name);
+  if (entry == nullptr)
     throw runtime_error(fmt::format("the checkpoint in {} has no tensor '{}'", dir, name));
-  }
-  // The shard's layout first (no storage), then storage this function alone owns.
-  const DTensor layout = DTensor::zeros(
-      DTensorSpec{mesh, std::move(placements), entry->shape, entry->dtype}, Tensor::Storage::kMeta);
-  if (!layout.participates()) return DTensor::zeros(layout.spec());
-  const DTensorSpec& spec = layout.spec();
-  const std::vector<IndexRuns> mine =
-      owned_indices(spec.shape, spec.mesh.shape(), *spec.mesh.coordinate(), spec.placements);
-  Tensor local(layout.local().shape(), spec.dtype);
+  return *entry;
+}
+
+// Fills `local`, whose elements are the global indices `mine` of the saved tensor `entry`, from
+// the saved chunks that meet it.
+void fill_from_chunks(const std::string& dir, const CheckpointTensor& entry,
+                      const std::vector<IndexRuns>& mine, Tensor& local) {
+  const std::string& name = entry.name;
   std::byte* target = local.mutable_bytes().data();
-  const size_t element = dtype_size(spec.dtype);
+  const size_t element = dtype_size(entry.dtype);
   for (size_t d = 0; d < mine.size(); ++d) {
     MESHSIM_ASSERT(mine[d].size() == local.shape()[d],
                    "owned_indices and the local shape disagree about a shard");
@@ -411,14 +395,14 @@ DTensor load_world_tensor(const std::string& dir, const std::string& name, const
   };
   std::vector<Meeting> meetings;
   int64_t met = 0;
-  for (size_t c = 0; c < entry->chunks.size(); ++c) {
+  for (size_t c = 0; c < entry.chunks.size(); ++c) {
     Meeting m{c, {}, 1, {}};
     for (size_t d = 0; d < mine.size(); ++d) {
-      m.dims.push_back(meet(entry->chunks[c].indices[d], mine[d]));
+      m.dims.push_back(meet(entry.chunks[c].indices[d], mine[d]));
       m.elements *= covered(m.dims.back());  // within this shard's numel
     }
     if (m.elements == 0) continue;
-    for (const IndexRuns& d : entry->chunks[c].indices) m.chunk_shape.push_back(d.size());
+    for (const IndexRuns& d : entry.chunks[c].indices) m.chunk_shape.push_back(d.size());
     met = checked_add(met, m.elements).value_or(INT64_MAX);
     meetings.push_back(std::move(m));
   }
@@ -445,7 +429,7 @@ DTensor load_world_tensor(const std::string& dir, const std::string& name, const
   }
   std::map<int64_t, ShardFile> files;
   for (const Meeting& m : meetings) {
-    const CheckpointChunk& chunk = entry->chunks[m.chunk];
+    const CheckpointChunk& chunk = entry.chunks[m.chunk];
     auto file = files.find(chunk.file_rank);
     if (file == files.end()) {
       const std::string path = shard_path(dir, chunk.file_rank);
@@ -470,7 +454,40 @@ DTensor load_world_tensor(const std::string& dir, const std::string& name, const
                                    static_cast<size_t>(length) * element);
                      });
   }
+}
+
+}  // namespace
+
+DTensor load_world_tensor(const std::string& dir, const CheckpointMetadata& metadata,
+                          const std::string& name, const DeviceMesh& mesh,
+                          std::vector<Placement> placements) {
+  const CheckpointTensor& entry = require_tensor(dir, metadata, name);
+  // The shard's layout first (no storage), then storage this function alone owns.
+  const DTensor layout = DTensor::zeros(
+      DTensorSpec{mesh, std::move(placements), entry.shape, entry.dtype}, Tensor::Storage::kMeta);
+  if (!layout.participates()) return DTensor::zeros(layout.spec());
+  const DTensorSpec& spec = layout.spec();
+  Tensor local(layout.local().shape(), spec.dtype);
+  fill_from_chunks(
+      dir, entry,
+      owned_indices(spec.shape, spec.mesh.shape(), *spec.mesh.coordinate(), spec.placements),
+      local);
   return DTensor::from_local_shard(layout.spec(), std::move(local));
+}
+
+Tensor load_whole_tensor(const std::string& dir, const CheckpointMetadata& metadata,
+                         const std::string& name) {
+  const CheckpointTensor& entry = require_tensor(dir, metadata, name);
+  Tensor out(entry.shape, entry.dtype);
+  std::vector<IndexRuns> all;
+  for (int64_t n : entry.shape) all.push_back(IndexRuns::range(n));
+  fill_from_chunks(dir, entry, all, out);
+  return out;
+}
+
+DTensor load_world_tensor(const std::string& dir, const std::string& name, const DeviceMesh& mesh,
+                          std::vector<Placement> placements) {
+  return load_world_tensor(dir, load_checkpoint_metadata(dir), name, mesh, std::move(placements));
 }
 
 }  // namespace meshsim

@@ -17,7 +17,11 @@
 
 namespace meshsim {
 
-inline constexpr uint32_t kCheckpointRecordVersion = 1;
+// The layouts this meshsim writes; it reads every version up to these. Metadata version 2 lists
+// each tensor's chunks as two integer arrays (version 1: an object per chunk, whose in-memory
+// tree outgrew the reader's bounds at a thousand ranks).
+inline constexpr uint32_t kCheckpointMetadataVersion = 2;
+inline constexpr uint32_t kCheckpointShardVersion = 1;
 
 struct CheckpointChunk {
   int64_t file_rank = 0;           // shard-<file_rank>.ckpt holds its data
@@ -37,35 +41,41 @@ struct CheckpointMetadata {
   std::vector<CheckpointTensor> tensors;
 };
 
-// The chunks of each tensor, computed from the specs alone: every rank of a mesh's replica
-// computes the same plan, so nothing needs to be communicated (ranks of other replicas of a
-// sub-mesh plan their own replica, and rank 0's plan is the one written). Throws RuntimeError for a
-// Partial placement (reduce it before saving) and for two tensors with one name.
-CheckpointMetadata plan_checkpoint(const std::vector<std::pair<std::string, DTensorSpec>>& tensors);
+struct LocalSavePlan;
+struct StateDictEntry;
 
-// What rank `rank` writes: its shard file (always, possibly with no chunks). `tensors` are this
-// rank's DTensors, in the same order on every rank.
-void save_checkpoint_shard(const std::string& dir, int64_t rank,
-                           const std::vector<std::pair<std::string, const DTensor*>>& tensors,
-                           ArchiveFormat format);
+// What rank `rank` writes: its shard file (always, possibly with no chunks), holding the chunks of
+// its local plan that `plan` (the merged metadata) assigns to it. Errors name the file.
+void save_checkpoint_shard(const std::string& dir, const LocalSavePlan& mine,
+                           const CheckpointMetadata& plan, ArchiveFormat format);
 // What the coordinator writes once every shard is written: the plan as metadata.
 void save_checkpoint_metadata(const std::string& dir, const CheckpointMetadata& plan,
                               ArchiveFormat format);
-// Both, for one process that plays every rank in turn (tests, benchmarks): rank 0's metadata
-// after its own shard.
-void save_world_checkpoint(const std::string& dir, int64_t rank,
-                           const std::vector<std::pair<std::string, const DTensor*>>& tensors,
-                           ArchiveFormat format);
+// A whole save for one process that plays every rank in turn (tests, benchmarks): `state_dicts`
+// holds each rank's state dict, in rank order. Returns the merged plan.
+CheckpointMetadata save_world_checkpoint(
+    const std::string& dir, const std::vector<std::vector<StateDictEntry>>& state_dicts,
+    ArchiveFormat format);
 
 // Reads the metadata (checked: kinds, bounds, chunks that hold exactly the tensor's elements)
 // from a file's bytes, or from `dir`.
 CheckpointMetadata open_checkpoint_metadata(std::string_view file);
 CheckpointMetadata load_checkpoint_metadata(const std::string& dir);
+// The entry `name`, or nullptr.
+const CheckpointTensor* find_tensor(const CheckpointMetadata& metadata, const std::string& name);
 
-// The tensor `name` of the checkpoint in `dir` (its global shape and dtype), laid out over `mesh`
-// as `placements` on the calling rank. Throws RuntimeError naming the file and the problem when
-// the checkpoint lacks the tensor, does not cover this rank's shard exactly, or a shard file does
-// not match the metadata; what DTensor::zeros throws for placements that do not fit.
+// The tensor `name` of the checkpoint in `dir` (`metadata` is its metadata; its global shape and
+// dtype), laid out over `mesh` as `placements` on the calling rank. Throws RuntimeError naming the
+// file and the problem when the checkpoint lacks the tensor, does not cover this rank's shard
+// exactly, or a shard file does not match the metadata; what DTensor::zeros throws for placements
+// that do not fit.
+DTensor load_world_tensor(const std::string& dir, const CheckpointMetadata& metadata,
+                          const std::string& name, const DeviceMesh& mesh,
+                          std::vector<Placement> placements);
+// A plain tensor of the checkpoint, whole (every chunk read).
+Tensor load_whole_tensor(const std::string& dir, const CheckpointMetadata& metadata,
+                         const std::string& name);
+// Both, reading metadata.ckpt themselves (tests, benchmarks).
 DTensor load_world_tensor(const std::string& dir, const std::string& name, const DeviceMesh& mesh,
                           std::vector<Placement> placements);
 

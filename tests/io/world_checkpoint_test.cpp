@@ -5,12 +5,15 @@
 
 #include <cstring>
 #include <filesystem>
+#include <memory>
 
+#include <fmt/format.h>
 #include <catch2/catch.hpp>
 
 #include "src/dtensor/local_shard.hpp"
 #include "src/error.hpp"
 #include "src/io/atomic_file.hpp"
+#include "src/io/checkpoint_plan.hpp"
 #include "tests/support/splitmix.hpp"
 
 using meshsim::DeviceMesh;
@@ -73,18 +76,34 @@ std::string fresh_dir(const std::string& name) {
   return dir;
 }
 
+// Every rank's DTensor of `global` laid out as `layout` (each rank with its own group creator,
+// which its mesh keeps using).
+struct WorldOf {
+  std::vector<std::unique_ptr<LocalGroupCreator>> groups;
+  std::vector<DTensor> tensors;
+
+  WorldOf(const Tensor& global, int64_t world, const Layout& layout) {
+    for (int64_t r = 0; r < world; ++r) {
+      groups.push_back(std::make_unique<LocalGroupCreator>(r, world));
+      const DTensorSpec spec = spec_on(*groups.back(), layout, global.shape());
+      tensors.push_back(DTensor::from_local_shard(spec, cut(global, spec)));
+    }
+  }
+  // Each rank's state dict, holding its DTensor as `name`.
+  std::vector<std::vector<meshsim::StateDictEntry>> state_dicts(const std::string& name) const {
+    std::vector<std::vector<meshsim::StateDictEntry>> out;
+    for (const DTensor& t : tensors) out.push_back({{name, nullptr, &t}});
+    return out;
+  }
+};
+
 // Saves `global` laid out as `from` by every rank of the world, then loads it as `to` on every
 // rank and compares with the global tensor cut that way.
 void check_reshard(int64_t world, const Ints& shape, const Layout& from, const Layout& to,
                    meshsim::ArchiveFormat format = meshsim::ArchiveFormat::kBinary) {
   const Tensor global = random_global(shape, 7);
   const std::string dir = fresh_dir("reshard");
-  for (int64_t r = 0; r < world; ++r) {
-    LocalGroupCreator groups(r, world);
-    const DTensorSpec spec = spec_on(groups, from, shape);
-    const DTensor t = DTensor::from_local_shard(spec, cut(global, spec));
-    meshsim::save_world_checkpoint(dir, r, {{"w", &t}}, format);
-  }
+  meshsim::save_world_checkpoint(dir, WorldOf(global, world, from).state_dicts("w"), format);
   for (int64_t r = 0; r < world; ++r) {
     INFO("rank " << r << ", " << meshsim::archive_format_name(format));
     LocalGroupCreator groups(r, world);
@@ -125,39 +144,40 @@ TEST_CASE("world checkpoint: uneven and strided shards reshard exactly", "[io][w
   check_reshard(4, {12, 2}, {{4}, {Shard{0}}}, {{2, 2}, {StridedShard{0, 2}, Shard{0}}});
 }
 
-TEST_CASE("world checkpoint: replicas are written once, by the lowest rank",
+TEST_CASE("world checkpoint: replicas are written once, by the first rank holding them",
           "[io][world_checkpoint]") {
-  LocalGroupCreator groups(3, 4);
-  const Ints shape{2, 2};
-  const DTensorSpec spec{DeviceMesh::init(groups, "cuda", shape),
-                         {meshsim::Replicate{}, meshsim::Shard{0}},
-                         {6, 4},
-                         meshsim::DType::kFloat32};
-  const meshsim::CheckpointMetadata plan = meshsim::plan_checkpoint({{"w", spec}});
+  const WorldOf world(random_global({6, 4}, 5), 4,
+                      {{2, 2}, {meshsim::Replicate{}, meshsim::Shard{0}}});
+  const std::string dir = fresh_dir("replicas");
+  const meshsim::CheckpointMetadata plan =
+      meshsim::save_world_checkpoint(dir, world.state_dicts("w"), meshsim::ArchiveFormat::kBinary);
   REQUIRE(plan.tensors.size() == 1);
   const auto& chunks = plan.tensors[0].chunks;
   REQUIRE(chunks.size() == 2);
   CHECK(chunks[0].file_rank == 0);
   CHECK(chunks[1].file_rank == 1);
   CHECK(chunks[1].indices[0].runs() == std::vector<meshsim::IndexRuns::Run>{{3, 6}});
+  // Ranks 2 and 3 hold replicas only: their shard files are empty.
+  CHECK(std::filesystem::file_size(dir + "/shard-2.ckpt") <
+        std::filesystem::file_size(dir + "/shard-0.ckpt"));
+  std::filesystem::remove_all(dir);
+  LocalGroupCreator groups(0, 4);
+  const DTensor partial = DTensor::zeros(DTensorSpec{DeviceMesh::init(groups, "cuda", Ints{2, 2}),
+                                                     {meshsim::Partial{}, meshsim::Shard{0}},
+                                                     {6, 4},
+                                                     meshsim::DType::kFloat32});
+  const std::vector<meshsim::StateDictEntry> entries{{"p", nullptr, &partial}};
   CHECK_THROWS_WITH(
-      meshsim::plan_checkpoint({{"p", DTensorSpec{spec.mesh,
-                                                  {meshsim::Partial{}, meshsim::Shard{0}},
-                                                  {6, 4},
-                                                  meshsim::DType::kFloat32}}}),
+      meshsim::plan_local_save(0, entries),
       "'p' is Partial on a mesh dim: reduce it (redistribute to Replicate) before saving");
 }
 
 TEST_CASE("world checkpoint: a checkpoint that does not fit is refused with a reason",
           "[io][world_checkpoint]") {
   const std::string dir = fresh_dir("refused");
-  const Tensor global = random_global({4, 4}, 3);
-  for (int64_t r = 0; r < 2; ++r) {
-    LocalGroupCreator groups(r, 2);
-    const DTensorSpec spec = spec_on(groups, {{2}, {meshsim::Shard{0}}}, {4, 4});
-    const DTensor t = DTensor::from_local_shard(spec, cut(global, spec));
-    meshsim::save_world_checkpoint(dir, r, {{"w", &t}}, meshsim::ArchiveFormat::kText);
-  }
+  meshsim::save_world_checkpoint(
+      dir, WorldOf(random_global({4, 4}, 3), 2, {{2}, {meshsim::Shard{0}}}).state_dicts("w"),
+      meshsim::ArchiveFormat::kText);
   LocalGroupCreator groups(1, 2);
   const Ints two{2};
   const DeviceMesh mesh = DeviceMesh::init(groups, "cuda", two);
@@ -171,28 +191,36 @@ TEST_CASE("world checkpoint: a checkpoint that does not fit is refused with a re
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("world checkpoint: metadata of record version 1 keeps loading",
+TEST_CASE("world checkpoint: metadata of record versions 1 and 2 keeps loading",
           "[io][world_checkpoint]") {
-  // step100/metadata.ckpt of scenarios/checkpoint_reshard.toml (see tests/io/data/README.md):
-  // w float32[8, 6] as [Shard(0), Shard(1)] over (2, 2), one chunk per rank; b float32[7] as
-  // [Replicate(), Shard(0)], its two chunks written once, by ranks 0 and 1.
-  const std::string file = meshsim::read_file_bounded(
-      std::string(MESHSIM_SOURCE_ROOT) + "/tests/io/data/checkpoint_metadata_v1.bin", 1 << 20);
-  const meshsim::CheckpointMetadata m = meshsim::open_checkpoint_metadata(file);
-  REQUIRE(m.tensors.size() == 2);
-  CHECK(m.tensors[0].name == "w");
-  CHECK(m.tensors[0].shape == Ints{8, 6});
-  CHECK(m.tensors[0].mesh_shape == Ints{2, 2});
-  CHECK(m.tensors[0].placements == std::vector<Placement>{meshsim::Shard{0}, meshsim::Shard{1}});
-  REQUIRE(m.tensors[0].chunks.size() == 4);
-  CHECK(m.tensors[0].chunks[3].file_rank == 3);
-  CHECK(m.tensors[0].chunks[3].indices[0].runs() == std::vector<meshsim::IndexRuns::Run>{{4, 8}});
-  CHECK(m.tensors[0].chunks[3].indices[1].runs() == std::vector<meshsim::IndexRuns::Run>{{3, 6}});
-  CHECK(m.tensors[1].name == "b");
-  REQUIRE(m.tensors[1].chunks.size() == 2);
-  CHECK(m.tensors[1].chunks[0].file_rank == 0);
-  CHECK(m.tensors[1].chunks[1].file_rank == 1);
-  CHECK(m.tensors[1].chunks[1].indices[0].runs() == std::vector<meshsim::IndexRuns::Run>{{4, 7}});
+  for (const char* version : {"v1", "v2"}) {
+    INFO(version);
+    // step100/metadata.ckpt of scenarios/checkpoint_reshard.toml in both layouts (see
+    // tests/io/data/README.md):
+    // w float32[8, 6] as [Shard(0), Shard(1)] over (2, 2), one chunk per rank; b float32[7] as
+    // [Replicate(), Shard(0)], its two chunks written once, by ranks 0 and 1.
+    const std::string file = meshsim::read_file_bounded(
+        std::string(MESHSIM_SOURCE_ROOT) + "/tests/io/data/checkpoint_metadata_" + version + ".bin",
+        1 << 20);
+    const meshsim::CheckpointMetadata m = meshsim::open_checkpoint_metadata(file);
+    REQUIRE(m.tensors.size() == 2);
+    CHECK(m.tensors[0].name == "w");
+    CHECK(m.tensors[0].shape == Ints{8, 6});
+    CHECK(m.tensors[0].mesh_shape == Ints{2, 2});
+    CHECK(m.tensors[0].placements == std::vector<Placement>{meshsim::Shard{0}, meshsim::Shard{1}});
+    REQUIRE(m.tensors[0].chunks.size() == 4);
+    CHECK(m.tensors[0].chunks[3].file_rank == 3);
+    CHECK(m.tensors[0].chunks[3].indices[0].runs() == std::vector<meshsim::IndexRuns::Run>{{4, 8}});
+    CHECK(m.tensors[0].chunks[3].indices[1].runs() == std::vector<meshsim::IndexRuns::Run>{{3, 6}});
+    CHECK(m.tensors[1].name == "b");
+    REQUIRE(m.tensors[1].chunks.size() == 2);
+    // Version 1 was written by the lowest rank holding a replica; version 2 by the rank DCP's
+    // load balancing picks: ranks 0 and 1 were each given w's chunk before b's, so 2 and 3.
+    const int64_t first_writer = std::string(version) == "v1" ? 0 : 2;
+    CHECK(m.tensors[1].chunks[0].file_rank == first_writer);
+    CHECK(m.tensors[1].chunks[1].file_rank == first_writer + 1);
+    CHECK(m.tensors[1].chunks[1].indices[0].runs() == std::vector<meshsim::IndexRuns::Run>{{4, 7}});
+  }
 }
 
 TEST_CASE("world checkpoint: every single-byte change and every truncation of metadata is refused",
@@ -221,12 +249,12 @@ TEST_CASE("world checkpoint: every single-byte change and every truncation of me
 
 TEST_CASE("world checkpoint: metadata whose chunks do not hold the tensor is refused",
           "[io][world_checkpoint]") {
-  LocalGroupCreator groups(0, 2);
   const Ints two{2};
-  const DTensorSpec spec{
-      DeviceMesh::init(groups, "cuda", two), {meshsim::Shard{0}}, {4, 3}, meshsim::DType::kFloat32};
-  meshsim::CheckpointMetadata plan = meshsim::plan_checkpoint({{"w", spec}});
+  const WorldOf world(random_global({4, 3}, 9), 2, {two, {meshsim::Shard{0}}});
+  const DTensorSpec& spec = world.tensors[0].spec();
   const std::string dir = fresh_dir("bad-metadata");
+  const meshsim::CheckpointMetadata plan =
+      meshsim::save_world_checkpoint(dir, world.state_dicts("w"), meshsim::ArchiveFormat::kBinary);
   const auto refused = [&](const meshsim::CheckpointMetadata& m) -> std::string {
     meshsim::save_checkpoint_metadata(dir, m, meshsim::ArchiveFormat::kBinary);
     try {
@@ -252,5 +280,67 @@ TEST_CASE("world checkpoint: metadata whose chunks do not hold the tensor is ref
   const DeviceMesh mesh1 = DeviceMesh::init(rank1, "cuda", two);
   CHECK_THROWS_WITH(meshsim::load_world_tensor(dir, "w", mesh1, {meshsim::Shard{0}}),
                     Catch::Contains("its chunks cover 3 of this rank's 6 elements"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("world checkpoint: metadata of 1024 to 65536 ranks reads back in every format",
+          "[io][world_checkpoint]") {
+  // One weight sharded row-wise over every rank, and a replicated bias written by rank 0: what a
+  // save of that world writes, the load must accept (bounds come from the record's own size).
+  const std::string dir = fresh_dir("metadata-scale");
+  for (const int64_t world : {int64_t{1024}, int64_t{16384}, int64_t{65536}}) {
+    meshsim::CheckpointMetadata m;
+    meshsim::CheckpointTensor w{
+        "w", meshsim::DType::kFloat32, {world, 8}, {meshsim::Shard{0}}, {world}, {}};
+    for (int64_t r = 0; r < world; ++r)
+      w.chunks.push_back(
+          {r, {meshsim::IndexRuns::range(r + 1).slice(r, 1), meshsim::IndexRuns::range(8)}});
+    m.tensors.push_back(std::move(w));
+    m.tensors.push_back({"b",
+                         meshsim::DType::kFloat32,
+                         {8},
+                         {meshsim::Replicate{}},
+                         {world},
+                         {{0, {meshsim::IndexRuns::range(8)}}}});
+    for (meshsim::ArchiveFormat format :
+         {meshsim::ArchiveFormat::kBinary, meshsim::ArchiveFormat::kText}) {
+      INFO(world << " ranks, " << meshsim::archive_format_name(format));
+      meshsim::save_checkpoint_metadata(dir, m, format);
+      const meshsim::CheckpointMetadata back = meshsim::load_checkpoint_metadata(dir);
+      REQUIRE(back.tensors.size() == 2);
+      CHECK(back.tensors[0].chunks.size() == static_cast<size_t>(world));
+      CHECK(back.tensors[0].chunks.back().file_rank == world - 1);
+      CHECK(back.tensors[0].chunks.back().indices[0].runs() ==
+            std::vector<meshsim::IndexRuns::Run>{{world - 1, world}});
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("world checkpoint: metadata of a model with thousands of tensors reads back",
+          "[io][world_checkpoint]") {
+  // A large model's state dict: parameters and optimizer state, each sharded over 8 ranks.
+  const std::string dir = fresh_dir("metadata-many");
+  meshsim::CheckpointMetadata m;
+  for (int t = 0; t < 4096; ++t) {
+    meshsim::CheckpointTensor e{fmt::format("layers.{}.mlp.w{}.exp_avg_sq", t / 8, t % 8),
+                                meshsim::DType::kBFloat16,
+                                {8192, 1024},
+                                {meshsim::Shard{0}},
+                                {8},
+                                {}};
+    for (int64_t r = 0; r < 8; ++r)
+      e.chunks.push_back({r,
+                          {meshsim::IndexRuns::range(8192).slice(r * 1024, 1024),
+                           meshsim::IndexRuns::range(1024)}});
+    m.tensors.push_back(std::move(e));
+  }
+  for (meshsim::ArchiveFormat format :
+       {meshsim::ArchiveFormat::kBinary, meshsim::ArchiveFormat::kText,
+        meshsim::ArchiveFormat::kXml}) {
+    INFO(meshsim::archive_format_name(format));
+    meshsim::save_checkpoint_metadata(dir, m, format);
+    CHECK(meshsim::load_checkpoint_metadata(dir).tensors.size() == 4096);
+  }
   std::filesystem::remove_all(dir);
 }

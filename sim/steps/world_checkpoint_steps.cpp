@@ -1,0 +1,399 @@
+// Whole-world checkpoints in scenarios, as torch.distributed.checkpoint saves and loads them:
+// `save = { checkpoint, tensors, rng }` writes every rank's own state dict into one checkpoint,
+// and `load = { checkpoint | checkpoint_dir, ... }` reads one back (from this run's save, or from
+// a directory an earlier job wrote) into the tensors each rank holds, or as a new DTensor on any
+// mesh and placements. Both are collective over WORLD.
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "sim/run/rank_state.hpp"
+#include "sim/scenario/name_template.hpp"
+#include "sim/steps/checkpoint_step_support.hpp"
+#include "sim/steps/step_kinds.hpp"
+#include "src/io/checkpoint_plan.hpp"
+#include "src/io/world_checkpoint.hpp"
+
+namespace meshsim::sim {
+
+namespace {
+
+// Failing ranks whose exception a CheckpointException's text shows (it lists every rank).
+constexpr size_t kFailuresShown = 4;
+
+// One rank's part in a collective checkpoint call, run in phases as DCP runs it (plan, then
+// write or read, then finish). Each phase ends in an all_reduce over WORLD that tells every rank
+// whether any rank failed, so a rank that skips the call leaves the others waiting (a hang, as in
+// PyTorch) and a failure on one rank fails the call on all of them.
+class CollectiveCall {
+ public:
+  CollectiveCall(RankState& rank, std::string what)
+      : rank_(rank),
+        what_(std::move(what)),
+        slot_(rank.checkpoint_exchange().next_slot(rank.rank())) {
+    slot_.calls[static_cast<size_t>(rank.rank())] = what_;
+  }
+  ~CollectiveCall() { rank_.checkpoint_exchange().finish(rank_.rank()); }
+  CollectiveCall(const CollectiveCall&) = delete;
+  CollectiveCall& operator=(const CollectiveCall&) = delete;
+
+  CheckpointExchange::Slot& slot() { return slot_; }
+  bool coordinator() const { return rank_.rank() == 0; }
+
+  // Runs `body` on this rank, then meets the others. Throws CheckpointException on every rank
+  // when any rank's body threw, naming the ranks and the first failure, as DCP does.
+  template <typename Body>
+  void phase(Body&& body) {
+    bool failed_here = false;
+    try {
+      with_stable_errors(rank_, body);
+    } catch (const Error& e) {
+      forget_unwound_frames();
+      slot_.failures.emplace(rank_.rank(), e);
+      failed_here = true;
+    }
+    Tensor failed = Tensor::full({1}, failed_here ? 1 : 0, DType::kInt64);
+    rank_.backend().all_reduce(failed, ReduceOp::kMax, rank_.group("", ""));
+    if (failed.get_int(0) != 0) throw failure();
+    if (!met_) check_same_calls();
+    met_ = true;
+  }
+
+ private:
+  // Once every rank has arrived, each checks that all are in the same call (a rank that skipped
+  // one save would otherwise meet the others in its next checkpoint call); all reach the same
+  // verdict.
+  void check_same_calls() const {
+    for (size_t r = 1; r < slot_.calls.size(); ++r) {
+      if (slot_.calls[r] != slot_.calls[0]) {
+        throw runtime_error(fmt::format(
+            "rank {} is in the {} where rank 0 is in the {}: every rank must make the same "
+            "checkpoint calls in the same order",
+            r, slot_.calls[r], slot_.calls[0]));
+      }
+    }
+  }
+
+  Error failure() const {
+    if (slot_.failures.empty()) {
+      return Error(PyErrorType::kCheckpointException,
+                   fmt::format("{} failed on another rank", what_));
+    }
+    // DCP's text starts "ranks:dict_keys([...])" and gives each failing rank's exception after a
+    // traceback; here each rank's exception follows "(RANK r)".
+    std::vector<int64_t> ranks;
+    std::string each;
+    for (const auto& [r, e] : slot_.failures) {
+      ranks.push_back(r);
+      if (ranks.size() <= kFailuresShown)
+        each += fmt::format("\n(RANK {}) {}: {}", r, py_error_type_name(e.type()), e.what());
+    }
+    if (ranks.size() > kFailuresShown)
+      each += fmt::format("\n... and {} more ranks", ranks.size() - kFailuresShown);
+    return Error(
+        PyErrorType::kCheckpointException,
+        fmt::format("ranks:dict_keys([{}]) in the {}{}", fmt::join(ranks, ", "), what_, each));
+  }
+
+  RankState& rank_;
+  std::string what_;
+  CheckpointExchange::Slot& slot_;
+  bool met_ = false;
+};
+
+// What a rank that skips a save or load does not call: the first meeting, over WORLD.
+class WorldCollectiveStep : public Step {
+ public:
+  bool communicates() const override { return true; }
+  std::optional<PlannedCall> planned_call(const RankState& rank) const override {
+    return PlannedCall{CollectiveOp::kAllReduce, rank.group("", "").id, -1};
+  }
+};
+
+// torch.Size's repr, as DCP's messages show shapes.
+std::string torch_size(const std::vector<int64_t>& shape) {
+  return fmt::format("torch.Size([{}])", fmt::join(shape, ", "));
+}
+
+// The rank's default CUDA generator as torch.cuda.get_rng_state() gives it: 16 bytes.
+Tensor generator_state(const PhiloxState& state) {
+  const std::vector<uint8_t> bytes = state.to_bytes();
+  Tensor out({static_cast<int64_t>(bytes.size())}, DType::kUInt8);
+  std::memcpy(out.mutable_bytes().data(), bytes.data(), bytes.size());
+  return out;
+}
+
+// `save = { checkpoint = "step1", tensors = ["w", ...], rng = "key", format }`: each rank's state
+// dict is the listed tensors it holds (a name it does not hold is not in it) and, with `rng`, its
+// generator state under that key. Phases: every rank plans its chunks; the coordinator merges the
+// plans (one writer per replicated chunk); every rank writes its shard file; the coordinator
+// writes the metadata. No rank reads a checkpoint before it is whole.
+class WorldSaveStep final : public WorldCollectiveStep {
+ public:
+  void run(RankState& rank) const override {
+    CollectiveCall call(rank, fmt::format("save of checkpoint \"{}\"", name_));
+    CheckpointExchange::Slot& slot = call.slot();
+    const size_t me = static_cast<size_t>(rank.rank());
+    const std::string dir = resolve(rank, name_);
+    Tensor rng_state;
+    call.phase([&] {
+      std::vector<StateDictEntry> entries;
+      for (const std::string& name : tensors_) {
+        const Parameter* value = rank.find_value(name);
+        if (value == nullptr) continue;
+        if (const DTensor* d = std::get_if<DTensor>(value)) {
+          entries.push_back({name, nullptr, d});
+        } else {
+          entries.push_back({name, &std::get<Tensor>(*value), nullptr});
+        }
+      }
+      if (rng_) {
+        rng_state = generator_state(rank.rng().default_generator());
+        entries.push_back({rng_->resolve(rank), &rng_state, nullptr});
+      }
+      slot.plans[me] = plan_local_save(rank.rank(), entries);
+    });
+    call.phase([&] {
+      if (call.coordinator()) slot.merged = plan_global_save(slot.plans);
+    });
+    if (call.coordinator()) {
+      for (const std::string& w : slot.merged.warnings)
+        rank.warn(fmt::format("checkpoint \"{}\": {}", name_, w));
+    }
+    call.phase([&] {
+      std::error_code ec;
+      std::filesystem::create_directories(dir, ec);
+      if (ec) throw runtime_error(fmt::format("cannot create {}: {}", dir, ec.message()));
+      save_checkpoint_shard(dir, slot.plans[me], slot.merged.metadata, format_);
+    });
+    call.phase([&] {
+      if (call.coordinator()) save_checkpoint_metadata(dir, slot.merged.metadata, format_);
+    });
+  }
+
+  std::string name_;
+  std::vector<std::string> tensors_;
+  std::optional<NameTemplate> rng_;
+  ArchiveFormat format_ = ArchiveFormat::kBinary;
+};
+
+// `load = { checkpoint = "step1" | checkpoint_dir = "dir", ... }` in one of two forms:
+// - `tensors = ["w", ...]` and/or `rng = "key"`: DCP's load into this rank's state dict (the
+//   listed tensors it holds, each keeping its mesh and placements; the generator state), which
+//   fails as DCP fails for a name the checkpoint lacks or a shape that differs;
+// - `tensor = "w2", from = "w", mesh, placements`: one saved tensor as a new DTensor.
+// Phases: the coordinator reads the metadata; every rank checks its state dict against it
+// (DCP's local plan); every rank reads its data. Values change only once every rank has read.
+class WorldLoadStep final : public WorldCollectiveStep {
+ public:
+  void run(RankState& rank) const override {
+    CollectiveCall call(rank, fmt::format("load of checkpoint \"{}\"", label_));
+    CheckpointExchange::Slot& slot = call.slot();
+    const std::string dir = in_run_ ? resolve(rank, path_) : path_;
+    call.phase([&] {
+      if (call.coordinator())
+        slot.metadata = std::make_shared<const CheckpointMetadata>(load_checkpoint_metadata(dir));
+    });
+    const std::shared_ptr<const CheckpointMetadata> metadata = slot.metadata;
+    // What this rank loads: (its name, the saved name), checked against the metadata.
+    std::vector<std::pair<std::string, const CheckpointTensor*>> wanted;
+    std::string rng_key;
+    call.phase([&] {
+      const auto saved = [&](const std::string& key) {
+        const CheckpointTensor* entry = find_tensor(*metadata, key);
+        if (entry == nullptr)
+          throw runtime_error(fmt::format("Missing key in checkpoint state_dict: {}.", key));
+        return entry;
+      };
+      const auto check_size = [&](const std::string& key, const CheckpointTensor& entry,
+                                  const std::vector<int64_t>& shape, DType dtype) {
+        if (entry.shape != shape) {
+          throw value_error(fmt::format("Size mismatch between saved {} and current: {} for {}",
+                                        torch_size(entry.shape), torch_size(shape), key));
+        }
+        if (entry.dtype != dtype) {
+          throw runtime_error(fmt::format(
+              "'{}' was saved as {} and this rank holds it as {}: PyTorch would convert it "
+              "silently as it copies; meshsim refuses",
+              key, dtype_name(entry.dtype), dtype_name(dtype)));
+        }
+      };
+      if (!tensor_.empty()) wanted.emplace_back(tensor_, saved(from_));
+      for (const std::string& name : tensors_) {
+        const Parameter* value = rank.find_value(name);
+        if (value == nullptr) continue;
+        const CheckpointTensor* entry = saved(name);
+        if (const DTensor* d = std::get_if<DTensor>(value)) {
+          check_size(name, *entry, d->spec().shape, d->spec().dtype);
+        } else {
+          const Tensor& t = std::get<Tensor>(*value);
+          check_size(name, *entry, t.shape(), t.dtype());
+        }
+        wanted.emplace_back(name, entry);
+      }
+      if (rng_) {
+        rng_key = rng_->resolve(rank);
+        check_size(rng_key, *saved(rng_key), {16}, DType::kUInt8);
+      }
+    });
+    std::vector<Parameter> values;
+    std::optional<PhiloxState> generator;
+    call.phase([&] {
+      for (const auto& [name, entry] : wanted) {
+        if (name == tensor_) {
+          const DeviceMesh& mesh = rank.mesh(mesh_);
+          std::vector<Placement> placements = placements_;
+          if (placements.empty()) placements.assign(mesh.ndim(), Replicate{});
+          values.emplace_back(load_world_tensor(dir, *metadata, from_, mesh, placements));
+        } else if (const DTensor* d = std::get_if<DTensor>(&rank.value(name))) {
+          values.emplace_back(
+              load_world_tensor(dir, *metadata, name, d->spec().mesh, d->spec().placements));
+        } else {
+          values.emplace_back(load_whole_tensor(dir, *metadata, name));
+        }
+      }
+      if (rng_) {
+        const Tensor state = load_whole_tensor(dir, *metadata, rng_key);
+        const auto* bytes = reinterpret_cast<const uint8_t*>(state.bytes().data());
+        generator = PhiloxState::from_bytes({bytes, state.bytes().size()});
+      }
+    });
+    for (size_t i = 0; i < wanted.size(); ++i) {
+      if (DTensor* d = std::get_if<DTensor>(&values[i])) {
+        rank.set_dtensor(wanted[i].first, std::move(*d));
+      } else {
+        rank.set_tensor(wanted[i].first, std::move(std::get<Tensor>(values[i])));
+      }
+    }
+    if (generator) {
+      RankRng::Snapshot snapshot = rank.rng().snapshot();
+      snapshot.default_generator = *generator;
+      rank.rng().restore(snapshot);
+    }
+  }
+
+  // The checkpoint: this run's save `path_` (in_run_), or a directory an earlier job wrote.
+  bool in_run_ = true;
+  std::string path_, label_;
+  std::string tensor_, from_, mesh_;
+  std::vector<Placement> placements_;
+  std::vector<std::string> tensors_;
+  std::optional<NameTemplate> rng_;
+};
+
+// Where a load of a checkpoint written by an earlier job finds it: relative to the scenario.
+std::string checkpoint_dir_of(const toml::node& node, LoadContext& ctx) {
+  const std::string path = ctx.string_of(node, "checkpoint_dir");
+  if (!plain_relative_path(path, true) || path.find("{rank}") != std::string::npos) {
+    ctx.fail(node,
+             "checkpoint_dir is a directory relative to the scenario's, of names made of "
+             "letters, digits, '.', '_' and '-'");
+  }
+  std::filesystem::path dir = std::filesystem::path(ctx.file()).parent_path();
+  if (dir.empty()) dir = ".";
+  const std::string full = (dir / path).string();
+  try {
+    load_checkpoint_metadata(full);
+  } catch (const Error& e) {
+    ctx.fail(node, fmt::format("cannot use the checkpoint in {}: {}", path, e.what()));
+  }
+  return full;
+}
+
+}  // namespace
+
+std::unique_ptr<Step> parse_world_save(const toml::table& args, LoadContext& ctx) {
+  ctx.only_keys(args, {"checkpoint", "tensors", "rng", "format"}, "save of a checkpoint");
+  auto step = std::make_unique<WorldSaveStep>();
+  const toml::node& name = *args.get("checkpoint");
+  step->name_ = ctx.string_of(name, "checkpoint");
+  if (!plain_relative_path(step->name_, false) || step->name_.find("{rank}") != std::string::npos)
+    ctx.fail(name, "a checkpoint is named by letters, digits, '.', '_' and '-' (one directory)");
+  if (const toml::node* tensors = args.get("tensors")) {
+    step->tensors_ = ctx.strings_of(*tensors, "tensors");
+    for (const std::string& t : step->tensors_) {
+      if (!ctx.has_tensor(t))
+        ctx.fail(*tensors, fmt::format("no tensor \"{}\" is set before this", t));
+    }
+  }
+  if (const toml::node* rng = args.get("rng")) step->rng_ = NameTemplate::parse(*rng, ctx, "rng");
+  if (step->tensors_.empty() && !step->rng_) {
+    throw InputError(ctx.at(args.source()),
+                     "a checkpoint holds tensors (tensors = [...]), the generator state "
+                     "(rng = \"key\"), or both");
+  }
+  if (const toml::node* f = args.get("format")) step->format_ = format_of(*f, ctx);
+  ctx.declare_checkpoint(step->name_, step->tensors_);
+  return step;
+}
+
+std::unique_ptr<Step> parse_world_load(const toml::table& args, LoadContext& ctx) {
+  ctx.only_keys(
+      args,
+      {"checkpoint", "checkpoint_dir", "tensor", "from", "mesh", "placements", "tensors", "rng"},
+      "load of a checkpoint");
+  auto step = std::make_unique<WorldLoadStep>();
+  const toml::node* name = args.get("checkpoint");
+  const toml::node* dir = args.get("checkpoint_dir");
+  if ((name == nullptr) == (dir == nullptr)) {
+    throw InputError(ctx.at(args.source()),
+                     "a load of a checkpoint takes checkpoint (a save of this run) or "
+                     "checkpoint_dir (a directory beside the scenario, written by an earlier job)");
+  }
+  // The names a save of this run wrote (nullptr for a checkpoint from elsewhere: its names are
+  // checked when the load runs, and fail as DCP fails).
+  const std::vector<std::string>* saved = nullptr;
+  if (name != nullptr) {
+    step->path_ = step->label_ = ctx.string_of(*name, "checkpoint");
+    saved = ctx.checkpoint(step->path_);
+    if (saved == nullptr) {
+      ctx.fail(*name, fmt::format("no save step before this writes the checkpoint \"{}\" "
+                                  "(checkpoint_dir = reads one an earlier job wrote)",
+                                  step->path_));
+    }
+  } else {
+    step->in_run_ = false;
+    step->label_ = ctx.string_of(*dir, "checkpoint_dir");
+    step->path_ = checkpoint_dir_of(*dir, ctx);
+  }
+  const auto check_saved = [&](const toml::node& at, const std::string& t) {
+    if (saved != nullptr && std::find(saved->begin(), saved->end(), t) == saved->end()) {
+      ctx.fail(at, fmt::format("the checkpoint \"{}\" holds {}, not \"{}\"", step->label_,
+                               fmt::join(*saved, ", "), t));
+    }
+  };
+  if (const toml::node* tensor = args.get("tensor")) {
+    step->tensor_ = step->from_ = ctx.string_of(*tensor, "tensor");
+    const toml::node* from = args.get("from");
+    if (from != nullptr) step->from_ = ctx.string_of(*from, "from");
+    check_saved(from ? *from : *tensor, step->from_);
+    MeshPlacements target = mesh_placements_of(args, "load of a checkpoint", ctx);
+    step->mesh_ = std::move(target.mesh);
+    step->placements_ = std::move(target.placements);
+  } else {
+    for (std::string_view key : {"from", "mesh", "placements"}) {
+      if (const toml::node* n = args.get(key))
+        ctx.fail(*n, fmt::format("{} goes with tensor (a new DTensor); tensors = [...] loads into "
+                                 "the tensors each rank holds, as they are laid out",
+                                 key));
+    }
+  }
+  if (const toml::node* tensors = args.get("tensors")) {
+    step->tensors_ = ctx.strings_of(*tensors, "tensors");
+    for (const std::string& t : step->tensors_) {
+      if (!ctx.has_tensor(t))
+        ctx.fail(*tensors, fmt::format("no tensor \"{}\" is set before this", t));
+      check_saved(*tensors, t);
+    }
+  }
+  if (const toml::node* rng = args.get("rng")) step->rng_ = NameTemplate::parse(*rng, ctx, "rng");
+  if (step->tensor_.empty() && step->tensors_.empty() && !step->rng_) {
+    throw InputError(ctx.at(args.source()),
+                     "a load of a checkpoint takes tensor (a new DTensor), tensors (the tensors "
+                     "each rank holds), rng (the generator state), or several");
+  }
+  if (!step->tensor_.empty()) ctx.declare_tensor(step->tensor_, {std::nullopt, step->mesh_});
+  return step;
+}
+
+}  // namespace meshsim::sim
