@@ -18,12 +18,6 @@ namespace {
 // by pair for overlaps (the volume check still runs, and a load refuses overlapping chunks).
 constexpr size_t kMaxPairwiseChunks = 4096;
 
-int64_t volume(const std::vector<IndexRuns>& indices) {
-  int64_t n = 1;
-  for (const IndexRuns& d : indices) n *= d.size();  // within a tensor's numel: no overflow
-  return n;
-}
-
 bool intersect(const IndexRuns& a, const IndexRuns& b) {
   for (const IndexRuns::Run& x : a.runs()) {
     for (const IndexRuns::Run& y : b.runs()) {
@@ -58,7 +52,7 @@ std::string describe(DType dtype, const std::vector<int64_t>& shape) {
 // "[0:4, 2:6]" for a block, "a strided chunk" otherwise.
 std::string describe_chunk(const std::vector<IndexRuns>& indices,
                            const std::vector<int64_t>& shape) {
-  if (volume(indices) == *checked_product(shape)) return "the whole tensor";
+  if (chunk_volume(indices) == *checked_product(shape)) return "the whole tensor";
   std::vector<std::string> dims;
   for (const IndexRuns& d : indices) {
     if (d.runs().size() != 1) return "a strided chunk";
@@ -258,7 +252,7 @@ GlobalSavePlan plan_global_save(std::span<const LocalSavePlan> plans) {
     const CheckpointTensor& t = out.metadata.tensors[i];
     int64_t held = 0;
     for (const CheckpointChunk& c : t.chunks)
-      held = checked_add(held, volume(c.indices)).value_or(INT64_MAX);
+      held = checked_add(held, chunk_volume(c.indices)).value_or(INT64_MAX);
     const auto invalid = [&](const std::string& why) {
       throw value_error(
           fmt::format("Failed to validate global plan: the chunks saved for '{}' ({}) {}", t.name,

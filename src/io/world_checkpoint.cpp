@@ -32,12 +32,6 @@ std::string shard_path(const std::string& dir, int64_t rank) {
   return (std::filesystem::path(dir) / fmt::format("shard-{}.ckpt", rank)).string();
 }
 
-int64_t volume(const std::vector<IndexRuns>& indices) {
-  int64_t n = 1;
-  for (const IndexRuns& d : indices) n *= d.size();  // within a tensor's numel: no overflow
-  return n;
-}
-
 // One piece of a dim where a source and a target index list meet: `length` indices at
 // `source` in the source's order and `target` in the target's.
 struct Segment {
@@ -257,7 +251,7 @@ CheckpointMetadata metadata_from(const RecordObject& root, uint32_t version) {
     // where it matters, for each shard a load fills.
     std::optional<int64_t> total = 0;
     for (const CheckpointChunk& c : e.chunks) {
-      total = checked_add(total.value_or(INT64_MAX), volume(c.indices));
+      total = checked_add(total.value_or(INT64_MAX), chunk_volume(c.indices));
       if (!total)
         throw runtime_error(fmt::format("the chunks of '{}' hold more than 2^63 elements", e.name));
     }
@@ -359,6 +353,12 @@ CheckpointMetadata load_checkpoint_metadata(const std::string& dir) {
   }
 }
 
+int64_t chunk_volume(const std::vector<IndexRuns>& indices) {
+  int64_t n = 1;
+  for (const IndexRuns& d : indices) n *= d.size();
+  return n;
+}
+
 const CheckpointTensor* find_tensor(const CheckpointMetadata& metadata, const std::string& name) {
   const auto entry = std::find_if(metadata.tensors.begin(), metadata.tensors.end(),
                                   [&](const CheckpointTensor& t) { return t.name == name; });
@@ -440,7 +440,7 @@ void fill_from_chunks(const std::string& dir, const CheckpointTensor& entry,
       }
     }
     const auto data = file->second.chunks.find({name, static_cast<int64_t>(m.chunk)});
-    const uint64_t expected = static_cast<uint64_t>(volume(chunk.indices)) * element;
+    const uint64_t expected = static_cast<uint64_t>(chunk_volume(chunk.indices)) * element;
     if (data == file->second.chunks.end() || data->second.size() != expected) {
       throw runtime_error(fmt::format(
           "cannot load '{}': shard-{}.ckpt does not hold chunk {} as the metadata lists it", name,

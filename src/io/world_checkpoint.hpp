@@ -2,8 +2,9 @@
 // (docs/mesh.md 4.3): each rank writes the chunks it is responsible for into shard-<rank>.ckpt,
 // rank 0 writes metadata.ckpt listing every tensor's chunks (global indices per dim, and the file
 // holding each), and a chunk several ranks hold (a replica) is written once, by the rank the plan
-// (src/io/checkpoint_plan) picks. A load onto any mesh and placements reads, for each rank, the saved chunks that intersect its
-// shard (resharding), and checks that they cover it exactly. No process group names are stored.
+// (src/io/checkpoint_plan) picks. A load onto any mesh and placements reads, for each rank, the
+// saved chunks that intersect its shard (resharding), and checks that they cover it exactly. No
+// process group names are stored.
 #pragma once
 
 #include <cstdint>
@@ -40,6 +41,9 @@ struct CheckpointTensor {
 struct CheckpointMetadata {
   std::vector<CheckpointTensor> tensors;
 };
+
+// How many elements a chunk holds (its indices lie within a tensor: no overflow).
+int64_t chunk_volume(const std::vector<IndexRuns>& indices);
 
 struct LocalSavePlan;
 struct StateDictEntry;
