@@ -5,7 +5,7 @@ For random worlds (2 to 24 ranks) where each of several plain tensors (random si
 held by a random set of ranks, torch 2.15's own planner builds every rank's write items
 (planner_helpers._create_write_items) and deduplicates them as DefaultSavePlanner does
 (_dedup_save_plans.dedup_save_plans: load balancing by bytes, ties in CPython's set order, which
-is not always the lowest rank). meshsim runs the same state dicts as a scenario with
+is not always the lowest rank; empty tensors count too). meshsim runs the same state dicts as a scenario with
 --keep-checkpoints, and the rank whose shard file holds each tensor must be torch's pick. Pure
 planning: no process group. Skips (exit 77) without PyTorch.
 
@@ -87,8 +87,8 @@ def main():
             tensors = []
             for t in range(rng.randint(1, 10)):
                 holders = set(rng.sample(range(world), rng.randint(1, world)))
-                # Equal sizes make ties, which CPython's set order breaks.
-                numel = rng.choice([4, 4, 16, rng.randint(1, 64)])
+                # Equal sizes make ties, which CPython's set order breaks; empty tensors are items too.
+                numel = rng.choice([0, 4, 4, 16, rng.randint(1, 64)])
                 tensors.append((f"k{t:03d}_", numel, rng.choice(list(DTYPES)), holders))
             ties += sum(len(t[3]) > 1 for t in tensors)
             want = torch_writers(world, tensors)

@@ -18,7 +18,8 @@ namespace meshsim::sim {
 
 namespace {
 
-// Failing ranks whose exception a CheckpointException's text shows (it lists every rank).
+// Failing ranks whose exception a CheckpointException's text shows (the first ones; it lists
+// every failing rank).
 constexpr size_t kFailuresShown = 4;
 
 // One rank's part in a collective checkpoint call, run in phases as DCP runs it (plan, then
@@ -38,6 +39,11 @@ class CollectiveCall {
   CollectiveCall& operator=(const CollectiveCall&) = delete;
 
   CheckpointExchange::Slot& slot() { return slot_; }
+  // Errors name `path` as `shown`: a checkpoint from elsewhere as the scenario spells it, so that
+  // a report does not depend on the directory meshsim runs in.
+  void show_path_as(std::string path, std::string shown) {
+    shown_as_ = {std::move(path), std::move(shown)};
+  }
   bool coordinator() const { return rank_.rank() == 0; }
 
   // Runs `body` on this rank, then meets the others. Throws CheckpointException on every rank
@@ -45,12 +51,26 @@ class CollectiveCall {
   template <typename Body>
   void phase(Body&& body) {
     bool failed_here = false;
-    try {
-      with_stable_errors(rank_, body);
-    } catch (const Error& e) {
-      forget_unwound_frames();
-      slot_.failures.emplace(rank_.rank(), e);
+    const auto fail = [&](Error e) {
+      forget_unwound_frames();  // ASan: this catch runs on a fiber stack
+      e = stable_error(rank_, e);
+      if (!shown_as_.first.empty()) {
+        std::string text = e.what();
+        replace_all(text, shown_as_.first, shown_as_.second);
+        e = Error(e.type(), std::move(text));
+      }
+      slot_.failures.emplace(rank_.rank(), std::move(e));
       failed_here = true;
+    };
+    // Whatever a body throws must reach the meeting, or the other ranks would wait forever.
+    try {
+      body();
+    } catch (const Error& e) {
+      fail(e);
+    } catch (const std::bad_alloc&) {
+      fail(Error(PyErrorType::kMemoryError, "out of memory"));
+    } catch (const std::exception& e) {
+      fail(runtime_error(e.what()));
     }
     Tensor failed = Tensor::full({1}, failed_here ? 1 : 0, DType::kInt64);
     rank_.backend().all_reduce(failed, ReduceOp::kMax, rank_.group("", ""));
@@ -66,10 +86,13 @@ class CollectiveCall {
   void check_same_calls() const {
     for (size_t r = 1; r < slot_.calls.size(); ++r) {
       if (slot_.calls[r] != slot_.calls[0]) {
+        const auto call = [](const std::string& c) {
+          return c.empty() ? std::string("a collective of another step") : "the " + c;
+        };
         throw runtime_error(fmt::format(
-            "rank {} is in the {} where rank 0 is in the {}: every rank must make the same "
-            "checkpoint calls in the same order",
-            r, slot_.calls[r], slot_.calls[0]));
+            "rank {} is in {} where rank 0 is in {}: every rank must make the same checkpoint "
+            "calls in the same order",
+            r, call(slot_.calls[r]), call(slot_.calls[0])));
       }
     }
   }
@@ -99,6 +122,7 @@ class CollectiveCall {
   std::string what_;
   CheckpointExchange::Slot& slot_;
   bool met_ = false;
+  std::pair<std::string, std::string> shown_as_;
 };
 
 // What a rank that skips a save or load does not call: the first meeting, over WORLD.
@@ -134,9 +158,10 @@ class WorldSaveStep final : public WorldCollectiveStep {
     CollectiveCall call(rank, fmt::format("save of checkpoint \"{}\"", name_));
     CheckpointExchange::Slot& slot = call.slot();
     const size_t me = static_cast<size_t>(rank.rank());
-    const std::string dir = resolve(rank, name_);
+    std::string dir;
     Tensor rng_state;
     call.phase([&] {
+      dir = resolve(rank, name_);
       std::vector<StateDictEntry> entries;
       for (const std::string& name : tensors_) {
         const Parameter* value = rank.find_value(name);
@@ -189,8 +214,10 @@ class WorldLoadStep final : public WorldCollectiveStep {
   void run(RankState& rank) const override {
     CollectiveCall call(rank, fmt::format("load of checkpoint \"{}\"", label_));
     CheckpointExchange::Slot& slot = call.slot();
-    const std::string dir = in_run_ ? resolve(rank, path_) : path_;
+    std::string dir = path_;
+    if (!in_run_) call.show_path_as(path_, label_);
     call.phase([&] {
+      if (in_run_) dir = resolve(rank, path_);
       if (call.coordinator())
         slot.metadata = std::make_shared<const CheckpointMetadata>(load_checkpoint_metadata(dir));
     });
@@ -258,11 +285,15 @@ class WorldLoadStep final : public WorldCollectiveStep {
         generator = PhiloxState::from_bytes({bytes, state.bytes().size()});
       }
     });
+    // As DCP copies into the state dict's tensors: a DTensor keeps its requires_grad, and a plain
+    // tensor's storage is written, so views of it (or the base of a view) see the values.
     for (size_t i = 0; i < wanted.size(); ++i) {
+      const std::string& name = wanted[i].first;
       if (DTensor* d = std::get_if<DTensor>(&values[i])) {
-        rank.set_dtensor(wanted[i].first, std::move(*d));
+        if (name != tensor_) d->set_requires_grad(rank.dtensor(name).requires_grad());
+        rank.set_dtensor(name, std::move(*d));
       } else {
-        rank.set_tensor(wanted[i].first, std::move(std::get<Tensor>(values[i])));
+        rank.write_in_place(name, std::get<Tensor>(values[i]));
       }
     }
     if (generator) {
@@ -383,6 +414,8 @@ std::unique_ptr<Step> parse_world_load(const toml::table& args, LoadContext& ctx
     for (const std::string& t : step->tensors_) {
       if (!ctx.has_tensor(t))
         ctx.fail(*tensors, fmt::format("no tensor \"{}\" is set before this", t));
+      if (t == step->tensor_)
+        ctx.fail(*tensors, fmt::format("\"{}\" is both the new tensor and one to load into", t));
       check_saved(*tensors, t);
     }
   }

@@ -136,7 +136,7 @@ LocalSavePlan plan_local_save(int64_t rank, std::span<const StateDictEntry> entr
                           e.name));
         }
       }
-      if (!e.dtensor->participates() || local.numel() == 0) continue;
+      if (!e.dtensor->participates()) continue;
       item.shape = spec.shape;
       item.placements = spec.placements;
       item.mesh_shape = spec.mesh.shape();
@@ -145,8 +145,9 @@ LocalSavePlan plan_local_save(int64_t rank, std::span<const StateDictEntry> entr
     } else {
       item.shape.assign(local.shape().begin(), local.shape().end());
       for (int64_t n : item.shape) item.indices.push_back(IndexRuns::range(n));
-      if (local.numel() == 0) continue;
     }
+    // Empty tensors and shards stay in the plan, as in DCP: the name is in the metadata (a load
+    // finds it), and the chunk's writer is charged its tensor's bytes like any other.
     if (local.is_meta()) {
       throw runtime_error(fmt::format("'{}' is a meta tensor: there is nothing to save", e.name));
     }
@@ -208,9 +209,11 @@ GlobalSavePlan plan_global_save(std::span<const LocalSavePlan> plans) {
         break;
       }
     }
+    // An empty tensor counts as one byte (DCP adds `tensor_storage_size() or 1`).
     const Holder& writer = c.holders[c.writer];
     planned_bytes[writer.plan] =
-        checked_add(planned_bytes[writer.plan], writer.item->tensor_bytes).value_or(INT64_MAX);
+        checked_add(planned_bytes[writer.plan], std::max<int64_t>(writer.item->tensor_bytes, 1))
+            .value_or(INT64_MAX);
     for (const Holder& h : c.holders) {
       const SaveItem& item = *h.item;
       if (item.digest == c.holders.front().item->digest || !warned.insert(item.name).second)

@@ -39,9 +39,9 @@ struct LocalSavePlan {
   std::vector<SaveItem> items;
 };
 
-// The chunks of `entries` on `rank`: a DTensor's shard (nothing for a rank outside its mesh or an
-// empty shard), a plain tensor whole. Throws RuntimeError for a name listed twice, a Partial
-// placement (reduce it before saving) and a meta tensor (nothing to save).
+// The chunks of `entries` on `rank`: a DTensor's shard (nothing for a rank outside its mesh; an
+// empty shard is an empty chunk), a plain tensor whole. Throws RuntimeError for a name listed
+// twice, a Partial placement (reduce it before saving) and a meta tensor (nothing to save).
 LocalSavePlan plan_local_save(int64_t rank, std::span<const StateDictEntry> entries);
 
 struct GlobalSavePlan {

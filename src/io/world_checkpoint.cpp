@@ -21,6 +21,8 @@ namespace {
 
 constexpr uint64_t kMaxMetadataBytes = uint64_t{64} << 20;
 constexpr uint64_t kMaxShardBytes = uint64_t{16} << 30;
+// Empty chunks one tensor's metadata may list (version 2; each costs memory but no elements).
+constexpr int64_t kMaxEmptyChunks = int64_t{1} << 20;
 // Pairs of runs one chunk-to-shard copy may intersect: past this the layouts are too fragmented
 // to copy run by run.
 constexpr int64_t kMaxRunPairs = int64_t{1} << 22;
@@ -190,6 +192,8 @@ std::vector<CheckpointChunk> chunks_from(const RecordReader& t, std::span<const 
   const std::vector<int64_t>& file_ranks = t.integers("chunk_file_ranks");
   const std::vector<int64_t>& runs = t.integers("chunk_runs");
   std::vector<CheckpointChunk> out;
+  const int64_t numel = *checked_product(shape);  // the shape is checked before
+  int64_t total = 0, empty = 0;
   size_t at = 0;
   for (size_t c = 0; c < file_ranks.size(); ++c) {
     check_file_rank(file_ranks[c], fmt::format("{}.chunk_file_ranks[{}]", t.path(), c));
@@ -197,14 +201,27 @@ std::vector<CheckpointChunk> chunks_from(const RecordReader& t, std::span<const 
     for (size_t d = 0; d < shape.size(); ++d) {
       const std::string path = fmt::format("{}.chunk_runs (chunk {}, dim {})", t.path(), c, d);
       if (at == runs.size()) throw runtime_error(fmt::format("{} is missing", path));
-      const int64_t n = runs[at++];
-      if (n < 1 || static_cast<uint64_t>(n) > (runs.size() - at) / 2) {
+      const int64_t n = runs[at++];  // 0 for an empty shard's dim
+      if (n < 0 || static_cast<uint64_t>(n) > (runs.size() - at) / 2) {
         throw runtime_error(
             fmt::format("{} counts {} runs where {} numbers are left", path, n, runs.size() - at));
       }
       const size_t length = 2 * static_cast<size_t>(n);
       chunk.indices.push_back(runs_from({runs.data() + at, length}, shape[d], path));
       at += length;
+    }
+    // Bounded by what a valid record holds, before the next chunk is built: chunks that hold
+    // elements hold at most the tensor's, and DCP lists an empty chunk once per layout of the
+    // other dims, which a valid world keeps well under kMaxEmptyChunks.
+    const int64_t held = chunk_volume(chunk.indices);
+    if (held == 0 && ++empty > kMaxEmptyChunks) {
+      throw runtime_error(
+          fmt::format("{} lists more than {} empty chunks", t.path(), kMaxEmptyChunks));
+    }
+    total = checked_add(total, held).value_or(INT64_MAX);
+    if (total > numel) {
+      throw runtime_error(
+          fmt::format("the chunks of {} hold more than its {} elements", t.path(), numel));
     }
     out.push_back(std::move(chunk));
   }

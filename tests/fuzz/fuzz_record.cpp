@@ -1,8 +1,8 @@
 // libFuzzer target: the DeviceMesh, DTensor and checkpoint metadata record loaders (record trees
 // in Boost archives, then the typed readers). Inputs that start with the envelope's magic are
 // whole files; any other input is a payload sealed into a valid envelope, its first byte choosing
-// the record kind (bits 0-1), the archive format and the loader (strict or not, bit 7; for
-// metadata the record version), so that
+// the record kind (bits 0-1), the archive format (bits 2-6), the metadata record version (bit 6)
+// and the loader (strict or not, bit 7), so that
 // mutations reach the archive parsers and the typed checks past the checksum. Loads may only
 // refuse with a meshsim::Error; meshes and DTensors they accept must save back to a record that
 // loads equal, and metadata must hold exactly its tensors' elements.
@@ -63,9 +63,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         meshsim::RecordKind::kCheckpointMetadata, meshsim::RecordKind::kDeviceMesh};
     const meshsim::RecordKind kind = kinds[choice & 3];
     const auto format = static_cast<meshsim::ArchiveFormat>(1 + ((choice >> 2) & 31) % 3);
-    // Bit 7 is the loader's strictness for meshes and DTensors, the record version for metadata.
+    // Bit 6 picks the metadata record's version (it also takes part in the format's choice).
     const uint32_t version =
-        kind == meshsim::RecordKind::kCheckpointMetadata && (choice & 0x80) != 0 ? 2 : 1;
+        kind == meshsim::RecordKind::kCheckpointMetadata && (choice & 0x40) != 0 ? 2 : 1;
     sealed = meshsim::seal_envelope({kind, format, version, 0}, input.substr(1));
   }
   try {

@@ -3,6 +3,8 @@
 // CPython's set order), warnings for replicas that differ, errors for names that disagree.
 #include "src/io/checkpoint_plan.hpp"
 
+#include <memory>
+
 #include <catch2/catch.hpp>
 
 #include "src/comm/group_creator.hpp"
@@ -133,4 +135,34 @@ TEST_CASE("checkpoint plan: a sharded tensor some holders leave out fails valida
   CHECK_THROWS_WITH(meshsim::plan_global_save(std::vector<LocalSavePlan>{
                         meshsim::plan_local_save(0, plain), meshsim::plan_local_save(1, shard1)}),
                     Catch::Contains("overlap"));
+}
+
+TEST_CASE("checkpoint plan: an empty shard is an item, its writer charged the whole tensor",
+          "[io][checkpoint_plan]") {
+  // u float32[3] sharded over a mesh whose rank table is [3, 2, 1, 0]: rank 0 (coordinate 3)
+  // holds an empty shard. DCP plans it like any shard and charges rank 0 u's 12 bytes, so the
+  // plain tensor p every rank holds goes to rank 1 (without the empty item, it would be rank 0).
+  std::vector<std::unique_ptr<meshsim::LocalGroupCreator>> groups;
+  std::vector<meshsim::DTensor> shards;
+  const Tensor p = filled({2}, 1);
+  std::vector<LocalSavePlan> plans;
+  for (int64_t r = 0; r < 4; ++r) {
+    groups.push_back(std::make_unique<meshsim::LocalGroupCreator>(r, 4));
+    shards.push_back(meshsim::DTensor::zeros(meshsim::DTensorSpec{
+        meshsim::DeviceMesh::from_rank_table(*groups.back(), "cuda", {{4}, {3, 2, 1, 0}}),
+        {meshsim::Shard{0}},
+        {3},
+        DType::kFloat32}));
+  }
+  for (int64_t r = 0; r < 4; ++r) {
+    const std::vector<StateDictEntry> entries{{"u", nullptr, &shards[static_cast<size_t>(r)]},
+                                              {"p", &p, nullptr}};
+    plans.push_back(meshsim::plan_local_save(r, entries));
+  }
+  CHECK(plans[0].items[0].indices[0].empty());
+  const auto plan = meshsim::plan_global_save(plans);
+  CHECK(writer_of(plan, "p") == 1);
+  const meshsim::CheckpointTensor* u = meshsim::find_tensor(plan.metadata, "u");
+  REQUIRE(u != nullptr);
+  CHECK(u->chunks.size() == 4);
 }
