@@ -224,7 +224,7 @@ class WorldLoadStep final : public WorldCollectiveStep {
     const std::shared_ptr<const CheckpointMetadata> metadata = slot.metadata;
     // What this rank loads: (its name, the saved name), checked against the metadata.
     std::vector<std::pair<std::string, const CheckpointTensor*>> wanted;
-    std::string rng_key;
+    const CheckpointTensor* rng_entry = nullptr;
     call.phase([&] {
       const auto saved = [&](const std::string& key) {
         const CheckpointTensor* entry = find_tensor(*metadata, key);
@@ -259,8 +259,9 @@ class WorldLoadStep final : public WorldCollectiveStep {
         wanted.emplace_back(name, entry);
       }
       if (rng_) {
-        rng_key = rng_->resolve(rank);
-        check_size(rng_key, *saved(rng_key), {16}, DType::kUInt8);
+        const std::string key = rng_->resolve(rank);
+        rng_entry = saved(key);
+        check_size(key, *rng_entry, {16}, DType::kUInt8);
       }
     });
     std::vector<Parameter> values;
@@ -271,16 +272,15 @@ class WorldLoadStep final : public WorldCollectiveStep {
           const DeviceMesh& mesh = rank.mesh(mesh_);
           std::vector<Placement> placements = placements_;
           if (placements.empty()) placements.assign(mesh.ndim(), Replicate{});
-          values.emplace_back(load_world_tensor(dir, *metadata, from_, mesh, placements));
+          values.emplace_back(load_world_tensor(dir, *entry, mesh, placements));
         } else if (const DTensor* d = std::get_if<DTensor>(&rank.value(name))) {
-          values.emplace_back(
-              load_world_tensor(dir, *metadata, name, d->spec().mesh, d->spec().placements));
+          values.emplace_back(load_world_tensor(dir, *entry, d->spec().mesh, d->spec().placements));
         } else {
-          values.emplace_back(load_whole_tensor(dir, *metadata, name));
+          values.emplace_back(load_whole_tensor(dir, *entry));
         }
       }
       if (rng_) {
-        const Tensor state = load_whole_tensor(dir, *metadata, rng_key);
+        const Tensor state = load_whole_tensor(dir, *rng_entry);
         const auto* bytes = reinterpret_cast<const uint8_t*>(state.bytes().data());
         generator = PhiloxState::from_bytes({bytes, state.bytes().size()});
       }

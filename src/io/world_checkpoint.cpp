@@ -384,14 +384,6 @@ const CheckpointTensor* find_tensor(const CheckpointMetadata& metadata, const st
 
 namespace {
 
-const CheckpointTensor& require_tensor(const std::string& dir, const CheckpointMetadata& metadata,
-                                       const std::string& name) {
-  const CheckpointTensor* entry = find_tensor(metadata, name);
-  if (entry == nullptr)
-    throw runtime_error(fmt::format("the checkpoint in {} has no tensor '{}'", dir, name));
-  return *entry;
-}
-
 // Fills `local`, whose elements are the global indices `mine` of the saved tensor `entry`, from
 // the saved chunks that meet it.
 void fill_from_chunks(const std::string& dir, const CheckpointTensor& entry,
@@ -475,10 +467,8 @@ void fill_from_chunks(const std::string& dir, const CheckpointTensor& entry,
 
 }  // namespace
 
-DTensor load_world_tensor(const std::string& dir, const CheckpointMetadata& metadata,
-                          const std::string& name, const DeviceMesh& mesh,
-                          std::vector<Placement> placements) {
-  const CheckpointTensor& entry = require_tensor(dir, metadata, name);
+DTensor load_world_tensor(const std::string& dir, const CheckpointTensor& entry,
+                          const DeviceMesh& mesh, std::vector<Placement> placements) {
   // The shard's layout first (no storage), then storage this function alone owns.
   const DTensor layout = DTensor::zeros(
       DTensorSpec{mesh, std::move(placements), entry.shape, entry.dtype}, Tensor::Storage::kMeta);
@@ -492,9 +482,7 @@ DTensor load_world_tensor(const std::string& dir, const CheckpointMetadata& meta
   return DTensor::from_local_shard(layout.spec(), std::move(local));
 }
 
-Tensor load_whole_tensor(const std::string& dir, const CheckpointMetadata& metadata,
-                         const std::string& name) {
-  const CheckpointTensor& entry = require_tensor(dir, metadata, name);
+Tensor load_whole_tensor(const std::string& dir, const CheckpointTensor& entry) {
   Tensor out(entry.shape, entry.dtype);
   std::vector<IndexRuns> all;
   for (int64_t n : entry.shape) all.push_back(IndexRuns::range(n));
@@ -504,7 +492,11 @@ Tensor load_whole_tensor(const std::string& dir, const CheckpointMetadata& metad
 
 DTensor load_world_tensor(const std::string& dir, const std::string& name, const DeviceMesh& mesh,
                           std::vector<Placement> placements) {
-  return load_world_tensor(dir, load_checkpoint_metadata(dir), name, mesh, std::move(placements));
+  const CheckpointMetadata metadata = load_checkpoint_metadata(dir);
+  const CheckpointTensor* entry = find_tensor(metadata, name);
+  if (entry == nullptr)
+    throw runtime_error(fmt::format("the checkpoint in {} has no tensor '{}'", dir, name));
+  return load_world_tensor(dir, *entry, mesh, std::move(placements));
 }
 
 }  // namespace meshsim

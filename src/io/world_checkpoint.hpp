@@ -68,18 +68,17 @@ CheckpointMetadata load_checkpoint_metadata(const std::string& dir);
 // The entry `name`, or nullptr.
 const CheckpointTensor* find_tensor(const CheckpointMetadata& metadata, const std::string& name);
 
-// The tensor `name` of the checkpoint in `dir` (`metadata` is its metadata; its global shape and
-// dtype), laid out over `mesh` as `placements` on the calling rank. Throws RuntimeError naming the
-// file and the problem when the checkpoint lacks the tensor, does not cover this rank's shard
-// exactly, or a shard file does not match the metadata; what DTensor::zeros throws for placements
-// that do not fit.
-DTensor load_world_tensor(const std::string& dir, const CheckpointMetadata& metadata,
-                          const std::string& name, const DeviceMesh& mesh,
-                          std::vector<Placement> placements);
+// The saved tensor `entry` of the checkpoint in `dir` (an entry of its metadata: its global shape
+// and dtype), laid out over `mesh` as `placements` on the calling rank. Throws RuntimeError naming
+// the file and the problem when the checkpoint does not cover this rank's shard exactly, or a
+// shard file does not match the metadata; what DTensor::zeros throws for placements that do not
+// fit.
+DTensor load_world_tensor(const std::string& dir, const CheckpointTensor& entry,
+                          const DeviceMesh& mesh, std::vector<Placement> placements);
 // A plain tensor of the checkpoint, whole (every chunk read).
-Tensor load_whole_tensor(const std::string& dir, const CheckpointMetadata& metadata,
-                         const std::string& name);
-// Both, reading metadata.ckpt themselves (tests, benchmarks).
+Tensor load_whole_tensor(const std::string& dir, const CheckpointTensor& entry);
+// The tensor `name`, reading metadata.ckpt itself (tests, benchmarks); RuntimeError also when
+// the checkpoint lacks the tensor.
 DTensor load_world_tensor(const std::string& dir, const std::string& name, const DeviceMesh& mesh,
                           std::vector<Placement> placements);
 
