@@ -6,6 +6,7 @@ import json
 import math
 import os
 import random
+import shutil
 import stat
 import subprocess
 import sys
@@ -552,6 +553,38 @@ with tempfile.TemporaryDirectory() as tmp:
                 for _ in range(2)]
         check(outs[0] == outs[1] and " 0 failed" in outs[0],
               f"regressions pass and repeat under {' '.join(schedule)}: {outs[0][-400:]}")
+
+    # `ckpt inspect` on the DCP checkpoint torch 2.15 wrote (tests/io/data/dcp_2x2): the table
+    # from the metadata alone; a directory without its data files has problems (exit 1); a
+    # hostile metadata file is refused naming its byte (exit 2).
+    dcp = in_root("tests", "io", "data", "dcp_2x2")
+    r = run("ckpt", "inspect", dcp)
+    check(r.returncode == 0 and "10 entries (9 tensors, 1 object), 17 stored items in 4 files, "
+          "26621 bytes" in r.stdout and "  model.w        float32    [8, 4]" in r.stdout,
+          f"ckpt inspect lists torch's checkpoint: {r.returncode} {r.stdout[:600]!r} {r.stderr!r}")
+    r = run("ckpt", "inspect", "--chunks", dcp)
+    check("      [4:8, 0:2]  __2_0.distcp @1261 +1577" in r.stdout,
+          f"ckpt inspect --chunks lists each chunk's region and place: {r.stdout[:900]!r}")
+    copied = os.path.join(tmp, "dcp_partial")
+    shutil.copytree(dcp, copied)
+    os.remove(os.path.join(copied, "__1_0.distcp"))
+    with open(os.path.join(copied, "__3_0.distcp"), "r+b") as f:
+        f.truncate(100)
+    r = run("ckpt", "inspect", copied)
+    check(r.returncode == 1 and "__1_0.distcp: missing (3 items are in it)" in r.stdout and
+          "__3_0.distcp: 100 bytes, but its items end at byte 11103" in r.stdout,
+          f"ckpt inspect names missing and short data files: {r.returncode} {r.stdout[-400:]!r}")
+    r = run("ckpt", "inspect", in_root("tests", "io", "data", "dcp_variants", "calls_system.metadata"))
+    check(r.returncode == 2 and "byte 1621: STACK_GLOBAL (0x93): posix.system is not one of the "
+          "classes this file may name" in r.stderr,
+          f"ckpt inspect refuses a pickle that calls os.system: {r.returncode} {r.stderr!r}")
+    r = run("ckpt", "inspect", in_root("scenarios"))
+    check(r.returncode == 2 and "not a torch.distributed.checkpoint directory (it has no "
+          ".metadata file)" in r.stderr, f"ckpt inspect on another directory: {r.stderr!r}")
+    r = run("ckpt", "inspect", "--json", dcp)
+    check(r.returncode == 0 and json.loads(r.stdout)["entries"][7] == {
+        "name": "epoch", "kind": "object", "file": "__2_0.distcp", "offset": 0, "length": 1261},
+        f"ckpt inspect --json: {r.stdout[:300]!r}")
 
     # `rng predict`: torch.manual_seed(0); torch.rand(5, device="cuda") as published (docs/rng.md 2.4),
     # the generator offset after it, and clear errors with exit 2 for bad arguments.

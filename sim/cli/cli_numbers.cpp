@@ -78,4 +78,18 @@ std::string parse_byte_size(std::string_view text, uint64_t physical_bytes, uint
   return "";
 }
 
+std::string parse_sizes(std::string_view text, uint64_t max, std::vector<int64_t>& out) {
+  out.clear();
+  size_t start = 0;
+  while (start < text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    uint64_t v = 0;
+    const std::string error = parse_unsigned(text.substr(start, comma - start), 0, max, v);
+    if (!error.empty()) return error;
+    out.push_back(static_cast<int64_t>(v));
+    start = comma + 1;
+  }
+  return "";
+}
+
 }  // namespace meshsim::sim

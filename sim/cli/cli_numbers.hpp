@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace meshsim::sim {
 
@@ -14,5 +15,8 @@ std::string parse_unsigned(std::string_view text, uint64_t min, uint64_t max, ui
 // A byte count: "12884901888", "512M", "16G", "16GiB", "1.5T" (units are binary: K = 1024), or a
 // share of the machine's memory, "50%". Returns "" or the error for the message.
 std::string parse_byte_size(std::string_view text, uint64_t physical_bytes, uint64_t& out);
+
+// "8,4" as sizes, each at most `max`; "" is a 0-d shape. Returns "" or the error.
+std::string parse_sizes(std::string_view text, uint64_t max, std::vector<int64_t>& out);
 
 }  // namespace meshsim::sim

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include "sim/cli/ckpt_command.hpp"
 #include "sim/cli/cli_numbers.hpp"
 #include "sim/cli/rng_command.hpp"
 #include "sim/report/report.hpp"
@@ -387,6 +388,9 @@ int main(int argc, char** argv) {
   RngPredictFlags rng_flags;
   RngOffsetsFlags offsets_flags;
   const RngCommands rng = add_rng_command(app, rng_flags, offsets_flags);
+  CkptInspectFlags inspect_flags;
+  CkptPlanFlags plan_flags;
+  const CkptCommands ckpt = add_ckpt_command(app, inspect_flags, plan_flags);
 
   try {
     app.parse(argc, argv);
@@ -424,6 +428,8 @@ int main(int argc, char** argv) {
   meshsim::MemoryBudget::set_limit(flags.max_memory);
   if (rng.predict->parsed()) return run_rng_predict(rng_flags);
   if (rng.offsets->parsed()) return run_rng_offsets(offsets_flags);
+  if (ckpt.inspect->parsed()) return run_ckpt_inspect(inspect_flags);
+  if (ckpt.plan->parsed()) return run_ckpt_plan(plan_flags);
   for (const auto& [flag, path] : output_flags(flags)) {
     if (run->count(flag) > 0 && path->empty()) return bad_flag(flag, "needs a path (it was empty)");
   }

@@ -33,21 +33,6 @@ bool parse_double(const std::string& text, double& out) {
   return end == text.c_str() + text.size() && std::isfinite(out);
 }
 
-// "8,4" as sizes; "" is a 0-d shape. Returns "" or the error.
-std::string parse_sizes(const std::string& text, uint64_t max, std::vector<int64_t>& out) {
-  out.clear();
-  size_t start = 0;
-  while (start < text.size()) {
-    const size_t comma = std::min(text.find(',', start), text.size());
-    uint64_t v = 0;
-    const std::string error = parse_unsigned(text.substr(start, comma - start), 0, max, v);
-    if (!error.empty()) return error;
-    out.push_back(static_cast<int64_t>(v));
-    start = comma + 1;
-  }
-  return "";
-}
-
 std::string bits_of(const Tensor& t, int64_t i) {
   const size_t size = dtype_size(t.dtype());
   uint64_t bits = 0;
