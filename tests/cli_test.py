@@ -586,6 +586,24 @@ with tempfile.TemporaryDirectory() as tmp:
         "name": "epoch", "kind": "object", "file": "__2_0.distcp", "offset": 0, "length": 1261},
         f"ckpt inspect --json: {r.stdout[:300]!r}")
 
+    # A DCP checkpoint torch wrote, damaged on disk: the load fails on every rank naming the file,
+    # the chunk and the CRC-32, never loading the flipped value.
+    damaged = os.path.join(tmp, "dcp_damaged")
+    os.makedirs(os.path.join(damaged, "checkpoints"))
+    shutil.copytree(in_root("scenarios", "checkpoints", "torch-dcp-train-2x2"),
+                    os.path.join(damaged, "checkpoints", "torch-dcp-train-2x2"))
+    shutil.copy(in_root("scenarios", "checkpoint_resume_from_torch_dcp.toml"), damaged)
+    with open(os.path.join(damaged, "checkpoints", "torch-dcp-train-2x2", "__0_0.distcp"),
+              "r+b") as f:
+        data = bytearray(f.read())
+        data[64 * 11 + 3] ^= 0x10  # in the first item's storage (archive/data/0, from byte 704)
+        f.seek(0)
+        f.write(data)
+    r = run("run", "--no-time", "-v", os.path.join(damaged, "checkpoint_resume_from_torch_dcp.toml"))
+    check(r.returncode == 1 and "CheckpointException" in r.stdout and "__0_0.distcp" in r.stdout
+          and "does not match its CRC-32" in r.stdout,
+          f"a damaged DCP data file fails the load naming it: {r.returncode} {r.stdout[-1500:]!r}")
+
     # `rng predict`: torch.manual_seed(0); torch.rand(5, device="cuda") as published (docs/rng.md 2.4),
     # the generator offset after it, and clear errors with exit 2 for bad arguments.
     r = run("rng", "predict", "--seed", "0", "--numel", "5", "--format", "hex")

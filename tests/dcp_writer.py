@@ -4,8 +4,9 @@ each name to (dtype, global shape, placements or None for a plain tensor); STATE
 one tests/io/data/dcp_2x2 holds.
 
 Run as a program it writes STATE on a 2 x 2 mesh into DIR (tests/io/data/dcp_2x2 was made so, by
-torch 2.15.0); the differential tests import it to write many at once (one process spawn).
-Usage: dcp_writer.py DIR
+torch 2.15.0), or with `train` TRAIN_STATE (scenarios/checkpoints/torch-dcp-train-2x2); the
+differential tests import it to write many at once (one process spawn).
+Usage: dcp_writer.py DIR [train]
 """
 import os
 import sys
@@ -29,11 +30,15 @@ STATE = {
 EXTRA_OBJECT = ("epoch", 3)  # a non-tensor value: DCP saves it with torch.save, as bytes
 
 
-def values(torch, dtype, shape):
+def values(torch, dtype, shape, fill="affine"):
+    """arange(numel) * 0.5 + 1 ("affine") or arange(numel) ("index", as a scenario's fill =
+    "index"), in `dtype`."""
     numel = 1
     for d in shape:
         numel *= d
-    base = torch.arange(numel, dtype=torch.float64) * 0.5 + 1
+    base = torch.arange(numel, dtype=torch.float64)
+    if fill == "affine":
+        base = base * 0.5 + 1
     if dtype == "bool":
         return (torch.arange(numel) % 2 == 0).reshape(shape)
     return base.to(getattr(torch, dtype)).reshape(shape)
@@ -46,11 +51,11 @@ def placement(text):
     return Shard(int(text[len("Shard("):-1]))
 
 
-def state_dict(torch, mesh, state):
+def state_dict(torch, mesh, state, fill):
     from torch.distributed.tensor import distribute_tensor
     out = {}
     for name, (dtype, shape, placements) in state.items():
-        full = values(torch, dtype, shape)
+        full = values(torch, dtype, shape, fill)
         if placements is None:
             out[name] = full
         else:
@@ -59,7 +64,7 @@ def state_dict(torch, mesh, state):
     return out
 
 
-def _rank(rank, init_file, checkpoints):
+def _rank(rank, init_file, checkpoints, fill):
     import torch
     import torch.distributed as dist
     import torch.distributed.checkpoint as dcp
@@ -68,18 +73,31 @@ def _rank(rank, init_file, checkpoints):
                             world_size=WORLD)
     for directory, mesh_shape, state in checkpoints:
         mesh = init_device_mesh("cpu", mesh_shape)
-        dcp.save(state_dict(torch, mesh, state), checkpoint_id=directory)
+        dcp.save(state_dict(torch, mesh, state, fill), checkpoint_id=directory)
     dist.destroy_process_group()
 
 
-def write(checkpoints):
+def write(checkpoints, fill="affine"):
     """Saves each (directory, mesh shape, state) with DCP from 4 Gloo processes."""
     import torch.multiprocessing as mp
     for directory, _, _ in checkpoints:
         os.makedirs(directory, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        mp.spawn(_rank, args=(os.path.join(tmp, "init"), checkpoints), nprocs=WORLD, join=True)
+        mp.spawn(_rank, args=(os.path.join(tmp, "init"), checkpoints, fill), nprocs=WORLD,
+                 join=True)
 
+
+# What scenarios/checkpoints/torch-dcp-train-2x2 holds: a training job's state on a 2 x 2 mesh
+# (FSDP over dp, TP over tp), every value its flat index.
+TRAIN_STATE = {
+    "layers.0.weight": ("float32", (16, 8), ("Shard(0)", "Shard(1)")),
+    "layers.0.exp_avg": ("float64", (16, 8), ("Shard(0)", "Shard(1)")),
+    "layers.0.bias": ("bfloat16", (8,), ("Replicate()", "Shard(0)")),
+    "optim.step": ("int64", (1,), None),
+}
 
 if __name__ == "__main__":
-    write([(sys.argv[1], (2, 2), STATE)])
+    if len(sys.argv) > 2 and sys.argv[2] == "train":
+        write([(sys.argv[1], (2, 2), TRAIN_STATE)], fill="index")
+    else:
+        write([(sys.argv[1], (2, 2), STATE)])

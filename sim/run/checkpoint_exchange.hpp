@@ -13,6 +13,7 @@
 
 #include "src/error.hpp"
 #include "src/io/checkpoint_plan.hpp"
+#include "src/io/dcp_metadata.hpp"
 
 namespace meshsim::sim {
 
@@ -29,8 +30,9 @@ class CheckpointExchange {
     // A save: every rank's local plan, then the coordinator's merge of them.
     std::vector<LocalSavePlan> plans;
     GlobalSavePlan merged;
-    // A load: the metadata, read once by the coordinator.
+    // A load: the metadata, read once by the coordinator (meshsim's own, or DCP's `.metadata`).
     std::shared_ptr<const CheckpointMetadata> metadata;
+    std::shared_ptr<const DcpMetadata> dcp_metadata;
     // The failures of the phase under way, lowest rank first.
     std::map<int64_t, Error> failures;
     int64_t finished = 0;

@@ -12,6 +12,7 @@
 #include "sim/steps/checkpoint_step_support.hpp"
 #include "sim/steps/step_kinds.hpp"
 #include "src/io/checkpoint_plan.hpp"
+#include "src/io/dcp_load.hpp"
 #include "src/io/world_checkpoint.hpp"
 
 namespace meshsim::sim {
@@ -202,6 +203,63 @@ class WorldSaveStep final : public WorldCollectiveStep {
   ArchiveFormat format_ = ArchiveFormat::kBinary;
 };
 
+// A saved tensor of either layout a load reads: meshsim's own metadata record, or a DCP
+// directory written by PyTorch (docs/checkpoints.md).
+class SavedEntry {
+ public:
+  SavedEntry() = default;
+  explicit SavedEntry(const CheckpointTensor* own) : own_(own) {}
+  explicit SavedEntry(const DcpEntry* dcp) : dcp_(dcp) {}
+
+  bool found() const { return own_ != nullptr || dcp_ != nullptr; }
+  const std::vector<int64_t>& shape() const { return own_ != nullptr ? own_->shape : dcp_->shape; }
+  // A DCP entry of a dtype meshsim does not have (or an object) cannot be loaded: said here, in
+  // the planning phase, as DCP's own checks fail there.
+  DType dtype() const {
+    if (own_ != nullptr) return own_->dtype;
+    if (!dcp_->is_tensor) {
+      throw runtime_error(
+          fmt::format("'{}' is an object in the checkpoint, not a tensor", dcp_->name));
+    }
+    if (!dcp_->dtype) {
+      throw runtime_error(fmt::format("'{}' was saved as {}, which meshsim does not have",
+                                      dcp_->name, dcp_->dtype_name));
+    }
+    return *dcp_->dtype;
+  }
+  const CheckpointTensor* own() const { return own_; }
+  const DcpEntry* dcp() const { return dcp_; }
+
+ private:
+  const CheckpointTensor* own_ = nullptr;
+  const DcpEntry* dcp_ = nullptr;
+};
+
+struct SavedCheckpoint {
+  std::string dir;
+  std::shared_ptr<const CheckpointMetadata> own;
+  std::shared_ptr<const DcpMetadata> dcp;
+
+  SavedEntry find(const std::string& name) const {
+    if (own) return SavedEntry(find_tensor(*own, name));
+    const DcpEntry* entry = find_dcp_entry(*dcp, name);
+    return entry != nullptr ? SavedEntry(entry) : SavedEntry();
+  }
+  DTensor load(const SavedEntry& entry, const DeviceMesh& mesh,
+               std::vector<Placement> placements) const {
+    if (entry.own() != nullptr) return load_world_tensor(dir, *entry.own(), mesh, placements);
+    return load_dcp_dtensor(dir, *entry.dcp(), mesh, std::move(placements));
+  }
+  Tensor load_whole(const SavedEntry& entry) const {
+    if (entry.own() != nullptr) return load_whole_tensor(dir, *entry.own());
+    return load_dcp_tensor(dir, *entry.dcp());
+  }
+};
+
+bool is_dcp_checkpoint(const std::string& dir) {
+  return std::filesystem::exists(std::filesystem::path(dir) / kDcpMetadataFileName);
+}
+
 // `load = { checkpoint = "step1" | checkpoint_dir = "dir", ... }` in one of two forms:
 // - `tensors = ["w", ...]` and/or `rng = "key"`: DCP's load into this rank's state dict (the
 //   listed tensors it holds, each keeping its mesh and placements; the generator state), which
@@ -218,50 +276,54 @@ class WorldLoadStep final : public WorldCollectiveStep {
     if (!in_run_) call.show_path_as(path_, label_);
     call.phase([&] {
       if (in_run_) dir = resolve(rank, path_);
-      if (call.coordinator())
+      if (!call.coordinator()) return;
+      if (is_dcp_checkpoint(dir)) {
+        slot.dcp_metadata = std::make_shared<const DcpMetadata>(load_dcp_metadata(dir));
+      } else {
         slot.metadata = std::make_shared<const CheckpointMetadata>(load_checkpoint_metadata(dir));
+      }
     });
-    const std::shared_ptr<const CheckpointMetadata> metadata = slot.metadata;
-    // What this rank loads: (its name, the saved name), checked against the metadata.
-    std::vector<std::pair<std::string, const CheckpointTensor*>> wanted;
-    const CheckpointTensor* rng_entry = nullptr;
+    const SavedCheckpoint checkpoint{dir, slot.metadata, slot.dcp_metadata};
+    // What this rank loads: (its name, the saved entry), checked against the metadata.
+    std::vector<std::pair<std::string, SavedEntry>> wanted;
+    SavedEntry rng_entry;
     call.phase([&] {
       const auto saved = [&](const std::string& key) {
-        const CheckpointTensor* entry = find_tensor(*metadata, key);
-        if (entry == nullptr)
+        const SavedEntry entry = checkpoint.find(key);
+        if (!entry.found())
           throw runtime_error(fmt::format("Missing key in checkpoint state_dict: {}.", key));
         return entry;
       };
-      const auto check_size = [&](const std::string& key, const CheckpointTensor& entry,
+      const auto check_size = [&](const std::string& key, const SavedEntry& entry,
                                   const std::vector<int64_t>& shape, DType dtype) {
-        if (entry.shape != shape) {
+        if (entry.shape() != shape) {
           throw value_error(fmt::format("Size mismatch between saved {} and current: {} for {}",
-                                        torch_size(entry.shape), torch_size(shape), key));
+                                        torch_size(entry.shape()), torch_size(shape), key));
         }
-        if (entry.dtype != dtype) {
+        if (entry.dtype() != dtype) {
           throw runtime_error(fmt::format(
               "'{}' was saved as {} and this rank holds it as {}: PyTorch would convert it "
               "silently as it copies; meshsim refuses",
-              key, dtype_name(entry.dtype), dtype_name(dtype)));
+              key, dtype_name(entry.dtype()), dtype_name(dtype)));
         }
       };
       if (!tensor_.empty()) wanted.emplace_back(tensor_, saved(from_));
       for (const std::string& name : tensors_) {
         const Parameter* value = rank.find_value(name);
         if (value == nullptr) continue;
-        const CheckpointTensor* entry = saved(name);
+        const SavedEntry entry = saved(name);
         if (const DTensor* d = std::get_if<DTensor>(value)) {
-          check_size(name, *entry, d->spec().shape, d->spec().dtype);
+          check_size(name, entry, d->spec().shape, d->spec().dtype);
         } else {
           const Tensor& t = std::get<Tensor>(*value);
-          check_size(name, *entry, t.shape(), t.dtype());
+          check_size(name, entry, t.shape(), t.dtype());
         }
         wanted.emplace_back(name, entry);
       }
       if (rng_) {
         const std::string key = rng_->resolve(rank);
         rng_entry = saved(key);
-        check_size(key, *rng_entry, {16}, DType::kUInt8);
+        check_size(key, rng_entry, {16}, DType::kUInt8);
       }
     });
     std::vector<Parameter> values;
@@ -272,15 +334,15 @@ class WorldLoadStep final : public WorldCollectiveStep {
           const DeviceMesh& mesh = rank.mesh(mesh_);
           std::vector<Placement> placements = placements_;
           if (placements.empty()) placements.assign(mesh.ndim(), Replicate{});
-          values.emplace_back(load_world_tensor(dir, *entry, mesh, placements));
+          values.emplace_back(checkpoint.load(entry, mesh, placements));
         } else if (const DTensor* d = std::get_if<DTensor>(&rank.value(name))) {
-          values.emplace_back(load_world_tensor(dir, *entry, d->spec().mesh, d->spec().placements));
+          values.emplace_back(checkpoint.load(entry, d->spec().mesh, d->spec().placements));
         } else {
-          values.emplace_back(load_whole_tensor(dir, *entry));
+          values.emplace_back(checkpoint.load_whole(entry));
         }
       }
       if (rng_) {
-        const Tensor state = load_whole_tensor(dir, *rng_entry);
+        const Tensor state = checkpoint.load_whole(rng_entry);
         const auto* bytes = reinterpret_cast<const uint8_t*>(state.bytes().data());
         generator = PhiloxState::from_bytes({bytes, state.bytes().size()});
       }
@@ -324,7 +386,11 @@ std::string checkpoint_dir_of(const toml::node& node, LoadContext& ctx) {
   if (dir.empty()) dir = ".";
   const std::string full = (dir / path).string();
   try {
-    load_checkpoint_metadata(full);
+    if (is_dcp_checkpoint(full)) {
+      load_dcp_metadata(full);
+    } else {
+      load_checkpoint_metadata(full);
+    }
   } catch (const Error& e) {
     ctx.fail(node, fmt::format("cannot use the checkpoint in {}: {}", path, e.what()));
   }

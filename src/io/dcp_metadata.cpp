@@ -99,6 +99,7 @@ class MetadataDecoder {
       }
     }
     for (const DcpEntry& entry : out.entries) check_storage_complete(entry);
+    out.index = std::move(index_);
     return out;
   }
 
@@ -432,6 +433,11 @@ DcpMetadata read_dcp_metadata(std::string bytes, std::string_view what) {
   static const std::vector<PickleGlobalName> allowed = allowed_globals();
   const PickleDocument document = read_pickle(std::move(bytes), allowed, what);
   return MetadataDecoder(document, what).decode();
+}
+
+const DcpEntry* find_dcp_entry(const DcpMetadata& metadata, std::string_view name) {
+  const auto found = metadata.index.find(name);
+  return found == metadata.index.end() ? nullptr : &metadata.entries[found->second];
 }
 
 int64_t dcp_entry_numel(const DcpEntry& entry) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -38,10 +39,11 @@ struct DcpEntry {
 };
 
 struct DcpMetadata {
-  std::vector<DcpEntry> entries;  // in the metadata's order
-  std::string version;            // DCP's format version: "1.0.0"
-  std::string save_id;            // a uuid4 per save, when the writer recorded one
-  std::string checkpoint_id;      // the path the writer was given
+  std::vector<DcpEntry> entries;                     // in the metadata's order
+  std::map<std::string, size_t, std::less<>> index;  // name -> entry
+  std::string version;                               // DCP's format version: "1.0.0"
+  std::string save_id;        // a uuid4 per save, when the writer recorded one
+  std::string checkpoint_id;  // the path the writer was given
 };
 
 // Decodes a `.metadata` file's bytes. Throws meshsim::Error (ValueError) naming `what`, the field
@@ -54,6 +56,9 @@ DcpMetadata read_dcp_metadata(std::string bytes, std::string_view what);
 
 // "dcp_2x2/.metadata" and the like are found at this name inside a checkpoint directory.
 inline constexpr std::string_view kDcpMetadataFileName = ".metadata";
+
+// The entry `name`, or nullptr.
+const DcpEntry* find_dcp_entry(const DcpMetadata& metadata, std::string_view name);
 
 // Element counts of every chunk of `entry` together (checked against overflow when read).
 int64_t dcp_entry_numel(const DcpEntry& entry);

@@ -21,60 +21,6 @@ uint64_t numel_of(std::span<const int64_t> sizes) {
   return static_cast<uint64_t>(*checked_product(sizes));
 }
 
-// The chunks of one tensor that overlap a region, found without testing them all: chunks sorted
-// by their start in dim 0, with the largest end so far, so a search stops at the first chunk
-// whose predecessors all end before the region starts.
-class ChunkIndex {
- public:
-  explicit ChunkIndex(const DcpEntry& entry) : entry_(entry) {
-    order_.resize(entry.chunks.size());
-    std::iota(order_.begin(), order_.end(), 0);
-    if (entry.shape.empty()) return;
-    std::sort(order_.begin(), order_.end(), [&](size_t a, size_t b) {
-      return entry.chunks[a].offsets[0] < entry.chunks[b].offsets[0];
-    });
-    int64_t end = 0;
-    for (size_t i : order_) {
-      end = std::max(end, entry.chunks[i].offsets[0] + entry.chunks[i].sizes[0]);
-      max_end_.push_back(end);
-    }
-  }
-
-  // Calls visit(chunk, intersection offsets, intersection sizes) for every non-empty overlap.
-  template <typename Visit>
-  void overlapping(const LocalShard& region, Visit&& visit) const {
-    if (entry_.shape.empty()) {
-      for (size_t i : order_) visit(i, std::vector<int64_t>{}, std::vector<int64_t>{});
-      return;
-    }
-    const int64_t begin = region.offset[0];
-    const int64_t end = begin + region.shape[0];
-    auto upper = std::lower_bound(order_.begin(), order_.end(), end, [&](size_t c, int64_t v) {
-      return entry_.chunks[c].offsets[0] < v;
-    });
-    for (size_t at = static_cast<size_t>(upper - order_.begin()); at-- > 0;) {
-      if (max_end_[at] <= begin) break;
-      const DcpChunk& chunk = entry_.chunks[order_[at]];
-      std::vector<int64_t> offsets(region.shape.size()), sizes(region.shape.size());
-      bool empty = false;
-      for (size_t d = 0; d < region.shape.size() && !empty; ++d) {
-        const int64_t lo = std::max(region.offset[d], chunk.offsets[d]);
-        const int64_t hi =
-            std::min(region.offset[d] + region.shape[d], chunk.offsets[d] + chunk.sizes[d]);
-        empty = hi <= lo;
-        offsets[d] = lo;
-        sizes[d] = hi - lo;
-      }
-      if (!empty) visit(order_[at], std::move(offsets), std::move(sizes));
-    }
-  }
-
- private:
-  const DcpEntry& entry_;
-  std::vector<size_t> order_;
-  std::vector<int64_t> max_end_;
-};
-
 std::vector<int64_t> coordinate_of(int64_t rank, std::span<const int64_t> mesh_shape) {
   std::vector<int64_t> out(mesh_shape.size());
   for (size_t d = mesh_shape.size(); d-- > 0;) {
@@ -97,6 +43,53 @@ std::string placement_mismatch(std::span<const Placement> placements, int64_t nd
 }
 
 }  // namespace
+
+DcpChunkIndex::DcpChunkIndex(const DcpEntry& entry) : entry_(entry) {
+  order_.resize(entry.chunks.size());
+  std::iota(order_.begin(), order_.end(), 0);
+  if (entry.shape.empty()) return;
+  std::sort(order_.begin(), order_.end(), [&](size_t a, size_t b) {
+    return entry.chunks[a].offsets[0] < entry.chunks[b].offsets[0];
+  });
+  int64_t end = 0;
+  for (size_t i : order_) {
+    end = std::max(end, entry.chunks[i].offsets[0] + entry.chunks[i].sizes[0]);
+    max_end_.push_back(end);
+  }
+}
+
+std::vector<DcpRead> DcpChunkIndex::overlapping(size_t entry_index,
+                                                const LocalShard& region) const {
+  std::vector<DcpRead> out;
+  if (entry_.shape.empty()) {
+    for (size_t i : order_) out.push_back({entry_index, i, {}, {}});
+    return out;
+  }
+  const int64_t begin = region.offset[0];
+  const int64_t end = begin + region.shape[0];
+  const auto upper = std::lower_bound(order_.begin(), order_.end(), end, [&](size_t c, int64_t v) {
+    return entry_.chunks[c].offsets[0] < v;
+  });
+  for (size_t at = static_cast<size_t>(upper - order_.begin()); at-- > 0;) {
+    if (max_end_[at] <= begin) break;
+    const DcpChunk& chunk = entry_.chunks[order_[at]];
+    DcpRead read{entry_index, order_[at], std::vector<int64_t>(region.shape.size()),
+                 std::vector<int64_t>(region.shape.size())};
+    bool empty = false;
+    for (size_t d = 0; d < region.shape.size() && !empty; ++d) {
+      const int64_t lo = std::max(region.offset[d], chunk.offsets[d]);
+      const int64_t hi =
+          std::min(region.offset[d] + region.shape[d], chunk.offsets[d] + chunk.sizes[d]);
+      empty = hi <= lo;
+      read.offsets[d] = lo;
+      read.sizes[d] = hi - lo;
+    }
+    if (!empty) out.push_back(std::move(read));
+  }
+  std::sort(out.begin(), out.end(),
+            [](const DcpRead& a, const DcpRead& b) { return a.chunk < b.chunk; });
+  return out;
+}
 
 DcpReadPlan plan_dcp_read(const DcpMetadata& metadata, const DcpReadRequest& request) {
   const std::vector<int64_t>& mesh = request.mesh_shape;
@@ -129,16 +122,14 @@ DcpReadPlan plan_dcp_read(const DcpMetadata& metadata, const DcpReadRequest& req
   DcpReadPlan plan;
   plan.ranks.resize(static_cast<size_t>(*world));
   std::vector<uint64_t> largest_in_flight(plan.ranks.size(), 0);
-  std::map<std::string_view, size_t> by_name;
-  for (size_t e = 0; e < metadata.entries.size(); ++e) by_name.emplace(metadata.entries[e].name, e);
   std::vector<size_t> wanted;
   if (request.names.empty()) {
     wanted.resize(metadata.entries.size());
     std::iota(wanted.begin(), wanted.end(), 0);
   }
   for (const std::string& name : request.names) {
-    const auto found = by_name.find(name);
-    if (found == by_name.end()) {
+    const auto found = metadata.index.find(name);
+    if (found == metadata.index.end()) {
       plan.missing.push_back(name);
     } else {
       wanted.push_back(found->second);
@@ -176,7 +167,7 @@ DcpReadPlan plan_dcp_read(const DcpMetadata& metadata, const DcpReadRequest& req
                                            dcp_entry_numel(entry), numel));
     }
     ++plan.tensors;
-    const ChunkIndex index(entry);
+    const DcpChunkIndex index(entry);
     for (size_t r = 0; r < plan.ranks.size(); ++r) {
       const LocalShard local = compute_local_shape_and_global_offset(
           entry.shape, mesh, coordinate_of(static_cast<int64_t>(r), mesh), placements);
@@ -184,19 +175,14 @@ DcpReadPlan plan_dcp_read(const DcpMetadata& metadata, const DcpReadRequest& req
       const uint64_t local_numel = numel_of(local.shape);
       rank.holds_bytes += local_numel * entry.element_size;
       if (local_numel == 0 && !entry.shape.empty()) continue;
-      const bool detail = request.detailed(r);
-      const size_t first_read = rank.reads.size();
-      index.overlapping(
-          local, [&](size_t c, std::vector<int64_t> offsets, std::vector<int64_t> sizes) {
-            const DcpChunk& chunk = entry.chunks[c];
-            ++rank.items;
-            rank.file_bytes += chunk.length;
-            largest_in_flight[r] = std::max(
-                largest_in_flight[r], chunk.length + numel_of(chunk.sizes) * entry.element_size);
-            if (detail) rank.reads.push_back({e, c, std::move(offsets), std::move(sizes)});
-          });
-      std::sort(rank.reads.begin() + static_cast<ptrdiff_t>(first_read), rank.reads.end(),
-                [](const DcpRead& a, const DcpRead& b) { return a.chunk < b.chunk; });
+      for (DcpRead& read : index.overlapping(e, local)) {
+        const DcpChunk& chunk = entry.chunks[read.chunk];
+        ++rank.items;
+        rank.file_bytes += chunk.length;
+        largest_in_flight[r] = std::max(largest_in_flight[r],
+                                        chunk.length + numel_of(chunk.sizes) * entry.element_size);
+        if (request.detailed(r)) rank.reads.push_back(std::move(read));
+      }
     }
   }
   for (size_t r = 0; r < plan.ranks.size(); ++r) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "src/dtensor/local_shard.hpp"
 #include "src/dtensor/placement.hpp"
 #include "src/io/dcp_metadata.hpp"
 
@@ -24,6 +25,22 @@ struct DcpRead {
   size_t chunk = 0;  // of a tensor; objects are read whole
   std::vector<int64_t> offsets;
   std::vector<int64_t> sizes;
+};
+
+// The chunks of one tensor that overlap a region, found without testing them all: chunks sorted
+// by their start in dim 0, with the largest end so far, so a search stops at the first chunk
+// whose predecessors all end before the region starts.
+class DcpChunkIndex {
+ public:
+  explicit DcpChunkIndex(const DcpEntry& entry);
+  // The non-empty overlaps of `region` (global offsets and shape) with the chunks, in chunk
+  // order; `entry_index` is copied into each. A 0-d tensor's one chunk always overlaps.
+  std::vector<DcpRead> overlapping(size_t entry_index, const LocalShard& region) const;
+
+ private:
+  const DcpEntry& entry_;
+  std::vector<size_t> order_;
+  std::vector<int64_t> max_end_;
 };
 
 struct DcpRankRead {
