@@ -35,10 +35,11 @@ struct LoadedCheckpoint {
 LoadedCheckpoint load_checkpoint(const std::string& path) {
   LoadedCheckpoint out;
   std::string metadata_path = path;
-  if (fs::is_directory(path)) {
+  std::error_code error;
+  if (fs::is_directory(path, error)) {
     out.directory = path;
     metadata_path = (fs::path(path) / kDcpMetadataFileName).string();
-    if (!fs::exists(metadata_path)) {
+    if (!fs::exists(metadata_path, error)) {
       throw runtime_error(
           fmt::format("{}: not a torch.distributed.checkpoint directory (it has no {} file)", path,
                       kDcpMetadataFileName));
@@ -162,7 +163,7 @@ void print_json(const std::string& path, const LoadedCheckpoint& checkpoint,
                               {"entries", std::move(entries)},
                               {"files", std::move(file_list)},
                               {"problems", problems}};
-  std::cout << out.dump(2) << "\n";
+  std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
 }
 
 void print_text(const std::string& path, const CkptInspectFlags& flags,
@@ -264,7 +265,7 @@ void print_plan_json(const CkptPlanFlags& flags, const DcpReadRequest& request,
                               {"uncovered", plan.uncovered},
                               {"problems", problems},
                               {"ranks", std::move(ranks)}};
-  std::cout << out.dump(2) << "\n";
+  std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
 }
 
 void print_plan_text(const CkptPlanFlags& flags, const DcpReadRequest& request,

@@ -257,7 +257,8 @@ struct SavedCheckpoint {
 };
 
 bool is_dcp_checkpoint(const std::string& dir) {
-  return std::filesystem::exists(std::filesystem::path(dir) / kDcpMetadataFileName);
+  std::error_code error;  // unreadable: not DCP, and the own-format reader says why
+  return std::filesystem::exists(std::filesystem::path(dir) / kDcpMetadataFileName, error);
 }
 
 // `load = { checkpoint = "step1" | checkpoint_dir = "dir", ... }` in one of two forms:
@@ -296,11 +297,12 @@ class WorldLoadStep final : public WorldCollectiveStep {
       };
       const auto check_size = [&](const std::string& key, const SavedEntry& entry,
                                   const std::vector<int64_t>& shape, DType dtype) {
+        const DType saved_dtype = entry.dtype();  // refuses an object or an unknown dtype first
         if (entry.shape() != shape) {
           throw value_error(fmt::format("Size mismatch between saved {} and current: {} for {}",
                                         torch_size(entry.shape()), torch_size(shape), key));
         }
-        if (entry.dtype() != dtype) {
+        if (saved_dtype != dtype) {
           throw runtime_error(fmt::format(
               "'{}' was saved as {} and this rank holds it as {}: PyTorch would convert it "
               "silently as it copies; meshsim refuses",

@@ -3,10 +3,10 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <map>
-#include <memory>
+#include <fstream>
 
 #include "src/checked_math.hpp"
 #include "src/dtensor/local_shard.hpp"
@@ -14,14 +14,13 @@
 #include "src/io/atomic_file.hpp"
 #include "src/io/dcp_read_plan.hpp"
 #include "src/io/torch_save_archive.hpp"
+#include "src/tensor/memory_budget.hpp"
 
 namespace meshsim {
 namespace {
 
 // A metadata file of a few hundred MB describes a 70B model saved by thousands of ranks.
 constexpr uint64_t kMaxMetadataBytes = uint64_t{1} << 31;
-// Data files are mapped, not read: the bound only refuses what no checkpoint is.
-constexpr uint64_t kMaxDataFileBytes = uint64_t{1} << 44;
 
 // Copies the block `sizes` at `from` in a row-major tensor of `from_shape` to `to` in one of
 // `to_shape`, a row of the last dim at a time.
@@ -54,27 +53,43 @@ void copy_block(const std::byte* source, const std::vector<int64_t>& source_shap
   }
 }
 
+// The bytes of one item: only its range is read (a rank needs a few items of a large file).
+std::string read_item(const std::string& path, const DcpEntry& entry, const DcpChunk& chunk) {
+  std::ifstream file(path, std::ios::binary);
+  std::error_code error;
+  const uint64_t size = std::filesystem::file_size(path, error);
+  if (!file || error || !std::filesystem::is_regular_file(path, error)) {
+    throw runtime_error(
+        fmt::format("cannot read {}: {}", path, error ? error.message() : std::strerror(errno)));
+  }
+  if (chunk.offset > size || chunk.length > size - chunk.offset) {
+    throw runtime_error(
+        fmt::format("{}: {} bytes, but the metadata puts a chunk of '{}' at bytes {} to {}", path,
+                    size, entry.name, chunk.offset, chunk.offset + chunk.length));
+  }
+  const MemoryReservation reserved(chunk.length, fmt::format("reading {}", path));
+  std::string out(chunk.length, '\0');
+  file.seekg(static_cast<std::streamoff>(chunk.offset));
+  file.read(out.data(), static_cast<std::streamsize>(out.size()));
+  if (!file)
+    throw runtime_error(fmt::format("{}: the read of bytes {} to {} failed", path, chunk.offset,
+                                    chunk.offset + chunk.length));
+  return out;
+}
+
 // Fills `out` (the region at `region.offset` of `entry`) from the checkpoint's chunks.
 void fill_region(const std::string& dir, const DcpEntry& entry, const LocalShard& region,
                  Tensor& out) {
-  std::map<std::string, std::unique_ptr<MappedFile>> files;
   int64_t copied = 0;
   const DcpChunkIndex index(entry);
   for (const DcpRead& read : index.overlapping(0, region)) {
     const DcpChunk& chunk = entry.chunks[read.chunk];
     const std::string path = (std::filesystem::path(dir) / chunk.file).string();
-    std::unique_ptr<MappedFile>& file = files[chunk.file];
-    if (!file) file = std::make_unique<MappedFile>(path, kMaxDataFileBytes);
-    const std::string_view bytes = file->bytes();
-    if (chunk.offset > bytes.size() || chunk.length > bytes.size() - chunk.offset) {
-      throw runtime_error(
-          fmt::format("{}: {} bytes, but the metadata puts a chunk of '{}' at bytes {} to {}", path,
-                      bytes.size(), entry.name, chunk.offset, chunk.offset + chunk.length));
-    }
+    const std::string item = read_item(path, entry, chunk);
     const std::string what =
         fmt::format("{} (the chunk of '{}' at [{}], bytes {} to {})", path, entry.name,
                     fmt::join(chunk.offsets, ", "), chunk.offset, chunk.offset + chunk.length);
-    const Tensor saved = read_torch_saved_tensor(bytes.substr(chunk.offset, chunk.length), what);
+    const Tensor saved = read_torch_saved_tensor(item, what);
     if (saved.shape() != chunk.sizes || saved.dtype() != out.dtype()) {
       throw runtime_error(fmt::format("{}: it holds {}[{}], but the metadata says {}[{}]", what,
                                       dtype_name(saved.dtype()), fmt::join(saved.shape(), ", "),

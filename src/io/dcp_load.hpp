@@ -1,6 +1,7 @@
 // Loads tensors from a torch.distributed.checkpoint directory as DCP's FileSystemReader does: for
 // the shard a rank holds, every saved chunk that overlaps it is read (its torch.save archive, at
-// the offset and length the metadata gives, in its `.distcp` file), checked against the
+// the offset and length the metadata gives, in its `.distcp` file: only that range is read),
+// checked against the
 // metadata, and its overlap copied in. See docs/checkpoints.md.
 #pragma once
 

@@ -61,6 +61,12 @@ std::vector<PickleGlobalName> allowed_globals() {
   return out;
 }
 
+// A data file's name as DCP writes it: no directory, nothing that leaves the checkpoint.
+bool is_plain_file_name(std::string_view name) {
+  return !name.empty() && name != "." && name != ".." &&
+         name.find_first_of(std::string_view("/\\\0", 3)) == std::string_view::npos;
+}
+
 // Walks the unpickled graph with the schema in hand, naming the field in every refusal.
 class MetadataDecoder {
  public:
@@ -70,6 +76,10 @@ class MetadataDecoder {
   DcpMetadata decode() {
     DcpMetadata out;
     const uint32_t state = object_state(document_.root, "Metadata", "the file");
+    // Every chunk and object needs a storage key: their count bounds what the entries may list,
+    // before a graph that shares one chunk a million times is copied out.
+    const std::optional<uint32_t> storage = optional_field(state, "storage_data");
+    if (storage && at(*storage).kind == Kind::kDict) max_stored_ = at(*storage).items.size() / 2;
     const uint32_t entries = field(state, "state_dict_metadata", "Metadata");
     expect_kind(entries, Kind::kDict, "state_dict_metadata", "a dict");
     const PickleValue& entry_items = at(entries);
@@ -80,9 +90,7 @@ class MetadataDecoder {
       index_.emplace(name, out.entries.size());
       out.entries.push_back(decode_entry(std::move(name), entry_items.items[i + 1], path));
     }
-    if (const auto storage = optional_field(state, "storage_data")) {
-      attach_storage(*storage, out);
-    }
+    if (storage) attach_storage(*storage, out);
     if (const auto version = optional_field(state, "version");
         version && at(*version).kind != Kind::kNone) {
       out.version = string_of(*version, "version");
@@ -179,6 +187,10 @@ class MetadataDecoder {
     if (at(dims).kind != Kind::kTuple && at(dims).kind != Kind::kList) {
       fail(dims, path, "the torch.Size is not built from a tuple");
     }
+    if (at(dims).items.size() > kMaxDims) {
+      fail(dims, path,
+           fmt::format("{} dimensions; a tensor has at most {}", at(dims).items.size(), kMaxDims));
+    }
     std::vector<int64_t> out;
     for (uint32_t d : at(dims).items) {
       out.push_back(static_cast<int64_t>(unsigned_of(d, path)));
@@ -207,6 +219,7 @@ class MetadataDecoder {
     if (value.kind == Kind::kObject &&
         is_global(value.items[0], kMetadataModule, "BytesStorageMetadata")) {
       entry.is_tensor = false;
+      count_stored(index, path);
       return entry;
     }
     const uint32_t state = object_state(index, "TensorStorageMetadata", path);
@@ -217,6 +230,7 @@ class MetadataDecoder {
     for (size_t c = 0; c < at(chunks).items.size(); ++c) {
       const std::string chunk_path = fmt::format("{}.chunks[{}]", path, c);
       const uint32_t chunk = at(chunks).items[c];
+      count_stored(chunk, chunk_path);
       const uint32_t chunk_state = object_state(chunk, "ChunkStorageMetadata", chunk_path);
       DcpChunk out;
       out.offsets = size_of(field(chunk_state, "offsets", chunk_path), chunk_path + ".offsets");
@@ -237,8 +251,19 @@ class MetadataDecoder {
       }
       entry.chunks.push_back(std::move(out));
     }
+    if (entry.shape.empty() && entry.chunks.size() > 1) {
+      fail(at(chunks).items[1], path + ".chunks",
+           fmt::format("a 0-d tensor with {} chunks: they overlap", entry.chunks.size()));
+    }
     check_no_overlap(entry, chunks, path);
     return entry;
+  }
+
+  void count_stored(uint32_t index, std::string_view path) {
+    if (++stored_ > max_stored_) {
+      fail(index, path,
+           fmt::format("more chunks and objects than storage_data has keys ({})", max_stored_));
+    }
   }
 
   void decode_properties(uint32_t index, const std::string& path, DcpEntry& entry) {
@@ -365,7 +390,12 @@ class MetadataDecoder {
       const uint32_t info_state = info.items[2];
       target->file =
           string_of(field(info_state, "relative_path", info_path), info_path + ".relative_path");
-      if (target->file.empty()) fail(dict.items[i + 1], info_path, "relative_path is empty");
+      if (!is_plain_file_name(target->file)) {
+        fail(dict.items[i + 1], info_path + ".relative_path",
+             fmt::format("'{}' is not a file name inside the checkpoint directory (DCP writes "
+                         "__<rank>_<n>.distcp)",
+                         target->file));
+      }
       target->offset = unsigned_of(field(info_state, "offset", info_path), info_path + ".offset");
       target->length = unsigned_of(field(info_state, "length", info_path), info_path + ".length");
       if (!checked_add(static_cast<int64_t>(target->offset),
@@ -420,6 +450,10 @@ class MetadataDecoder {
   }
 
   static constexpr uint32_t kNoState = UINT32_MAX;
+  // PyTorch's own limit on a tensor's dimensions.
+  static constexpr size_t kMaxDims = 64;
+  size_t max_stored_ = 0;
+  size_t stored_ = 0;
   const PickleDocument& document_;
   std::string_view what_;
   std::map<std::string, size_t, std::less<>> index_;

@@ -164,6 +164,7 @@ class Machine {
       if (op_ == '.') break;
       step();
     }
+    if (!marks_.empty()) fail("STOP inside a MARK that was never closed");
     if (stack_.empty()) fail("STOP with nothing on the stack");
     document_.root = stack_.back();
     if (pos_ != in_.size()) {
@@ -201,18 +202,22 @@ class Machine {
   }
 
   PickleValue& make(Kind kind) {
-    if (document_.values.size() == reserved_values_) {
-      // Count the graph against the budget as it grows (a deque: no copy when it does).
-      reserved_values_ += std::max<size_t>(1024, reserved_values_ / 4);
-      document_.reservation = MemoryReservation();
-      document_.reservation =
-          MemoryReservation(reserved_values_ * (sizeof(PickleValue) + 2 * sizeof(uint32_t)),
-                            fmt::format("{}: the unpickled values", what_));
-    }
+    charge(sizeof(PickleValue));
     PickleValue& value = document_.values.emplace_back();
     value.kind = kind;
     value.offset = static_cast<uint32_t>(op_at_);
     return value;
+  }
+  // Counts `bytes` more of the reader's memory (values, their items, the stack and memo, each as
+  // it grows and never given back before the end) against the budget, refreshing the
+  // reservation a quarter at a time.
+  void charge(uint64_t bytes) {
+    used_bytes_ += bytes;
+    if (used_bytes_ <= reserved_bytes_) return;
+    reserved_bytes_ = std::max<uint64_t>(used_bytes_ + used_bytes_ / 4, uint64_t{1} << 16);
+    document_.reservation = MemoryReservation();
+    document_.reservation =
+        MemoryReservation(reserved_bytes_, fmt::format("{}: the unpickled values", what_));
   }
   uint32_t last_index() const { return static_cast<uint32_t>(document_.values.size() - 1); }
   void push_new(Kind kind) {
@@ -252,7 +257,8 @@ class Machine {
       stack_.push_back(kEmptyTupleValue);
       return;
     }
-    make(Kind::kTuple).items.append(items.data(), items.data() + items.size());
+    make(Kind::kTuple);
+    add_items(last_index(), items);
     stack_.push_back(last_index());
   }
   void push_text(Kind kind, uint64_t size) {
@@ -285,18 +291,19 @@ class Machine {
   // so they index a vector; an id far past the end goes to a map instead of growing it.
   static constexpr uint32_t kNoMemo = UINT32_MAX;
   void store_memo(uint64_t index) {
-    if (stack_.empty()) fail("nothing on the stack to memoize");
-    if (index < dense_memo_.size() + 1024) {
-      if (index >= dense_memo_.size()) dense_memo_.resize(index + 1, kNoMemo);
+    const uint32_t value = top();
+    // Dense while ids stay near the count stored (a far id must not grow the vector by much).
+    if (index < std::max<uint64_t>(1024, 2 * memo_count_) && !sparse_memo_.contains(index)) {
+      if (index >= dense_memo_.size()) {
+        charge((index + 1 - dense_memo_.size()) * sizeof(uint32_t));
+        dense_memo_.resize(index + 1, kNoMemo);
+      }
       if (dense_memo_[index] == kNoMemo) ++memo_count_;
-      dense_memo_[index] = stack_.back();
+      dense_memo_[index] = value;
       return;
     }
-    if (sparse_memo_.emplace(index, stack_.back()).second) {
-      ++memo_count_;
-    } else {
-      sparse_memo_[index] = stack_.back();
-    }
+    charge(4 * sizeof(uint64_t));
+    if (sparse_memo_.insert_or_assign(index, value).second) ++memo_count_;
   }
   void load_memo(uint64_t index) {
     if (index < dense_memo_.size() && dense_memo_[index] != kNoMemo) {
@@ -339,11 +346,13 @@ class Machine {
     make(Kind::kObject).items = {callable, args};
     stack_.push_back(last_index());
   }
-  void add_items(uint32_t target, const std::vector<uint32_t>& items) {
+  void add_items(uint32_t target, std::span<const uint32_t> items) {
+    charge(2 * sizeof(uint32_t) * items.size());  // with the slack of doubling
     value(target).items.append(items.data(), items.data() + items.size());
   }
 
   void step() {
+    charge(sizeof(uint32_t));  // the stack slot this opcode may push
     switch (op_) {
       case 0x80: {  // PROTO
         const int protocol = read_u8();
@@ -448,7 +457,7 @@ class Machine {
       }
       case 'a': {
         const uint32_t item = pop();
-        value(top_of_kind(Kind::kList, "list")).items.push_back(item);
+        add_items(top_of_kind(Kind::kList, "list"), std::span(&item, 1));
         return;
       }
       case 'e': {
@@ -470,7 +479,7 @@ class Machine {
         const uint32_t item = pop();
         const uint32_t key = pop();
         const uint32_t pair[] = {key, item};
-        value(top_of_kind(Kind::kDict, "dict")).items.append(pair, pair + 2);
+        add_items(top_of_kind(Kind::kDict, "dict"), pair);
         return;
       }
       case 'u': {
@@ -588,7 +597,8 @@ class Machine {
   std::vector<uint32_t> dense_memo_;
   std::unordered_map<uint64_t, uint32_t> sparse_memo_;
   uint64_t memo_count_ = 0;  // entries stored: MEMOIZE's next id
-  size_t reserved_values_ = 0;
+  uint64_t used_bytes_ = 0;
+  uint64_t reserved_bytes_ = 0;
 };
 
 std::string quoted(std::string_view text, size_t max_chars) {

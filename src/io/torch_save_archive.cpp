@@ -155,8 +155,17 @@ std::vector<ZipEntry> read_stored_zip(std::string_view archive, std::string_view
     in.fail(directory.offset, fmt::format("{} entries cannot fit a central directory of {} bytes",
                                           directory.entries, directory.size));
   }
-  std::vector<ZipEntry> out;
-  std::vector<std::pair<uint64_t, uint64_t>> spans;  // every entry's [local header, data end)
+  // Every entry placed first, then duplicates and overlaps refused, and only then checksums
+  // computed: a directory of many records pointing at one large entry costs a sort, not a CRC
+  // pass per record.
+  struct Placed {
+    ZipEntry entry;
+    uint64_t record = 0;
+    uint64_t local = 0;
+    uint64_t data = 0;
+    uint64_t crc = 0;
+  };
+  std::vector<Placed> placed;
   uint64_t record = directory.offset;
   for (uint64_t i = 0; i < directory.entries; ++i) {
     if (in.le(record, 4, "a directory record") != kDirectoryEntry) {
@@ -184,20 +193,34 @@ std::vector<ZipEntry> read_stored_zip(std::string_view archive, std::string_view
     const uint64_t data = place.local + 30 + in.le(place.local + 26, 2, "the local name length") +
                           in.le(place.local + 28, 2, "the local extra length");
     const std::string_view bytes = in.slice(data, place.size, fmt::format("entry '{}'", name));
-    const uint64_t stored_crc = in.le(record + 16, 4, "the CRC-32");
-    if (checksums == ZipChecksums::kVerify && crc32(bytes) != stored_crc) {
-      in.fail(data, fmt::format("entry '{}' does not match its CRC-32", name));
-    }
-    for (const ZipEntry& seen : out) {
-      if (seen.name == name) in.fail(record, fmt::format("entry '{}' is listed twice", name));
-    }
-    spans.emplace_back(place.local, data + place.size);
-    out.push_back({std::move(name), bytes});
+    placed.push_back(
+        {{std::move(name), bytes}, record, place.local, data, in.le(record + 16, 4, "the CRC-32")});
     record += 46 + name_size + extra_size + comment_size;
   }
-  std::sort(spans.begin(), spans.end());
-  for (size_t i = 1; i < spans.size(); ++i) {
-    if (spans[i].first < spans[i - 1].second) in.fail(spans[i].first, "two entries overlap");
+  std::vector<size_t> order(placed.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return placed[a].entry.name < placed[b].entry.name; });
+  for (size_t i = 1; i < order.size(); ++i) {
+    if (placed[order[i]].entry.name == placed[order[i - 1]].entry.name) {
+      in.fail(placed[order[i]].record,
+              fmt::format("entry '{}' is listed twice", placed[order[i]].entry.name));
+    }
+  }
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return placed[a].local < placed[b].local; });
+  for (size_t i = 1; i < order.size(); ++i) {
+    const Placed& before = placed[order[i - 1]];
+    if (placed[order[i]].local < before.data + before.entry.data.size()) {
+      in.fail(placed[order[i]].local, "two entries overlap");
+    }
+  }
+  std::vector<ZipEntry> out;
+  for (Placed& p : placed) {
+    if (checksums == ZipChecksums::kVerify && crc32(p.entry.data) != p.crc) {
+      in.fail(p.data, fmt::format("entry '{}' does not match its CRC-32", p.entry.name));
+    }
+    out.push_back(std::move(p.entry));
   }
   return out;
 }
@@ -341,9 +364,15 @@ Tensor read_torch_saved_tensor(std::string_view archive, std::string_view what,
   if (strides.size() != shape.size() || shape.size() > Tensor::kMaxDims) {
     throw fail(fmt::format("a size of {} dims with a stride of {}", shape.size(), strides.size()));
   }
-  // The last element the view reaches must lie in the storage.
+  // The last element the view reaches must lie in the storage, and the view may not hold more
+  // elements than the storage (an expanded view: DCP saves a compact clone instead), so a small
+  // archive never makes a large tensor.
   const std::optional<int64_t> numel = checked_product(shape);
   if (!numel) throw fail("its size overflows");
+  if (*numel > storage_numel.integer) {
+    throw fail(fmt::format("its view holds {} elements of a storage of {}", *numel,
+                           storage_numel.integer));
+  }
   if (*numel > 0) {
     int64_t last = offset;
     for (size_t d = 0; d < shape.size(); ++d) {

@@ -91,9 +91,13 @@ TEST_CASE("DCP metadata that would load wrong data, or run code, is refused at i
   CHECK(refusal("dcp_variants/past_shape.metadata") ==
         "dcp_variants/past_shape.metadata: byte 465: state_dict_metadata['model.w'].chunks[2]: "
         "[4, 0] + [5, 2] runs past the tensor's shape [8, 4]");
+  // Counted before the chunks are copied out: each chunk and object needs a key of its own.
   CHECK(refusal("dcp_variants/missing_storage.metadata") ==
-        "dcp_variants/missing_storage.metadata: state_dict_metadata['model.emb'].chunks[1]: no "
-        "storage_data entry says where its bytes are");
+        "dcp_variants/missing_storage.metadata: byte 1541: state_dict_metadata['rng.cuda']."
+        "chunks[0]: more chunks and objects than storage_data has keys (16)");
+  CHECK_THAT(refusal("dcp_variants/escaping_path.metadata"),
+             Catch::Contains("value.relative_path: '../../etc/passwd' is not a file name inside "
+                             "the checkpoint directory"));
   CHECK(refusal("dcp_variants/storage_for_unknown_name.metadata") ==
         "dcp_variants/storage_for_unknown_name.metadata: byte 3477: storage_data key 17: 'ghost' "
         "is not a name of state_dict_metadata");

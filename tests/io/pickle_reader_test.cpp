@@ -113,7 +113,14 @@ TEST_CASE("malformed and hostile pickles are refused with the byte offset", "[io
         "x.pkl: byte 0: INT (0x49): this opcode is not allowed here (only the data opcodes of "
         "protocols 2-5 are)");
   CHECK(refusal("\x80\x02t.") == "x.pkl: byte 2: TUPLE (0x74): no MARK to pop to");
-  CHECK(refusal("\x80\x02(.") == "x.pkl: byte 3: STOP (0x2e): STOP with nothing on the stack");
+  CHECK(refusal("\x80\x02.") == "x.pkl: byte 2: STOP (0x2e): STOP with nothing on the stack");
+  CHECK(refusal("\x80\x02N(.") ==
+        "x.pkl: byte 4: STOP (0x2e): STOP inside a MARK that was never closed");
+  // A memo id far past the others goes to a map: no 16 GiB vector for a 12-byte pickle.
+  CHECK(describe("8002"
+                 "4e72ffffffff"
+                 "6affffffff"
+                 "2e") == "None");
   CHECK(refusal("\x80\x02)NR.") ==
         "x.pkl: byte 4: REDUCE (0x52): it may only call an allowed class, not ()");
   CHECK(refusal("\x80\x02]Nb.") ==

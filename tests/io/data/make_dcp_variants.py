@@ -58,10 +58,14 @@ def compressed(md):
     md.storage_data[MetadataIndex("mask", torch.Size([0]))].transform_descriptors = ["zstd"]
 
 
+def escaping_path(md):
+    md.storage_data[MetadataIndex("mask", torch.Size([0]))].relative_path = "../../etc/passwd"
+
+
 def negative_length(md):
     md.storage_data[MetadataIndex("mask", torch.Size([0]))].length = -5
 
 
 for fn in (overlap, past_shape, missing_storage, storage_for_unknown_name, huge_tensor,
-           calls_system, compressed, negative_length):
+           calls_system, compressed, negative_length, escaping_path):
     variant(fn.__name__, fn)
