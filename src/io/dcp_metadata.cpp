@@ -125,9 +125,7 @@ class MetadataDecoder {
     }
   }
   bool is_global(uint32_t index, std::string_view module, std::string_view name) const {
-    const PickleValue& value = at(index);
-    return value.kind == Kind::kGlobal && at(value.items[0]).text == module &&
-           at(value.items[1]).text == name;
+    return is_pickle_global(document_, index, module, name);
   }
   // The state BUILD gave an object of DCP's class `name` (an empty dict when it had none).
   uint32_t object_state(uint32_t index, std::string_view name, std::string_view path) {

@@ -327,11 +327,6 @@ class Machine {
     make(Kind::kGlobal).items = {module, name};
     stack_.push_back(last_index());
   }
-  bool is_global(uint32_t index, std::string_view module, std::string_view name) {
-    const PickleValue& global = value(index);
-    return global.kind == Kind::kGlobal && value(global.items[0]).text == module &&
-           value(global.items[1]).text == name;
-  }
   // REDUCE and NEWOBJ: the call is recorded, never made.
   void push_object(uint32_t callable, uint32_t args) {
     if (value(callable).kind != Kind::kGlobal) {
@@ -339,7 +334,8 @@ class Machine {
                        describe_pickle_value(document_, callable, 1, 60)));
     }
     if (value(args).kind != Kind::kTuple) fail("its arguments are not a tuple");
-    if (is_global(callable, "collections", "OrderedDict") && value(args).items.empty()) {
+    if (is_pickle_global(document_, callable, "collections", "OrderedDict") &&
+        value(args).items.empty()) {
       push_new(Kind::kDict);  // a dict that remembers order, as every dict here does
       return;
     }
@@ -709,6 +705,13 @@ PickleDocument read_pickle(std::string bytes, std::span<const PickleGlobalName> 
   document.bytes = std::make_unique<const std::string>(std::move(bytes));
   Machine(document, allowed, what, limits).run();
   return document;
+}
+
+bool is_pickle_global(const PickleDocument& document, uint32_t index, std::string_view module,
+                      std::string_view name) {
+  const PickleValue& value = document.at(index);
+  return value.kind == Kind::kGlobal && document.at(value.items[0]).text == module &&
+         document.at(value.items[1]).text == name;
 }
 
 std::string pickle_global_name(const PickleDocument& document, const PickleValue& value) {

@@ -140,6 +140,9 @@ class PickleDocument {
 PickleDocument read_pickle(std::string bytes, std::span<const PickleGlobalName> allowed,
                            std::string_view what, PickleLimits limits = {});
 
+// Whether value `index` is the global module.name (a class or function the pickle named).
+bool is_pickle_global(const PickleDocument& document, uint32_t index, std::string_view module,
+                      std::string_view name);
 // "module.name" of a kGlobal value.
 std::string pickle_global_name(const PickleDocument& document, const PickleValue& value);
 // Short human-readable rendering of a value, at most `max_depth` levels deep and `max_chars` long

@@ -299,13 +299,9 @@ Tensor read_torch_saved_tensor(std::string_view archive, std::string_view what,
     return value_error(fmt::format("{}: {}", pickle_what, message));
   };
   const auto at = [&](uint32_t i) -> const PickleValue& { return document.at(i); };
-  const auto global_is = [&](uint32_t i, std::string_view module, std::string_view name) {
-    return at(i).kind == Kind::kGlobal && at(at(i).items[0]).text == module &&
-           at(at(i).items[1]).text == name;
-  };
   const PickleValue& root = at(document.root);
   if (root.kind != Kind::kObject ||
-      !global_is(root.items[0], "torch._utils", "_rebuild_tensor_v2") ||
+      !is_pickle_global(document, root.items[0], "torch._utils", "_rebuild_tensor_v2") ||
       at(root.items[1]).items.size() < 4) {
     throw fail(fmt::format("expected one tensor (torch._utils._rebuild_tensor_v2), found {}",
                            describe_pickle_value(document, document.root, 1, 80)));
