@@ -11,16 +11,12 @@
 #include "src/checked_math.hpp"
 #include "src/dtensor/local_shard.hpp"
 #include "src/error.hpp"
-#include "src/io/atomic_file.hpp"
 #include "src/io/dcp_read_plan.hpp"
 #include "src/io/torch_save_archive.hpp"
 #include "src/tensor/memory_budget.hpp"
 
 namespace meshsim {
 namespace {
-
-// A metadata file of a few hundred MB describes a 70B model saved by thousands of ranks.
-constexpr uint64_t kMaxMetadataBytes = uint64_t{1} << 31;
 
 // Copies the block `sizes` at `from` in a row-major tensor of `from_shape` to `to` in one of
 // `to_shape`, a row of the last dim at a time.
@@ -131,7 +127,7 @@ DType dtype_of(const DcpEntry& entry) {
 
 DcpMetadata load_dcp_metadata(const std::string& dir) {
   const std::string path = (std::filesystem::path(dir) / kDcpMetadataFileName).string();
-  return read_dcp_metadata(read_file_bounded(path, kMaxMetadataBytes), path);
+  return read_dcp_metadata_file(path);
 }
 
 DTensor load_dcp_dtensor(const std::string& dir, const DcpEntry& entry, const DeviceMesh& mesh,

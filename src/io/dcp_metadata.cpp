@@ -9,6 +9,7 @@
 
 #include "src/checked_math.hpp"
 #include "src/error.hpp"
+#include "src/io/atomic_file.hpp"
 #include "src/io/pickle_reader.hpp"
 
 namespace meshsim {
@@ -465,6 +466,18 @@ DcpMetadata read_dcp_metadata(std::string bytes, std::string_view what) {
   static const std::vector<PickleGlobalName> allowed = allowed_globals();
   const PickleDocument document = read_pickle(std::move(bytes), allowed, what);
   return MetadataDecoder(document, what).decode();
+}
+
+DcpMetadata read_dcp_metadata_file(const std::string& path) {
+  return read_dcp_metadata(read_file_bounded(path, uint64_t{1} << 31), path);
+}
+
+std::string dcp_coverage_gap(const DcpEntry& entry) {
+  if (!entry.is_tensor) return "";
+  const int64_t covered = dcp_entry_numel(entry);
+  const int64_t numel = *checked_product(entry.shape);
+  if (covered == numel) return "";
+  return fmt::format("{}: its chunks hold {} of its {} elements", entry.name, covered, numel);
 }
 
 const DcpEntry* find_dcp_entry(const DcpMetadata& metadata, std::string_view name) {

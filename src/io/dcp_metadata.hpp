@@ -54,6 +54,10 @@ struct DcpMetadata {
 // tensor uncovered are allowed, as DCP allows them; loads check what they need.)
 DcpMetadata read_dcp_metadata(std::string bytes, std::string_view what);
 
+// The same, from a file (at most 2 GiB: a 70B model saved by thousands of ranks has a few
+// hundred MB); RuntimeError naming the file when it cannot be read.
+DcpMetadata read_dcp_metadata_file(const std::string& path);
+
 // "dcp_2x2/.metadata" and the like are found at this name inside a checkpoint directory.
 inline constexpr std::string_view kDcpMetadataFileName = ".metadata";
 
@@ -62,5 +66,8 @@ const DcpEntry* find_dcp_entry(const DcpMetadata& metadata, std::string_view nam
 
 // Element counts of every chunk of `entry` together (checked against overflow when read).
 int64_t dcp_entry_numel(const DcpEntry& entry);
+// "NAME: its chunks hold 8 of its 32 elements" when the chunks leave part of a tensor unsaved
+// (allowed in a checkpoint, a problem for a load); "" otherwise.
+std::string dcp_coverage_gap(const DcpEntry& entry);
 
 }  // namespace meshsim

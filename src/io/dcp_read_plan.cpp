@@ -161,10 +161,8 @@ DcpReadPlan plan_dcp_read(const DcpMetadata& metadata, const DcpReadRequest& req
     }
     std::vector<Placement> placements;
     for (const Placement& p : asked) placements.push_back(with_dim_normalized(p, ndim));
-    const uint64_t numel = numel_of(entry.shape);
-    if (static_cast<uint64_t>(dcp_entry_numel(entry)) != numel) {
-      plan.uncovered.push_back(fmt::format("{}: its chunks hold {} of its {} elements", entry.name,
-                                           dcp_entry_numel(entry), numel));
+    if (std::string gap = dcp_coverage_gap(entry); !gap.empty()) {
+      plan.uncovered.push_back(std::move(gap));
     }
     ++plan.tensors;
     const DcpChunkIndex index(entry);
