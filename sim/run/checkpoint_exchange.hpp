@@ -14,6 +14,7 @@
 #include "src/error.hpp"
 #include "src/io/checkpoint_plan.hpp"
 #include "src/io/dcp_metadata.hpp"
+#include "src/io/dcp_write.hpp"
 
 namespace meshsim::sim {
 
@@ -24,12 +25,16 @@ class CheckpointExchange {
   // One save or load: the n-th checkpoint collective of every rank.
   struct Slot {
     explicit Slot(int64_t world_size)
-        : calls(static_cast<size_t>(world_size)), plans(static_cast<size_t>(world_size)) {}
+        : calls(static_cast<size_t>(world_size)),
+          plans(static_cast<size_t>(world_size)),
+          dcp_written(static_cast<size_t>(world_size)) {}
     // What each rank called ("save of checkpoint \"step1\""); empty until it arrives.
     std::vector<std::string> calls;
     // A save: every rank's local plan, then the coordinator's merge of them.
     std::vector<LocalSavePlan> plans;
     GlobalSavePlan merged;
+    // A save in DCP's layout: where each rank's items went (the coordinator's metadata lists them).
+    std::vector<std::vector<DcpWrittenItem>> dcp_written;
     // A load: the metadata, read once by the coordinator (meshsim's own, or DCP's `.metadata`).
     std::shared_ptr<const CheckpointMetadata> metadata;
     std::shared_ptr<const DcpMetadata> dcp_metadata;

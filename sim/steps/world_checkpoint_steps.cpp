@@ -148,10 +148,11 @@ Tensor generator_state(const PhiloxState& state) {
   return out;
 }
 
-// `save = { checkpoint = "step1", tensors = ["w", ...], rng = "key", format }`: each rank's state
-// dict is the listed tensors it holds (a name it does not hold is not in it) and, with `rng`, its
-// generator state under that key. Phases: every rank plans its chunks; the coordinator merges the
-// plans (one writer per replicated chunk); every rank writes its shard file; the coordinator
+// `save = { checkpoint = "step1", tensors = ["w", ...], rng = "key", format }`: meshsim's own
+// records (format = binary, text or xml) or PyTorch's DCP layout (format = "dcp"). Each rank's
+// state dict is the listed tensors it holds (a name it does not hold is not in it) and, with `rng`,
+// its generator state under that key. Phases: every rank plans its chunks; the coordinator merges
+// the plans (one writer per replicated chunk); every rank writes its shard file; the coordinator
 // writes the metadata. No rank reads a checkpoint before it is whole.
 class WorldSaveStep final : public WorldCollectiveStep {
  public:
@@ -190,16 +191,27 @@ class WorldSaveStep final : public WorldCollectiveStep {
       std::error_code ec;
       std::filesystem::create_directories(dir, ec);
       if (ec) throw runtime_error(fmt::format("cannot create {}: {}", dir, ec.message()));
-      save_checkpoint_shard(dir, slot.plans[me], slot.merged.metadata, format_);
+      if (dcp_layout_) {
+        slot.dcp_written[me] = save_dcp_shard(dir, slot.plans[me], slot.merged.metadata);
+      } else {
+        save_checkpoint_shard(dir, slot.plans[me], slot.merged.metadata, format_);
+      }
     });
     call.phase([&] {
-      if (call.coordinator()) save_checkpoint_metadata(dir, slot.merged.metadata, format_);
+      if (!call.coordinator()) return;
+      if (dcp_layout_) {
+        save_dcp_metadata(dir, slot.merged.metadata, slot.plans, slot.dcp_written, name_);
+      } else {
+        save_checkpoint_metadata(dir, slot.merged.metadata, format_);
+      }
     });
   }
 
   std::string name_;
   std::vector<std::string> tensors_;
   std::optional<NameTemplate> rng_;
+  // PyTorch's DCP layout (`format = "dcp"`), or meshsim's own records in `format_`.
+  bool dcp_layout_ = false;
   ArchiveFormat format_ = ArchiveFormat::kBinary;
 };
 
@@ -421,7 +433,16 @@ std::unique_ptr<Step> parse_world_save(const toml::table& args, LoadContext& ctx
                      "a checkpoint holds tensors (tensors = [...]), the generator state "
                      "(rng = \"key\"), or both");
   }
-  if (const toml::node* f = args.get("format")) step->format_ = format_of(*f, ctx);
+  if (const toml::node* f = args.get("format")) {
+    const std::string text = ctx.string_of(*f, "format");
+    step->dcp_layout_ = text == "dcp";
+    if (!step->dcp_layout_ && !value_in(kArchiveFormatNames, text)) {
+      ctx.fail(*f, fmt::format("unknown checkpoint format \"{}\" (binary, text or xml: meshsim's "
+                               "own records; dcp: PyTorch's torch.distributed.checkpoint layout)",
+                               text));
+    }
+    if (!step->dcp_layout_) step->format_ = format_of(*f, ctx);
+  }
   ctx.declare_checkpoint(step->name_, step->tensors_);
   return step;
 }

@@ -138,6 +138,7 @@ LocalSavePlan plan_local_save(int64_t rank, std::span<const StateDictEntry> entr
       }
       if (!e.dtensor->participates()) continue;
       item.shape = spec.shape;
+      item.requires_grad = e.dtensor->requires_grad();
       item.placements = spec.placements;
       item.mesh_shape = spec.mesh.shape();
       item.indices =

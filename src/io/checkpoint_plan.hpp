@@ -31,6 +31,7 @@ struct SaveItem {
   std::vector<int64_t> mesh_shape;
   uint64_t digest = 0;           // of the chunk's elements
   int64_t tensor_bytes = 0;      // of the whole tensor: what DCP's load balancing counts
+  bool requires_grad = false;    // a DTensor's (DCP records it with the tensor's properties)
   const Tensor* data = nullptr;  // the chunk's elements: the state dict's, borrowed
 };
 

@@ -17,8 +17,6 @@ namespace {
 
 using Kind = PickleValue::Kind;
 
-constexpr std::string_view kMetadataModule = "torch.distributed.checkpoint.metadata";
-
 // torch's dtypes by name, with their element sizes; the ones meshsim computes with map to DType.
 struct TorchDType {
   std::string_view name;
@@ -41,15 +39,15 @@ constexpr TorchDType kTorchDTypes[] = {
 
 std::vector<PickleGlobalName> allowed_globals() {
   std::vector<PickleGlobalName> out = {
-      {kMetadataModule, "Metadata"},
-      {kMetadataModule, "TensorStorageMetadata"},
-      {kMetadataModule, "TensorProperties"},
-      {kMetadataModule, "ChunkStorageMetadata"},
-      {kMetadataModule, "BytesStorageMetadata"},
-      {kMetadataModule, "MetadataIndex"},
-      {kMetadataModule, "StorageMeta"},
-      {kMetadataModule, "_MEM_FORMAT_ENCODING"},
-      {"torch.distributed.checkpoint.filesystem", "_StorageInfo"},
+      {kDcpMetadataModule, "Metadata"},
+      {kDcpMetadataModule, "TensorStorageMetadata"},
+      {kDcpMetadataModule, "TensorProperties"},
+      {kDcpMetadataModule, "ChunkStorageMetadata"},
+      {kDcpMetadataModule, "BytesStorageMetadata"},
+      {kDcpMetadataModule, "MetadataIndex"},
+      {kDcpMetadataModule, "StorageMeta"},
+      {kDcpMetadataModule, "_MEM_FORMAT_ENCODING"},
+      {kDcpFilesystemModule, "_StorageInfo"},
       {"torch", "Size"},
       {"torch.serialization", "_get_layout"},
       {"pathlib", "PosixPath"},
@@ -131,7 +129,7 @@ class MetadataDecoder {
   // The state BUILD gave an object of DCP's class `name` (an empty dict when it had none).
   uint32_t object_state(uint32_t index, std::string_view name, std::string_view path) {
     const PickleValue& value = at(index);
-    if (value.kind != Kind::kObject || !is_global(value.items[0], kMetadataModule, name)) {
+    if (value.kind != Kind::kObject || !is_global(value.items[0], kDcpMetadataModule, name)) {
       fail(index, path,
            fmt::format("expected a {}, found {}", name,
                        describe_pickle_value(document_, index, 1, 80)));
@@ -216,7 +214,7 @@ class MetadataDecoder {
     entry.name = std::move(name);
     const PickleValue& value = at(index);
     if (value.kind == Kind::kObject &&
-        is_global(value.items[0], kMetadataModule, "BytesStorageMetadata")) {
+        is_global(value.items[0], kDcpMetadataModule, "BytesStorageMetadata")) {
       entry.is_tensor = false;
       count_stored(index, path);
       return entry;
@@ -268,7 +266,8 @@ class MetadataDecoder {
   void decode_properties(uint32_t index, const std::string& path, DcpEntry& entry) {
     const PickleValue& value = at(index);
     if (value.kind != Kind::kObject ||
-        !is_global(value.items[0], kMetadataModule, "TensorProperties") || value.items.size() < 3) {
+        !is_global(value.items[0], kDcpMetadataModule, "TensorProperties") ||
+        value.items.size() < 3) {
       fail(index, path, "expected a TensorProperties with its state");
     }
     // 2.x pickles the fields as a tuple (dtype, layout, requires_grad, memory_format,
@@ -382,7 +381,7 @@ class MetadataDecoder {
       const std::string info_path = path + " value";
       const PickleValue& info = at(dict.items[i + 1]);
       if (info.kind != Kind::kObject ||
-          !is_global(info.items[0], "torch.distributed.checkpoint.filesystem", "_StorageInfo") ||
+          !is_global(info.items[0], kDcpFilesystemModule, "_StorageInfo") ||
           info.items.size() < 3) {
         fail(dict.items[i + 1], info_path, "expected a _StorageInfo with its fields");
       }

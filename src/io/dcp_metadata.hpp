@@ -60,6 +60,9 @@ DcpMetadata read_dcp_metadata_file(const std::string& path);
 
 // "dcp_2x2/.metadata" and the like are found at this name inside a checkpoint directory.
 inline constexpr std::string_view kDcpMetadataFileName = ".metadata";
+// The Python modules that define the metadata's classes.
+inline constexpr std::string_view kDcpMetadataModule = "torch.distributed.checkpoint.metadata";
+inline constexpr std::string_view kDcpFilesystemModule = "torch.distributed.checkpoint.filesystem";
 
 // The entry `name`, or nullptr.
 const DcpEntry* find_dcp_entry(const DcpMetadata& metadata, std::string_view name);

@@ -10,6 +10,8 @@
 #include "src/checked_math.hpp"
 #include "src/error.hpp"
 #include "src/io/pickle_reader.hpp"
+#include "src/io/torch_storage_classes.hpp"
+#include "src/io/zip_crc32.hpp"
 
 namespace meshsim {
 namespace {
@@ -23,23 +25,6 @@ constexpr uint32_t kDirectoryEntry = 0x02014b50;
 constexpr uint32_t kLocalHeader = 0x04034b50;
 constexpr size_t kEndOfDirectorySize = 22;
 constexpr size_t kMaxNameBytes = 4096;
-
-constexpr std::array<uint32_t, 256> make_crc_table() {
-  std::array<uint32_t, 256> table{};
-  for (uint32_t i = 0; i < 256; ++i) {
-    uint32_t c = i;
-    for (int k = 0; k < 8; ++k) c = (c & 1) != 0 ? 0xedb88320u ^ (c >> 1) : c >> 1;
-    table[i] = c;
-  }
-  return table;
-}
-constexpr std::array<uint32_t, 256> kCrcTable = make_crc_table();
-
-uint32_t crc32(std::string_view bytes) {
-  uint32_t c = 0xffffffffu;
-  for (char byte : bytes) c = kCrcTable[(c ^ static_cast<uint8_t>(byte)) & 0xff] ^ (c >> 8);
-  return c ^ 0xffffffffu;
-}
 
 // Little-endian fields at checked offsets of one archive.
 class Bytes {
@@ -217,7 +202,7 @@ std::vector<ZipEntry> read_stored_zip(std::string_view archive, std::string_view
   }
   std::vector<ZipEntry> out;
   for (Placed& p : placed) {
-    if (checksums == ZipChecksums::kVerify && crc32(p.entry.data) != p.crc) {
+    if (checksums == ZipChecksums::kVerify && zip_crc32(p.entry.data) != p.crc) {
       in.fail(p.data, fmt::format("entry '{}' does not match its CRC-32", p.entry.name));
     }
     out.push_back(std::move(p.entry));
@@ -227,23 +212,11 @@ std::vector<ZipEntry> read_stored_zip(std::string_view archive, std::string_view
 
 namespace {
 
-struct StorageClass {
-  std::string_view name;
-  std::optional<DType> dtype;
-};
-constexpr StorageClass kStorageClasses[] = {
-    {"FloatStorage", DType::kFloat32},     {"DoubleStorage", DType::kFloat64},
-    {"HalfStorage", DType::kFloat16},      {"BFloat16Storage", DType::kBFloat16},
-    {"LongStorage", DType::kInt64},        {"IntStorage", DType::kInt32},
-    {"ByteStorage", DType::kUInt8},        {"BoolStorage", DType::kBool},
-    {"ShortStorage", std::nullopt},        {"CharStorage", std::nullopt},
-    {"ComplexFloatStorage", std::nullopt}, {"ComplexDoubleStorage", std::nullopt},
-};
-
 std::vector<PickleGlobalName> tensor_globals() {
   std::vector<PickleGlobalName> out = {{"torch._utils", "_rebuild_tensor_v2"},
                                        {"collections", "OrderedDict"}};
-  for (const StorageClass& storage : kStorageClasses) out.push_back({"torch", storage.name});
+  for (const TorchStorageClass& storage : kTorchStorageClasses)
+    out.push_back({"torch", storage.name});
   return out;
 }
 
@@ -322,9 +295,9 @@ Tensor read_torch_saved_tensor(std::string_view archive, std::string_view what,
     throw fail("the storage id's class, key or element count is malformed");
   }
   const std::string_view class_name = at(storage_class.items[1]).text;
-  const auto known = std::find_if(std::begin(kStorageClasses), std::end(kStorageClasses),
-                                  [&](const StorageClass& s) { return s.name == class_name; });
-  if (known == std::end(kStorageClasses) || !known->dtype) {
+  const auto known = std::find_if(std::begin(kTorchStorageClasses), std::end(kTorchStorageClasses),
+                                  [&](const TorchStorageClass& s) { return s.name == class_name; });
+  if (known == std::end(kTorchStorageClasses) || !known->dtype) {
     throw fail(fmt::format("torch.{} holds a dtype meshsim does not have", class_name));
   }
   const DType dtype = *known->dtype;
