@@ -1,7 +1,9 @@
 #include "src/io/dcp_write.hpp"
 
+#include <algorithm>
+#include <deque>
 #include <filesystem>
-#include <map>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -141,18 +143,38 @@ void save_dcp_metadata(const std::string& dir, const CheckpointMetadata& plan,
                        std::span<const LocalSavePlan> plans,
                        std::span<const std::vector<DcpWrittenItem>> written,
                        std::string_view checkpoint_id) {
-  // Where each chunk went, by (name, chunk).
-  std::map<std::pair<std::string_view, size_t>, const DcpWrittenItem*> stored;
+  // Each tensor's chunks as boxes, computed once, and each tensor by name; every chunk must have
+  // been written by some rank.
+  std::unordered_map<std::string_view, size_t> tensor_of;
+  std::vector<std::vector<Box>> boxes(plan.tensors.size());
+  std::vector<std::vector<bool>> chunk_written(plan.tensors.size());
+  for (size_t i = 0; i < plan.tensors.size(); ++i) {
+    const CheckpointTensor& t = plan.tensors[i];
+    MESHSIM_ASSERT(!t.chunks.empty(), "a saved tensor without chunks");
+    tensor_of.emplace(t.name, i);
+    for (const CheckpointChunk& c : t.chunks)
+      boxes[i].push_back(box_of(c.indices, t.shape, t.name));
+    chunk_written[i].assign(t.chunks.size(), false);
+  }
   for (const auto& items : written) {
-    for (const DcpWrittenItem& item : items) stored[{item.name, item.chunk}] = &item;
+    for (const DcpWrittenItem& item : items) {
+      const auto t = tensor_of.find(item.name);
+      MESHSIM_ASSERT(t != tensor_of.end() && item.chunk < boxes[t->second].size(),
+                     "a written item is not in the plan");
+      chunk_written[t->second][item.chunk] = true;
+    }
+  }
+  for (const std::vector<bool>& chunks : chunk_written) {
+    MESHSIM_ASSERT(std::find(chunks.begin(), chunks.end(), false) == chunks.end(),
+                   "a planned chunk was not written");
   }
   PickleWriter w;
   dataclass(w, kDcpMetadataModule, "Metadata", [&] {
     w.string("state_dict_metadata");
     w.empty_dict();
     w.mark();
-    for (const CheckpointTensor& t : plan.tensors) {
-      MESHSIM_ASSERT(!t.chunks.empty(), "a saved tensor without chunks");
+    for (size_t i = 0; i < plan.tensors.size(); ++i) {
+      const CheckpointTensor& t = plan.tensors[i];
       // DCP keeps the properties of the first chunk it meets: the first writer's local tensor.
       const CheckpointChunk& first = t.chunks.front();
       const SaveItem* item = find_item(plans[static_cast<size_t>(first.file_rank)], t.name);
@@ -161,14 +183,13 @@ void save_dcp_metadata(const std::string& dir, const CheckpointMetadata& plan,
       dataclass(w, kDcpMetadataModule, "TensorStorageMetadata", [&] {
         w.string("properties");
         tensor_properties(w, t.dtype, item->requires_grad,
-                          torch_contiguous_strides(box_of(first.indices, t.shape, t.name).sizes));
+                          torch_contiguous_strides(boxes[i].front().sizes));
         w.string("size");
         torch_size(w, t.shape);
         w.string("chunks");
         w.empty_list();
         w.mark();
-        for (const CheckpointChunk& c : t.chunks) {
-          const Box box = box_of(c.indices, t.shape, t.name);
+        for (const Box& box : boxes[i]) {
           dataclass(w, kDcpMetadataModule, "ChunkStorageMetadata", [&] {
             w.string("offsets");
             torch_size(w, box.offsets);
@@ -197,16 +218,13 @@ void save_dcp_metadata(const std::string& dir, const CheckpointMetadata& plan,
     w.mark();
     for (const auto& items : written) {
       for (const DcpWrittenItem& item : items) {
-        const CheckpointTensor* t = find_tensor(plan, item.name);
-        MESHSIM_ASSERT(t != nullptr && item.chunk < t->chunks.size(),
-                       "a written item is not in the plan");
         dataclass(w, kDcpMetadataModule, "MetadataIndex", [&] {
           w.string("fqn");
           w.string(item.name);
           w.string("index");
           w.integer(static_cast<int64_t>(item.chunk));
           w.string("offset");
-          torch_size(w, box_of(t->chunks[item.chunk].indices, t->shape, t->name).offsets);
+          torch_size(w, boxes[tensor_of.at(item.name)][item.chunk].offsets);
         });
         dataclass(w, kDcpFilesystemModule, "_StorageInfo", [&] {
           w.string("relative_path");
@@ -233,12 +251,6 @@ void save_dcp_metadata(const std::string& dir, const CheckpointMetadata& plan,
     w.string("version");
     w.string("1.0.0");
   });
-  // Every chunk of the plan must have been written by someone.
-  for (const CheckpointTensor& t : plan.tensors) {
-    for (size_t c = 0; c < t.chunks.size(); ++c) {
-      MESHSIM_ASSERT(stored.count({t.name, c}) == 1, "a planned chunk was not written");
-    }
-  }
   write_file_atomically((std::filesystem::path(dir) / kDcpMetadataFileName).string(), w.finish());
 }
 

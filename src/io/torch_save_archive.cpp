@@ -11,18 +11,13 @@
 #include "src/error.hpp"
 #include "src/io/pickle_reader.hpp"
 #include "src/io/torch_storage_classes.hpp"
-#include "src/io/zip_crc32.hpp"
+#include "src/io/zip_format.hpp"
 
 namespace meshsim {
 namespace {
 
 using Kind = PickleValue::Kind;
 
-constexpr uint32_t kEndOfDirectory = 0x06054b50;
-constexpr uint32_t kZip64Locator = 0x07064b50;
-constexpr uint32_t kZip64EndOfDirectory = 0x06064b50;
-constexpr uint32_t kDirectoryEntry = 0x02014b50;
-constexpr uint32_t kLocalHeader = 0x04034b50;
 constexpr size_t kEndOfDirectorySize = 22;
 constexpr size_t kMaxNameBytes = 4096;
 
@@ -71,7 +66,7 @@ Directory find_directory(const Bytes& in) {
       in.size() > kEndOfDirectorySize + 0xffff ? in.size() - kEndOfDirectorySize - 0xffff : 0;
   std::optional<uint64_t> end;
   for (uint64_t at = in.size() - kEndOfDirectorySize + 1; at-- > lowest;) {
-    if (in.le(at, 4, "the end-of-directory signature") == kEndOfDirectory &&
+    if (in.le(at, 4, "the end-of-directory signature") == kZipEndOfDirectory &&
         at + kEndOfDirectorySize + in.le(at + 20, 2, "the comment length") == in.size()) {
       end = at;
       break;
@@ -115,7 +110,7 @@ EntryPlace entry_place(const Bytes& in, uint64_t record, uint64_t extra, uint64_
     const uint64_t id = in.le(at, 2, "an extra field id");
     const uint64_t length = in.le(at + 2, 2, "an extra field length");
     in.need(at + 4, length, "an extra field");
-    if (id == 0x0001) {
+    if (id == kZip64ExtraField) {
       uint64_t field = at + 4;
       for (uint64_t* value : wide) {
         if (*value != 0xffffffff) continue;
@@ -153,7 +148,7 @@ std::vector<ZipEntry> read_stored_zip(std::string_view archive, std::string_view
   std::vector<Placed> placed;
   uint64_t record = directory.offset;
   for (uint64_t i = 0; i < directory.entries; ++i) {
-    if (in.le(record, 4, "a directory record") != kDirectoryEntry) {
+    if (in.le(record, 4, "a directory record") != kZipDirectoryEntry) {
       in.fail(record, "not a central directory record");
     }
     const uint64_t flags = in.le(record + 8, 2, "the flags");
@@ -172,7 +167,7 @@ std::vector<ZipEntry> read_stored_zip(std::string_view archive, std::string_view
     if (place.compressed != place.size) {
       in.fail(record, fmt::format("entry '{}' is stored with two different sizes", name));
     }
-    if (in.le(place.local, 4, "a local header") != kLocalHeader) {
+    if (in.le(place.local, 4, "a local header") != kZipLocalHeader) {
       in.fail(place.local, fmt::format("entry '{}' points at no local header", name));
     }
     const uint64_t data = place.local + 30 + in.le(place.local + 26, 2, "the local name length") +

@@ -6,18 +6,12 @@
 #include "src/io/pickle_writer.hpp"
 #include "src/io/tensor_digest.hpp"
 #include "src/io/torch_storage_classes.hpp"
-#include "src/io/zip_crc32.hpp"
+#include "src/io/zip_format.hpp"
 
 namespace meshsim {
 
 namespace {
 
-constexpr uint32_t kLocalHeader = 0x04034b50;
-constexpr uint32_t kDirectoryEntry = 0x02014b50;
-constexpr uint32_t kZip64EndOfDirectory = 0x06064b50;
-constexpr uint32_t kZip64Locator = 0x07064b50;
-constexpr uint32_t kEndOfDirectory = 0x06054b50;
-constexpr uint16_t kZip64Extra = 0x0001;
 // The extra field PyTorch pads local headers with ("FB", then filler bytes).
 constexpr uint16_t kPaddingExtra = 0x4246;
 constexpr size_t kLocalHeaderSize = 30;
@@ -79,7 +73,7 @@ void StoredZipWriter::add_borrowed(std::string name, std::string_view data) {
   const uint64_t before_padding = size_ + kLocalHeaderSize + entry.name.size() + zip64_field + 4;
   const uint64_t padding = (alignment_ - before_padding % alignment_) % alignment_;
   LittleEndian header;
-  header.u32(kLocalHeader)
+  header.u32(kZipLocalHeader)
       .u16(kZipVersion)
       .u16(0)  // flags
       .u16(0)  // stored
@@ -91,7 +85,7 @@ void StoredZipWriter::add_borrowed(std::string name, std::string_view data) {
       .u16(entry.name.size())
       .u16(zip64_field + 4 + padding)
       .text(entry.name);
-  if (zip64) header.u16(kZip64Extra).u16(16).u64(entry.size).u64(entry.size);
+  if (zip64) header.u16(kZip64ExtraField).u16(16).u64(entry.size).u64(entry.size);
   header.u16(kPaddingExtra).u16(padding).text(std::string(padding, 'Z'));
   append(keep(header.take()));
   append(data);
@@ -107,7 +101,7 @@ void StoredZipWriter::finish() {
     const bool big_size = e.size >= zip64_from_;
     const bool far = e.header_offset >= zip64_from_;
     const uint64_t extra = (big_size || far) ? 4 + (big_size ? 16 : 0) + (far ? 8 : 0) : 0;
-    directory.u32(kDirectoryEntry)
+    directory.u32(kZipDirectoryEntry)
         .u16(kZipVersion)  // made by
         .u16(kZipVersion)  // needed
         .u16(0)
@@ -126,7 +120,7 @@ void StoredZipWriter::finish() {
         .u32(far ? 0xffffffff : e.header_offset)
         .text(e.name);
     if (extra != 0) {
-      directory.u16(kZip64Extra).u16(extra - 4);
+      directory.u16(kZip64ExtraField).u16(extra - 4);
       if (big_size) directory.u64(e.size).u64(e.size);
       if (far) directory.u64(e.header_offset);
     }
@@ -149,7 +143,7 @@ void StoredZipWriter::finish() {
   end.u32(kZip64Locator).u32(0).u64(zip64_end).u32(1);
   const bool zip64 =
       count >= 0xffff || directory_size >= zip64_from_ || directory_offset >= zip64_from_;
-  end.u32(kEndOfDirectory)
+  end.u32(kZipEndOfDirectory)
       .u16(0)
       .u16(0)
       .u16(zip64 ? 0xffff : count)

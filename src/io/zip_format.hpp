@@ -1,5 +1,6 @@
-// The CRC-32 zip archives store for each entry (IEEE 802.3, reflected), for the reader that
-// checks it and the writer that computes it; fed in pieces, so large entries are never copied.
+// What the zip reader and writer share: the records' signatures, the extra-field ids, and the
+// CRC-32 stored for each entry (IEEE 802.3, reflected), fed in pieces so that large entries are
+// never copied.
 #pragma once
 
 #include <array>
@@ -7,6 +8,13 @@
 #include <string_view>
 
 namespace meshsim {
+
+inline constexpr uint32_t kZipLocalHeader = 0x04034b50;
+inline constexpr uint32_t kZipDirectoryEntry = 0x02014b50;
+inline constexpr uint32_t kZip64EndOfDirectory = 0x06064b50;
+inline constexpr uint32_t kZip64Locator = 0x07064b50;
+inline constexpr uint32_t kZipEndOfDirectory = 0x06054b50;
+inline constexpr uint16_t kZip64ExtraField = 0x0001;
 
 namespace zip_crc32_detail {
 constexpr std::array<uint32_t, 256> make_table() {
