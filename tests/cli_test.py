@@ -149,6 +149,8 @@ bad = {
     "checkpoint_rng_key_template.toml": ":5:38: rng: in {coord(nomesh, pp)}: unknown mesh 'nomesh'",
     "checkpoint_load_both_sources.toml": ":7:8: a load of a checkpoint takes checkpoint (a save of "
                                          "this run) or checkpoint_dir",
+    "checkpoint_unknown_format.toml": ':7:54: unknown checkpoint format "safetensors" (binary, '
+                                      "text or xml: meshsim's own records; dcp: PyTorch's",
 }
 for name, message in bad.items():
     for command in ("run", "check"):
@@ -585,6 +587,26 @@ with tempfile.TemporaryDirectory() as tmp:
     check(r.returncode == 0 and json.loads(r.stdout)["entries"][7] == {
         "name": "epoch", "kind": "object", "file": "__2_0.distcp", "offset": 0, "length": 1261},
         f"ckpt inspect --json: {r.stdout[:300]!r}")
+
+    # `ckpt inspect x.pt`: a torch.save file of a DTensor (torch 2.15 wrote it; the diff test
+    # torch_pt_diff compares many such files with torch), and one that is not a zip archive.
+    pt = in_root("scenarios", "checkpoints", "torch-pt-fsdp-tp-2x4", "w-5.pt")
+    r = run("ckpt", "inspect", "--values", pt)
+    check(r.returncode == 0 and "a torch.save file holding a DTensor" in r.stdout and
+          "placements   (_StridedShard(dim=0, sf=4), Shard(dim=0))" in r.stdout and
+          "values       [24, 25, 26, 27, 28, 29, 30, 31]" in r.stdout and
+          "saved by     rank 5, coordinate [1, 1]" in r.stdout and
+          "group names  dp '2', tp '6'" in r.stdout,
+          f"ckpt inspect x.pt: {r.returncode} {r.stdout!r} {r.stderr!r}")
+    r = run("ckpt", "inspect", "--json", pt)
+    check(r.returncode == 0 and json.loads(r.stdout)["mesh"]["group_names"] == ["2", "6"],
+          f"ckpt inspect --json x.pt gives the saved group names: {r.stdout[:300]!r}")
+    not_zip = os.path.join(tmp, "cut.pt")
+    with open(pt, "rb") as src, open(not_zip, "wb") as dst:
+        dst.write(src.read()[:-30])
+    r = run("ckpt", "inspect", not_zip)
+    check(r.returncode == 2 and "cut.pt: byte " in r.stderr,
+          f"ckpt inspect on a cut torch.save file: {r.returncode} {r.stderr!r}")
 
     # A DCP checkpoint torch wrote, damaged on disk: the load fails on every rank naming the file,
     # the chunk and the CRC-32, never loading the flipped value.

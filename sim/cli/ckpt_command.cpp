@@ -8,12 +8,15 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "sim/cli/ckpt_torch_file.hpp"
 #include "sim/cli/cli_numbers.hpp"
 #include "src/checked_math.hpp"
 #include "src/dtensor/placement.hpp"
 #include "src/error.hpp"
+#include "src/io/atomic_file.hpp"
 #include "src/io/dcp_metadata.hpp"
 #include "src/io/dcp_read_plan.hpp"
+#include "src/io/torch_saved_dtensor.hpp"
 
 namespace meshsim::sim {
 namespace {
@@ -23,6 +26,8 @@ namespace fs = std::filesystem;
 constexpr int kExitProblems = 1;
 constexpr int kExitUnusable = 2;
 constexpr uint64_t kMaxMeshSize = uint64_t{1} << 22;
+// One rank's shard of one tensor: larger files are refused before they are read.
+constexpr uint64_t kMaxTorchSaveFileBytes = uint64_t{16} << 30;
 
 struct LoadedCheckpoint {
   std::string directory;
@@ -315,9 +320,14 @@ CkptCommands add_ckpt_command(CLI::App& app, CkptInspectFlags& inspect_flags,
       "inspect",
       "list what a torch.distributed.checkpoint directory holds, from its .metadata alone: "
       "names, dtypes, shapes, chunks and the file holding each; the data files are checked for "
-      "presence and size, never read");
-  inspect->add_option("path", inspect_flags.path, "the checkpoint directory (or its .metadata)")
+      "presence and size, never read. Given a torch.save file of a DTensor or DeviceMesh: its "
+      "tensor, placements, mesh, saver and process-group names");
+  inspect
+      ->add_option("path", inspect_flags.path,
+                   "the checkpoint directory (or its .metadata), or a torch.save file (x.pt)")
       ->required();
+  inspect->add_flag("--values", inspect_flags.values,
+                    "a torch.save file of a DTensor: also print the saver's shard");
   inspect->add_flag("--json", inspect_flags.json, "print JSON (schema in docs/checkpoints.md)");
   inspect->add_flag("--chunks", inspect_flags.chunks,
                     "list every chunk: its region, file, offset and length");
@@ -398,6 +408,12 @@ int run_ckpt_plan(const CkptPlanFlags& flags) {
 int run_ckpt_inspect(const CkptInspectFlags& flags) {
   LoadedCheckpoint checkpoint;
   try {
+    std::error_code error;
+    if (fs::is_regular_file(flags.path, error) &&
+        fs::path(flags.path).filename() != kDcpMetadataFileName) {
+      const std::string bytes = read_file_bounded(flags.path, kMaxTorchSaveFileBytes);
+      if (looks_like_zip_archive(bytes)) return inspect_torch_save_file(flags, bytes);
+    }
     checkpoint = load_checkpoint(flags.path);
   } catch (const Error& e) {
     std::cerr << "meshsim ckpt inspect: " << e.what() << "\n";

@@ -1,7 +1,8 @@
 // `meshsim ckpt inspect`: what a torch.distributed.checkpoint directory holds, from its metadata
 // alone (names, dtypes, shapes, chunks and which file holds each), with the files it needs
-// checked for presence and size. `meshsim ckpt plan`: what a load of it onto a given mesh and
-// placements would read on every rank, and what it would miss. Text or JSON.
+// checked for presence and size; or what a torch.save file of a DTensor or DeviceMesh holds.
+// `meshsim ckpt plan`: what a load of it onto a given mesh and placements would read on every rank,
+// and what it would miss. Text or JSON.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -12,9 +13,10 @@
 namespace meshsim::sim {
 
 struct CkptInspectFlags {
-  std::string path;  // a checkpoint directory, or its .metadata file
+  std::string path;  // a checkpoint directory, its .metadata file, or a torch.save file
   bool json = false;
   bool chunks = false;  // text: list every chunk under its tensor
+  bool values = false;  // a torch.save file of a DTensor: print the saver's shard
 };
 
 struct CkptPlanFlags {

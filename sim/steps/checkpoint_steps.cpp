@@ -17,6 +17,7 @@
 #include "src/io/dtensor_record.hpp"
 #include "src/io/mesh_record.hpp"
 #include "src/io/rng_record.hpp"
+#include "src/io/torch_saved_dtensor.hpp"
 
 namespace meshsim::sim {
 
@@ -42,6 +43,24 @@ std::string path_pattern_of(const toml::node& node, const LoadContext& ctx) {
 
 std::string file_name(const std::string& path) {
   return std::filesystem::path(path).filename().string();
+}
+
+// A mesh or DTensor file: one of meshsim's own records, or what torch.save wrote (a zip archive,
+// read by its own allow-list, which is as strict as a strict record load).
+constexpr std::string_view kTorchSaveFile = "a torch.save file";
+
+DeviceMesh open_mesh_file(std::string_view bytes, int64_t world_size, bool strict) {
+  if (looks_like_zip_archive(bytes)) {
+    return open_torch_saved_mesh(bytes, kTorchSaveFile, world_size);
+  }
+  return open_mesh(bytes, world_size, strict);
+}
+
+DTensor open_dtensor_file(std::string_view bytes, int64_t world_size, bool strict) {
+  if (looks_like_zip_archive(bytes)) {
+    return open_torch_saved_dtensor(bytes, kTorchSaveFile, world_size);
+  }
+  return open_dtensor(bytes, world_size, strict);
 }
 
 // What a save or load step works on: exactly one of tensor, mesh and rng.
@@ -261,13 +280,13 @@ class LoadStep final : public Step {
       try {
         switch (subject_.kind) {
           case SavedFile::Kind::kTensor: {
-            DTensor t = open_dtensor(file.bytes(), rank.world_size(), strict_);
+            DTensor t = open_dtensor_file(file.bytes(), rank.world_size(), strict_);
             check_group_names(rank, t.spec().mesh);
             rank.set_dtensor(subject_.name, std::move(t));
             break;
           }
           case SavedFile::Kind::kMesh: {
-            DeviceMesh m = open_mesh(file.bytes(), rank.world_size(), strict_);
+            DeviceMesh m = open_mesh_file(file.bytes(), rank.world_size(), strict_);
             check_group_names(rank, m);
             rank.set_mesh(subject_.name, std::move(m));
             break;
@@ -401,11 +420,11 @@ SavedFile input_file_of(const toml::node& node, const LoadContext& ctx, const st
   try {
     const std::string bytes = read_file_bounded(path, kMaxCheckpointFileBytes);
     if (kind == SavedFile::Kind::kMesh) {
-      const DeviceMesh mesh = open_mesh(bytes, ctx.world_size(), false);
+      const DeviceMesh mesh = open_mesh_file(bytes, ctx.world_size(), false);
       out.mesh.ndim = mesh.ndim();
       out.mesh.dims = mesh.dim_names().value_or(std::vector<std::string>{});
     } else if (kind == SavedFile::Kind::kTensor) {
-      open_dtensor(bytes, ctx.world_size(), false);
+      open_dtensor_file(bytes, ctx.world_size(), false);
     } else {
       open_rng_state(bytes);
     }

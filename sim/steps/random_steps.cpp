@@ -70,18 +70,21 @@ class DTensorStep final : public Step {
  public:
   void run(RankState& rank) const override {
     check_no_mixed_partials(shape_.placements);  // as distribute_tensor does
-    if (fill_indices_) {
-      rank.set_dtensor(name_, DTensor::global_indices(shape_.spec(rank)));
-      return;
+    DTensor t = fill_indices_
+                    ? DTensor::global_indices(shape_.spec(rank))
+                    : DTensor::zeros(shape_.spec(rank), meta_ ? Tensor::Storage::kMeta
+                                                              : Tensor::Storage::kMaterialized);
+    if (requires_grad_ && !is_floating(t.spec().dtype)) {
+      throw runtime_error("only Tensors of floating point dtype can require gradients");
     }
-    rank.set_dtensor(
-        name_, DTensor::zeros(shape_.spec(rank),
-                              meta_ ? Tensor::Storage::kMeta : Tensor::Storage::kMaterialized));
+    t.set_requires_grad(requires_grad_);
+    rank.set_dtensor(name_, std::move(t));
   }
   std::string name_;
   DTensorShape shape_;
   bool meta_ = false;
-  bool fill_indices_ = false;  // fill = "index": each element its flat global index
+  bool requires_grad_ = false;  // a parameter's
+  bool fill_indices_ = false;   // fill = "index": each element its flat global index
 };
 
 // `manual_seed = "expr"` is torch.manual_seed; `manual_seed = { seed, mesh }` is DTensor's.
@@ -296,17 +299,21 @@ StepParser in_place_parser(OpKeys k) {
 void register_random_steps(StepRegistry& r) {
   r.add("dtensor",
         "{ name, mesh, shape, placements = [\"Shard(0)\", ...], shard_order, dtype, meta, fill = "
-        "\"index\" }",
+        "\"index\", requires_grad }",
         "a zero DTensor",
         [](const toml::node& value, const toml::table&, LoadContext& ctx) -> std::unique_ptr<Step> {
           const toml::table& args = ctx.table_of(value, "dtensor");
-          ctx.only_keys(
-              args, {"name", "mesh", "shape", "placements", "shard_order", "dtype", "meta", "fill"},
-              "dtensor");
+          ctx.only_keys(args,
+                        {"name", "mesh", "shape", "placements", "shard_order", "dtype", "meta",
+                         "fill", "requires_grad"},
+                        "dtensor");
           auto step = std::make_unique<DTensorStep>();
           step->name_ = ctx.string_of(ctx.require(args, "name", "dtensor"), "name");
           step->shape_ = dtensor_shape_of(args, ctx, "dtensor", true);
           if (const toml::node* m = args.get("meta")) step->meta_ = ctx.boolean_of(*m, "meta");
+          if (const toml::node* g = args.get("requires_grad")) {
+            step->requires_grad_ = ctx.boolean_of(*g, "requires_grad");
+          }
           if (const toml::node* f = args.get("fill")) {
             if (ctx.string_of(*f, "fill") != "index")
               ctx.fail(*f, "fill = \"index\" is the only fill: each element its flat global index");

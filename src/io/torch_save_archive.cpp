@@ -207,14 +207,6 @@ std::vector<ZipEntry> read_stored_zip(std::string_view archive, std::string_view
 
 namespace {
 
-std::vector<PickleGlobalName> tensor_globals() {
-  std::vector<PickleGlobalName> out = {{"torch._utils", "_rebuild_tensor_v2"},
-                                       {"collections", "OrderedDict"}};
-  for (const TorchStorageClass& storage : kTorchStorageClasses)
-    out.push_back({"torch", storage.name});
-  return out;
-}
-
 const ZipEntry* find_entry(const std::vector<ZipEntry>& entries, std::string_view suffix,
                            std::string_view prefix) {
   for (const ZipEntry& entry : entries) {
@@ -245,34 +237,50 @@ void gather(std::string_view storage, int64_t offset, const std::vector<int64_t>
 
 }  // namespace
 
-Tensor read_torch_saved_tensor(std::string_view archive, std::string_view what,
-                               ZipChecksums checksums) {
-  const std::vector<ZipEntry> entries = read_stored_zip(archive, what, checksums);
-  const auto data_pkl = std::find_if(entries.begin(), entries.end(), [](const ZipEntry& e) {
+std::vector<PickleGlobalName> torch_tensor_globals() {
+  std::vector<PickleGlobalName> out = {{"torch._utils", "_rebuild_tensor_v2"},
+                                       {"collections", "OrderedDict"}};
+  for (const TorchStorageClass& storage : kTorchStorageClasses)
+    out.push_back({"torch", storage.name});
+  return out;
+}
+
+Error TorchSaveArchive::fail(std::string_view message) const {
+  return value_error(fmt::format("{}: {}", pickle_what, message));
+}
+
+TorchSaveArchive open_torch_save(std::string_view archive, std::string_view what,
+                                 std::span<const PickleGlobalName> allowed,
+                                 ZipChecksums checksums) {
+  TorchSaveArchive out;
+  out.entries = read_stored_zip(archive, what, checksums);
+  const auto data_pkl = std::find_if(out.entries.begin(), out.entries.end(), [](const ZipEntry& e) {
     return e.name.ends_with("/data.pkl") && e.name.find('/') == e.name.size() - 9;
   });
-  if (data_pkl == entries.end()) {
+  if (data_pkl == out.entries.end()) {
     throw value_error(fmt::format("{}: not a torch.save archive (no <name>/data.pkl)", what));
   }
-  const std::string prefix = data_pkl->name.substr(0, data_pkl->name.size() - 8);
-  if (const ZipEntry* order = find_entry(entries, "byteorder", prefix);
+  out.prefix = data_pkl->name.substr(0, data_pkl->name.size() - 8);
+  if (const ZipEntry* order = find_entry(out.entries, "byteorder", out.prefix);
       order != nullptr && order->data != "little") {
     throw value_error(fmt::format("{}: a {}-endian archive; meshsim reads little-endian ones", what,
                                   order->data));
   }
-  static const std::vector<PickleGlobalName> allowed = tensor_globals();
-  const std::string pickle_what = fmt::format("{}: {}", what, data_pkl->name);
-  const PickleDocument document = read_pickle(std::string(data_pkl->data), allowed, pickle_what);
-  const auto fail = [&](std::string_view message) -> Error {
-    return value_error(fmt::format("{}: {}", pickle_what, message));
-  };
+  out.pickle_what = fmt::format("{}: {}", what, data_pkl->name);
+  out.document = read_pickle(std::string(data_pkl->data), allowed, out.pickle_what);
+  return out;
+}
+
+Tensor torch_saved_tensor_at(const TorchSaveArchive& archive, uint32_t index) {
+  const PickleDocument& document = archive.document;
+  const auto fail = [&](std::string_view message) { return archive.fail(message); };
   const auto at = [&](uint32_t i) -> const PickleValue& { return document.at(i); };
-  const PickleValue& root = at(document.root);
+  const PickleValue& root = at(index);
   if (root.kind != Kind::kObject ||
       !is_pickle_global(document, root.items[0], "torch._utils", "_rebuild_tensor_v2") ||
       at(root.items[1]).items.size() < 4) {
-    throw fail(fmt::format("expected one tensor (torch._utils._rebuild_tensor_v2), found {}",
-                           describe_pickle_value(document, document.root, 1, 80)));
+    throw fail(fmt::format("expected a tensor (torch._utils._rebuild_tensor_v2), found {}",
+                           describe_pickle_value(document, index, 1, 80)));
   }
   const PickleItems& args = at(root.items[1]).items;
   // (('storage', torch.XStorage, key, location, numel), storage_offset, size, stride, ...)
@@ -296,9 +304,10 @@ Tensor read_torch_saved_tensor(std::string_view archive, std::string_view what,
     throw fail(fmt::format("torch.{} holds a dtype meshsim does not have", class_name));
   }
   const DType dtype = *known->dtype;
-  const ZipEntry* storage = find_entry(entries, key.text, prefix + "data/");
+  const ZipEntry* storage = find_entry(archive.entries, key.text, archive.prefix + "data/");
   if (storage == nullptr) {
-    throw fail(fmt::format("its storage '{}data/{}' is not in the archive", prefix, key.text));
+    throw fail(
+        fmt::format("its storage '{}data/{}' is not in the archive", archive.prefix, key.text));
   }
   const uint64_t element = dtype_size(dtype);
   if (storage->data.size() / element < static_cast<uint64_t>(storage_numel.integer) ||
@@ -306,8 +315,8 @@ Tensor read_torch_saved_tensor(std::string_view archive, std::string_view what,
     throw fail(fmt::format("storage '{}' has {} bytes, not {} elements of {}", key.text,
                            storage->data.size(), storage_numel.integer, dtype_name(dtype)));
   }
-  const auto ints = [&](uint32_t index, std::string_view field) {
-    const PickleValue& value = at(index);
+  const auto ints = [&](uint32_t tuple, std::string_view field) {
+    const PickleValue& value = at(tuple);
     if (value.kind != Kind::kTuple) throw fail(fmt::format("its {} is not a tuple", field));
     std::vector<int64_t> out;
     for (uint32_t item : value.items) {
@@ -353,6 +362,13 @@ Tensor read_torch_saved_tensor(std::string_view archive, std::string_view what,
   Tensor out(shape, dtype);
   gather(storage->data, offset, shape, strides, element, out.mutable_bytes().data());
   return out;
+}
+
+Tensor read_torch_saved_tensor(std::string_view archive, std::string_view what,
+                               ZipChecksums checksums) {
+  static const std::vector<PickleGlobalName> allowed = torch_tensor_globals();
+  const TorchSaveArchive opened = open_torch_save(archive, what, allowed, checksums);
+  return torch_saved_tensor_at(opened, opened.document.root);
 }
 
 }  // namespace meshsim

@@ -3,10 +3,13 @@
 // one such archive per saved item into its `.distcp` files. See docs/checkpoints.md.
 #pragma once
 
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "src/error.hpp"
+#include "src/io/pickle_reader.hpp"
 #include "src/tensor/tensor.hpp"
 
 namespace meshsim {
@@ -25,10 +28,33 @@ enum class ZipChecksums { kVerify, kIgnore };
 std::vector<ZipEntry> read_stored_zip(std::string_view archive, std::string_view what,
                                       ZipChecksums checksums = ZipChecksums::kVerify);
 
-// The tensor `torch.save(tensor)` wrote (any strides and storage offset; values copied out
-// row-major). Throws meshsim::Error (ValueError) naming `what` for an archive that holds
-// anything else, a dtype meshsim does not have, a big-endian archive, or a storage too short for
-// the tensor's view.
+// A torch.save archive opened: its entries, the folder they share ("archive/") and its data.pkl
+// read with the caller's allow-list; tensors are rebuilt from it on demand.
+struct TorchSaveArchive {
+  std::vector<ZipEntry> entries;
+  std::string prefix;
+  std::string pickle_what;  // "<what>: archive/data.pkl", for messages
+  PickleDocument document;
+
+  // ValueError naming the pickle.
+  Error fail(std::string_view message) const;
+};
+
+// The globals a pickled tensor needs: _rebuild_tensor_v2, OrderedDict and the storage classes.
+std::vector<PickleGlobalName> torch_tensor_globals();
+
+// Throws meshsim::Error (ValueError) naming `what` for an archive that is not torch.save's or is
+// big-endian, and what read_stored_zip and read_pickle throw.
+TorchSaveArchive open_torch_save(std::string_view archive, std::string_view what,
+                                 std::span<const PickleGlobalName> allowed,
+                                 ZipChecksums checksums = ZipChecksums::kVerify);
+
+// The tensor the _rebuild_tensor_v2 call at `index` makes (any strides and storage offset; values
+// copied out row-major). Throws ValueError for anything else there, a dtype meshsim does not
+// have, or a storage too short for the tensor's view.
+Tensor torch_saved_tensor_at(const TorchSaveArchive& archive, uint32_t index);
+
+// The tensor `torch.save(tensor)` wrote: what open_torch_save and torch_saved_tensor_at throw.
 Tensor read_torch_saved_tensor(std::string_view archive, std::string_view what,
                                ZipChecksums checksums = ZipChecksums::kVerify);
 
