@@ -281,12 +281,14 @@ class LoadStep final : public Step {
         switch (subject_.kind) {
           case SavedFile::Kind::kTensor: {
             DTensor t = open_dtensor_file(file.bytes(), rank.world_size(), strict_);
+            check_saver(rank, t.spec().mesh, path, "its shard and coordinate");
             check_group_names(rank, t.spec().mesh);
             rank.set_dtensor(subject_.name, std::move(t));
             break;
           }
           case SavedFile::Kind::kMesh: {
             DeviceMesh m = open_mesh_file(file.bytes(), rank.world_size(), strict_);
+            check_saver(rank, m, path, "its coordinate");
             check_group_names(rank, m);
             rank.set_mesh(subject_.name, std::move(m));
             break;
@@ -300,6 +302,19 @@ class LoadStep final : public Step {
         throw Error(e.type(), fmt::format("cannot load {}: {}", file_name(path), e.what()));
       }
     });
+  }
+
+  // A file another rank saved: the loaded object keeps that rank's view, as PyTorch's does
+  // without a word. A strict load refuses it; any other warns.
+  void check_saver(RankState& rank, const DeviceMesh& mesh, const std::string& path,
+                   std::string_view kept) const {
+    if (mesh.rank() == rank.rank()) return;
+    const std::string message = fmt::format(
+        "{} was saved by rank {}, not by the rank loading it: the loaded object keeps rank {}'s "
+        "view ({})",
+        file_name(path), mesh.rank(), mesh.rank(), kept);
+    if (strict_) throw runtime_error(message);
+    rank.warn(message);
   }
 
   // Saved group names that mean other groups here: PyTorch would use them silently.

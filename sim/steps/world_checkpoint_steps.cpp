@@ -181,7 +181,9 @@ class WorldSaveStep final : public WorldCollectiveStep {
       slot.plans[me] = plan_local_save(rank.rank(), entries);
     });
     call.phase([&] {
-      if (call.coordinator()) slot.merged = plan_global_save(slot.plans);
+      if (!call.coordinator()) return;
+      slot.merged = plan_global_save(slot.plans);
+      slot.merged.metadata.save_id = checkpoint_save_id(slot.merged.metadata, name_);
     });
     if (call.coordinator()) {
       for (const std::string& w : slot.merged.warnings)

@@ -7,6 +7,7 @@
 #include "src/error.hpp"
 #include "src/io/mesh_record.hpp"
 #include "src/io/record_archive.hpp"
+#include "src/printable.hpp"
 
 namespace meshsim {
 
@@ -15,7 +16,8 @@ namespace {
 DType dtype_from(const RecordReader& r, std::string_view key) {
   const std::string& name = r.str(key);
   const std::optional<DType> dtype = parse_dtype(name);
-  if (!dtype) throw runtime_error(fmt::format("{}.{} '{}' is not a dtype", r.path(), key, name));
+  if (!dtype)
+    throw runtime_error(fmt::format("{}.{} '{}' is not a dtype", r.path(), key, printable(name)));
   return *dtype;
 }
 
@@ -75,7 +77,7 @@ Placement placement_from_record(const RecordReader& r) {
   } else {
     throw runtime_error(
         fmt::format("{} is a '{}', not a placement (Shard, Replicate, Partial or _StridedShard)",
-                    r.path(), type));
+                    r.path(), printable(type)));
   }
   r.finish();
   return out;

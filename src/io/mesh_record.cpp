@@ -4,6 +4,7 @@
 
 #include "src/error.hpp"
 #include "src/io/record_archive.hpp"
+#include "src/printable.hpp"
 
 namespace meshsim {
 
@@ -59,7 +60,7 @@ DeviceMesh::SavedFields read_fields(const RecordReader& r) {
     try {
       axes.push_back(Axis::parse(text));
     } catch (const Error& e) {
-      throw runtime_error(fmt::format("{}.layout '{}': {}", r.path(), text, e.what()));
+      throw runtime_error(fmt::format("{}.layout '{}': {}", r.path(), printable(text), e.what()));
     }
   }
   f.layout = MeshLayout(std::move(axes));
@@ -83,7 +84,7 @@ std::map<std::string, DeviceMesh::SavedFields> read_flattened(const RecordReader
     }
     flat.finish();
     if (!out.emplace(name, std::move(fields)).second) {
-      throw runtime_error(fmt::format("{} holds '{}' twice", mapping.path(), name));
+      throw runtime_error(fmt::format("{} holds '{}' twice", mapping.path(), printable(name)));
     }
   }
   mapping.finish();

@@ -1,24 +1,19 @@
 #include "src/io/record_archive.hpp"
 
-#include <istream>
 #include <ostream>
 #include <sstream>
 #include <streambuf>
 
 #include <fmt/format.h>
-#include <boost/archive/archive_exception.hpp>
-#include <boost/archive/binary_iarchive.hpp>
 #include <boost/archive/binary_oarchive.hpp>
-#include <boost/archive/text_iarchive.hpp>
 #include <boost/archive/text_oarchive.hpp>
-#include <boost/archive/xml_iarchive.hpp>
 #include <boost/archive/xml_oarchive.hpp>
 #include <boost/serialization/binary_object.hpp>
 #include <boost/serialization/nvp.hpp>
 #include <boost/serialization/string.hpp>
 
 #include "src/error.hpp"
-#include "src/io/xml_guard.hpp"
+#include "src/io/archive_reader.hpp"
 
 namespace meshsim {
 
@@ -27,24 +22,8 @@ namespace {
 using boost::serialization::make_binary_object;
 using boost::serialization::make_nvp;
 
-// Archives without Boost's own header (the envelope says what the payload is; an XML reader with
-// a header reads its closing tag in its destructor, which ends the process when that throws).
+// Archives without Boost's own header: the envelope says what the payload is.
 constexpr unsigned kWriteFlags = boost::archive::no_header;
-// Boost 1.74's XML tag check reads past the expected name when the file's is longer; the reader
-// skips it and compares the whole tag sequence itself afterwards.
-constexpr unsigned kXmlReadFlags = boost::archive::no_header | boost::archive::no_xml_tag_checking;
-
-// Reads a payload in place: no copy into a string stream.
-class ViewStreambuf : public std::streambuf {
- public:
-  explicit ViewStreambuf(std::string_view bytes) {
-    char* begin = const_cast<char*>(bytes.data());  // never written: no put area
-    setg(begin, begin, begin + bytes.size());
-  }
-  std::string_view remaining() const { return {gptr(), static_cast<size_t>(egptr() - gptr())}; }
-  // Moves past `n` bytes the caller took without reading them through the stream.
-  void skip(size_t n) { setg(eback(), gptr() + n, egptr()); }
-};
 
 // Collects an archive as pieces: the text written through the stream, and borrowed byte ranges
 // put between them as they are (std::ostringstream would copy everything, twice).
@@ -105,11 +84,9 @@ size_t size_estimate(const RecordObject& root) {
 }
 
 template <typename Archive>
-constexpr bool kIsXml = std::is_same_v<Archive, boost::archive::xml_oarchive> ||
-                        std::is_same_v<Archive, boost::archive::xml_iarchive>;
+constexpr bool kIsXml = std::is_same_v<Archive, boost::archive::xml_oarchive>;
 template <typename Archive>
-constexpr bool kIsBinary = std::is_same_v<Archive, boost::archive::binary_oarchive> ||
-                           std::is_same_v<Archive, boost::archive::binary_iarchive>;
+constexpr bool kIsBinary = std::is_same_v<Archive, boost::archive::binary_oarchive>;
 
 template <typename Archive>
 class TreeWriter {
@@ -195,24 +172,21 @@ class TreeWriter {
   PieceSink& sink_;
 };
 
-template <typename Archive>
+// Reads a tree as TreeWriter writes it, through the strict ArchiveReader.
 class TreeReader {
  public:
-  TreeReader(Archive& ar, ViewStreambuf& source, std::string_view what, size_t payload_size,
-             BytesOut bytes_out)
-      : ar_(ar),
-        source_(source),
-        what_(what),
+  TreeReader(ArchiveReader& in, BytesOut bytes_out)
+      : in_(in),
         bytes_out_(bytes_out),
         // A multiple of the payload plus a little, the charges below being in-memory sizes: what
         // the records meshsim writes need (checkpoint metadata of thousands of tensors, each an
         // object of seven fields, over 65,536 ranks), a field taking about 3 times its bytes in
         // memory, and an integer up to 4 times in a text archive ("0 " for 8 bytes).
-        budget_((kIsBinary<Archive> || kIsXml<Archive> ? 4 : 8) * payload_size + (64 << 10)) {}
+        budget_((in.format() == ArchiveFormat::kText ? 8 : 4) * in.remaining() + (64 << 10)) {}
 
   void object(RecordObject& out, size_t depth) {
     if (depth > kMaxRecordDepth) {
-      fail(fmt::format("objects nested more than {} deep", kMaxRecordDepth));
+      in_.fail(in_.position(), fmt::format("objects nested more than {} deep", kMaxRecordDepth));
     }
     charge(1, sizeof(RecordObject));
     text(out.type, "type");
@@ -225,57 +199,54 @@ class TreeReader {
   }
 
  private:
-  [[noreturn]] void fail(const std::string& why) const {
-    throw runtime_error(fmt::format("corrupt {} record: {}", what_, why));
-  }
-
   // Charges `count` elements of `each` bytes against the budget; each needs at least one payload
   // byte, so a count past what is left cannot be real.
-  void charge(uint64_t count, uint64_t each) {
-    if (count > source_.remaining().size() + 1) {
-      fail(fmt::format("a count of {} with {} payload bytes left", count,
-                       source_.remaining().size()));
+  void charge(uint64_t count, uint64_t each, size_t at) {
+    if (count > in_.remaining() + 1) {
+      in_.fail(at, fmt::format("a count of {} with {} payload bytes left", count, in_.remaining()));
     }
     const uint64_t cost = count * each;  // both bounded: no overflow
-    if (cost > budget_) fail(fmt::format("it needs more memory than its size allows"));
+    if (cost > budget_) in_.fail(at, "it needs more memory than its size allows");
     budget_ -= cost;
   }
+  void charge(uint64_t count, uint64_t each) { charge(count, each, in_.position()); }
 
   uint64_t read_count(const char* tag, uint64_t each) {
-    uint64_t count = 0;
-    ar_ >> make_nvp(tag, count);
-    charge(count, each);
+    const size_t at = in_.position();
+    const uint64_t count = in_.read_unsigned(tag, 8);
+    charge(count, each, at);
     return count;
   }
 
   void value(RecordValue& v, size_t depth) {
-    uint32_t kind = 0;
-    ar_ >> make_nvp("kind", kind);
+    const size_t at = in_.position();
+    const auto kind = static_cast<uint32_t>(in_.read_unsigned("kind", 4));
     if (kind > static_cast<uint32_t>(RecordValue::Kind::kObjects)) {
-      fail(fmt::format("unknown value kind {}", kind));
+      in_.fail(at, fmt::format("unknown value kind {}", kind));
     }
     v.kind = static_cast<RecordValue::Kind>(kind);
     switch (v.kind) {
       case RecordValue::Kind::kNone:
         break;
       case RecordValue::Kind::kInt:
-        ar_ >> make_nvp("int", v.integer);
+        v.integer = in_.read_signed("int");
         break;
       case RecordValue::Kind::kStr:
         text(v.text, "str");
         break;
-      case RecordValue::Kind::kBytes:
-        if constexpr (kIsBinary<Archive>) {
-          if (bytes_out_ == BytesOut::kBorrow) {
-            borrow(v);
-            break;
-          }
+      case RecordValue::Kind::kBytes: {
+        const uint64_t length = read_count("len", 1);
+        if (in_.format() == ArchiveFormat::kBinary && bytes_out_ == BytesOut::kBorrow) {
+          v.borrowed = in_.borrow_bytes("bytes", length);
+          v.is_borrowed = true;
+        } else {
+          in_.read_bytes("bytes", length, v.text);
         }
-        raw(v.text, "bytes");
         break;
+      }
       case RecordValue::Kind::kInts:
         v.integers.resize(read_count("count", sizeof(int64_t)));
-        for (int64_t& i : v.integers) ar_ >> make_nvp("i", i);
+        for (int64_t& i : v.integers) i = in_.read_signed("i");
         break;
       case RecordValue::Kind::kStrs:
         v.strings.resize(read_count("count", sizeof(std::string)));
@@ -292,65 +263,18 @@ class TreeReader {
     }
   }
 
+  // A string: its length, then its bytes (escaped text in XML, a binary object elsewhere).
   void text(std::string& s, const char* tag) {
-    if constexpr (kIsXml<Archive>) {
-      const uint64_t length = read_count("len", 1);
-      ar_ >> make_nvp(tag, s);
-      if (s.size() != length) {
-        fail(fmt::format("a string of {} bytes where its length says {}", s.size(), length));
-      }
+    const uint64_t length = read_count("len", 1);
+    if (in_.format() == ArchiveFormat::kXml) {
+      in_.read_xml_string(tag, length, s);
     } else {
-      raw(s, tag);
+      s.clear();
+      in_.read_bytes(tag, length, s);
     }
   }
 
-  void raw(std::string& s, const char* tag) {
-    const uint64_t length = read_count("len", 1);
-    if constexpr (!kIsBinary<Archive>) require_base64(length);
-    s.resize(length);
-    ar_ >> make_nvp(tag, make_binary_object(s.data(), s.size()));
-  }
-
-  // The bytes where they lie in the payload: a binary archive stores them raw after their length.
-  void borrow(RecordValue& v) {
-    const uint64_t length = read_count("len", 1);
-    if (length > source_.remaining().size()) {
-      fail(fmt::format("{} bytes of data are cut short", length));
-    }
-    v.borrowed = source_.remaining().substr(0, length);
-    v.is_borrowed = true;
-    source_.skip(length);
-  }
-
-  // Boost's base64 decoder reads past the end of the stream when the text runs out; make sure
-  // the characters are there first, padding included (whitespace between them is skipped, as
-  // the decoder does).
-  void require_base64(uint64_t length) const {
-    uint64_t needed = 4 * (length / 3 + (length % 3 != 0 ? 1 : 0));
-    std::string_view text = source_.remaining();
-    if constexpr (kIsXml<Archive>) {
-      // Boost reads the element's start tag first; the data begins after it.
-      const size_t open = text.find_first_not_of(" \t\r\n");
-      if (open == std::string_view::npos || text[open] != '<') return;  // Boost's own error
-      const size_t close = text.find('>', open);
-      text = close == std::string_view::npos ? std::string_view() : text.substr(close + 1);
-    }
-    for (char c : text) {
-      if (needed == 0) return;
-      const bool digit = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-                         (c >= '0' && c <= '9') || c == '+' || c == '/' || c == '=';
-      if (digit) {
-        --needed;
-      } else if (c != ' ' && c != '\n' && c != '\r' && c != '\t') {
-        return;  // the decoder stops here with its own error
-      }
-    }
-    if (needed > 0) fail(fmt::format("{} bytes of base64 data are cut short", length));
-  }
-
-  Archive& ar_;
-  ViewStreambuf& source_;
-  std::string_view what_;
+  ArchiveReader& in_;
   BytesOut bytes_out_;
   uint64_t budget_;
 };
@@ -382,26 +306,6 @@ std::string write_with(const RecordObject& root) {
   return joined(write_with<OArchive>(root, owned));
 }
 
-template <typename IArchive>
-RecordObject read_with(std::string_view payload, std::string_view what, unsigned flags,
-                       BytesOut bytes_out = BytesOut::kCopy) {
-  ViewStreambuf source(payload);
-  std::istream in(&source);
-  RecordObject root;
-  {
-    IArchive ar(in, flags);
-    TreeReader<IArchive>(ar, source, what, payload.size(), bytes_out).object(root, 1);
-  }
-  // Binary archives end exactly; the text formats may end with a newline.
-  for (char c : source.remaining()) {
-    if (c != '\n' && c != ' ' && c != '\r' && c != '\t') {
-      throw runtime_error(fmt::format("corrupt {} record: {} bytes follow the record", what,
-                                      source.remaining().size()));
-    }
-  }
-  return root;
-}
-
 }  // namespace
 
 std::string write_record_payload(const RecordObject& root, ArchiveFormat format) {
@@ -417,28 +321,12 @@ std::string write_record_payload(const RecordObject& root, ArchiveFormat format)
 }
 
 RecordObject read_record_payload(std::string_view payload, ArchiveFormat format,
-                                 std::string_view what, BytesOut bytes_out) {
-  const std::string_view format_name = archive_format_name(format);
-  try {
-    switch (format) {
-      case ArchiveFormat::kBinary:
-        return read_with<boost::archive::binary_iarchive>(payload, what, kWriteFlags, bytes_out);
-      case ArchiveFormat::kText:
-        return read_with<boost::archive::text_iarchive>(payload, what, kWriteFlags);
-      case ArchiveFormat::kXml: {
-        RecordObject root = read_with<boost::archive::xml_iarchive>(payload, what, kXmlReadFlags);
-        // The tags Boost skipped must be exactly those the writer would write for this tree.
-        check_xml_tags(payload, write_with<boost::archive::xml_oarchive>(root), what);
-        return root;
-      }
-    }
-  } catch (const Error& e) {
-    throw runtime_error(fmt::format("{} ({} archive)", e.what(), format_name));
-  } catch (const std::exception& e) {  // archive_exception, bad_alloc, dataflow errors, ...
-    throw runtime_error(
-        fmt::format("corrupt {} record ({} archive): {}", what, format_name, e.what()));
-  }
-  throw runtime_error(fmt::format("unknown archive format {}", static_cast<uint32_t>(format)));
+                                 std::string_view what, BytesOut bytes_out, size_t base_offset) {
+  ArchiveReader in(payload, format, what, base_offset);
+  RecordObject root;
+  TreeReader(in, bytes_out).object(root, 1);
+  in.finish();
+  return root;
 }
 
 std::vector<std::string_view> SealedRecord::pieces() const {
@@ -486,7 +374,8 @@ OpenedRecord open_record(std::string_view file, RecordKind kind, uint32_t newest
                     opened.header.record_version, newest_version));
   }
   return {opened.header.record_version, opened.header.format,
-          read_record_payload(opened.payload, opened.header.format, what, bytes_out)};
+          read_record_payload(opened.payload, opened.header.format, what, bytes_out,
+                              kEnvelopeHeaderSize)};
 }
 
 }  // namespace meshsim

@@ -25,10 +25,12 @@ enum class BytesOut { kCopy, kBorrow };
 
 // The archive alone, without the envelope.
 std::string write_record_payload(const RecordObject& root, ArchiveFormat format);
-// Throws meshsim::Error (RuntimeError "corrupt {what} record (... archive): ...") on anything but
-// a complete, well-formed tree; also when bytes are left over.
+// Throws meshsim::Error (RuntimeError "corrupt {what} record (... archive): byte N: ...") on
+// anything but a complete, well-formed tree as the writer writes it; also when bytes are left
+// over. `base_offset`: where the payload starts in its file, for the offsets in messages.
 RecordObject read_record_payload(std::string_view payload, ArchiveFormat format,
-                                 std::string_view what, BytesOut bytes_out = BytesOut::kCopy);
+                                 std::string_view what, BytesOut bytes_out = BytesOut::kCopy,
+                                 size_t base_offset = 0);
 
 // A sealed record in pieces, in file order: the envelope's header, then the archive, whose
 // borrowed bytes (in binary archives) stay where they are instead of being copied in. The

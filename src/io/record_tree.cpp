@@ -6,6 +6,7 @@
 
 #include "src/enum_names.hpp"
 #include "src/error.hpp"
+#include "src/printable.hpp"
 
 namespace meshsim {
 
@@ -105,7 +106,7 @@ const RecordValue* RecordObject::find(std::string_view key) const {
 
 void check_record_types(const RecordObject& root, const std::set<std::string, std::less<>>& allowed,
                         std::string_view what) {
-  std::vector<std::pair<const RecordObject*, std::string>> pending{{&root, root.type}};
+  std::vector<std::pair<const RecordObject*, std::string>> pending{{&root, printable(root.type)}};
   while (!pending.empty()) {
     auto [object, path] = std::move(pending.back());
     pending.pop_back();
@@ -115,13 +116,14 @@ void check_record_types(const RecordObject& root, const std::set<std::string, st
       throw runtime_error(fmt::format(
           "strict load of {} refused type '{}' at {}: only {} are allowed (load without strict "
           "to read other types)",
-          what, object->type, path, names));
+          what, printable(object->type), path, names));
     }
     for (const auto& [key, value] : object->fields) {
       for (size_t i = 0; i < value.objects.size(); ++i) {
-        pending.emplace_back(&value.objects[i], value.kind == RecordValue::Kind::kObjects
-                                                    ? fmt::format("{}.{}[{}]", path, key, i)
-                                                    : fmt::format("{}.{}", path, key));
+        pending.emplace_back(&value.objects[i],
+                             value.kind == RecordValue::Kind::kObjects
+                                 ? fmt::format("{}.{}[{}]", path, printable(key), i)
+                                 : fmt::format("{}.{}", path, printable(key)));
       }
     }
   }
@@ -133,7 +135,7 @@ RecordReader::RecordReader(const RecordObject& object, std::string path, bool st
 const RecordReader& RecordReader::expect_type(std::string_view type) const {
   if (object_->type != type) {
     throw runtime_error(
-        fmt::format("{} holds a '{}' where a '{}' belongs", path_, object_->type, type));
+        fmt::format("{} holds a '{}' where a '{}' belongs", path_, printable(object_->type), type));
   }
   return *this;
 }
@@ -157,12 +159,13 @@ void RecordReader::finish() const {
   std::set<std::string_view> keys;
   for (const auto& [key, value] : object_->fields) {
     if (!keys.insert(key).second) {
-      throw runtime_error(
-          fmt::format("strict load refused field '{}' of {}: it appears twice", key, path_));
+      throw runtime_error(fmt::format("strict load refused field '{}' of {}: it appears twice",
+                                      printable(key), path_));
     }
     if (!read_.contains(key)) {
-      throw runtime_error(fmt::format(
-          "strict load refused unknown field '{}' of {} (a newer meshsim's record?)", key, path_));
+      throw runtime_error(
+          fmt::format("strict load refused unknown field '{}' of {} (a newer meshsim's record?)",
+                      printable(key), path_));
     }
   }
 }

@@ -3,18 +3,14 @@
 #include <sstream>
 
 #include <fmt/format.h>
-#include <boost/archive/archive_exception.hpp>
-#include <boost/archive/binary_iarchive.hpp>
 #include <boost/archive/binary_oarchive.hpp>
-#include <boost/archive/text_iarchive.hpp>
 #include <boost/archive/text_oarchive.hpp>
-#include <boost/archive/xml_iarchive.hpp>
 #include <boost/archive/xml_oarchive.hpp>
 #include <boost/serialization/nvp.hpp>
 
 #include "src/error.hpp"
+#include "src/io/archive_reader.hpp"
 #include "src/io/atomic_file.hpp"
-#include "src/io/xml_guard.hpp"
 
 namespace meshsim {
 
@@ -24,8 +20,7 @@ namespace {
 struct RngFields {
   uint32_t profile = 0;
   uint64_t default_seed = 0, default_offset = 0;
-  // Flags as bytes: Boost's binary reader copies a bool's byte as is, and a byte that is neither
-  // 0 nor 1 in a bool is undefined behaviour.
+  // Flags as bytes (what the archives hold), checked to be 0 or 1 before they become bools.
   uint8_t has_tracker = 0;
   uint64_t tracker_seed = 0, tracker_offset = 0;
   uint8_t distribute_region = 1;
@@ -45,9 +40,7 @@ struct RngFields {
 // A record file holds one state of at most a few hundred bytes.
 constexpr uint64_t kMaxFileBytes = 1 << 16;
 
-// Archives without Boost's own header: the envelope says what the payload is, and an XML
-// reader with a header reads its closing tags in its destructor, which ends the process when a
-// damaged document makes that throw.
+// Archives without Boost's own header: the envelope says what the payload is.
 constexpr unsigned kArchiveFlags = boost::archive::no_header;
 
 template <typename OArchive>
@@ -60,13 +53,21 @@ std::string write_archive(RngFields fields) {
   return std::move(out).str();
 }
 
-template <typename IArchive>
-RngFields read_archive(std::string_view payload) {
-  std::istringstream in{std::string(payload)};
-  RngFields fields;
-  IArchive ar(in, kArchiveFlags);
-  ar >> boost::serialization::make_nvp("rng_state", fields);
-  return fields;
+// The fields as the writer wrote them, read strictly (every value in range, nothing after).
+RngFields read_fields(std::string_view payload, ArchiveFormat format) {
+  ArchiveReader in(payload, format, "RNG state", kEnvelopeHeaderSize);
+  RngFields f;
+  in.open_class("rng_state");
+  f.profile = static_cast<uint32_t>(in.read_unsigned("profile", 4));
+  f.default_seed = in.read_unsigned("default_seed", 8);
+  f.default_offset = in.read_unsigned("default_offset", 8);
+  f.has_tracker = static_cast<uint8_t>(in.read_unsigned("has_tracker", 1));
+  f.tracker_seed = in.read_unsigned("tracker_seed", 8);
+  f.tracker_offset = in.read_unsigned("tracker_offset", 8);
+  f.distribute_region = static_cast<uint8_t>(in.read_unsigned("distribute_region", 1));
+  in.close_class("rng_state");
+  in.finish();
+  return f;
 }
 
 bool checked_flag(uint8_t value, std::string_view name) {
@@ -123,31 +124,7 @@ RankRng::Snapshot open_rng_state(std::string_view file) {
         fmt::format("RNG state record version {} is not one this meshsim reads (versions 1 to {})",
                     opened.header.record_version, kRngRecordVersion));
   }
-  RngFields f;
-  // Boost trusts its input; the envelope vouched for the bytes, but not for their writer.
-  try {
-    switch (opened.header.format) {
-      case ArchiveFormat::kBinary:
-        f = read_archive<boost::archive::binary_iarchive>(opened.payload);
-        break;
-      case ArchiveFormat::kText:
-        f = read_archive<boost::archive::text_iarchive>(opened.payload);
-        break;
-      case ArchiveFormat::kXml:
-        check_xml_tags(opened.payload, write_archive<boost::archive::xml_oarchive>(RngFields{}),
-                       "RNG state");
-        f = read_archive<boost::archive::xml_iarchive>(opened.payload);
-        break;
-    }
-  } catch (const Error&) {
-    throw;
-  } catch (const boost::archive::archive_exception& e) {
-    throw runtime_error(fmt::format("corrupt RNG state record ({} archive): {}",
-                                    archive_format_name(opened.header.format), e.what()));
-  } catch (const std::exception& e) {
-    throw runtime_error(fmt::format("corrupt RNG state record ({} archive): {}",
-                                    archive_format_name(opened.header.format), e.what()));
-  }
+  const RngFields f = read_fields(opened.payload, opened.header.format);
   if (f.profile != 1 && f.profile != 2)
     throw runtime_error(fmt::format("corrupt RNG state record: unknown profile {}", f.profile));
   RankRng::Snapshot s;

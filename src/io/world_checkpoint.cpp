@@ -14,6 +14,8 @@
 #include "src/io/checkpoint_plan.hpp"
 #include "src/io/dtensor_record.hpp"
 #include "src/io/record_archive.hpp"
+#include "src/io/xxh3_stream.hpp"
+#include "src/printable.hpp"
 
 namespace meshsim {
 
@@ -118,6 +120,36 @@ void append_chunks(const std::vector<CheckpointChunk>& chunks, std::vector<int64
   }
 }
 
+}  // namespace
+
+uint64_t checkpoint_save_id(const CheckpointMetadata& plan, std::string_view checkpoint_name) {
+  Xxh3Stream hash;
+  const auto add_text = [&](std::string_view text) {
+    const uint64_t size = text.size();
+    hash.add(&size, sizeof size);
+    hash.add(text.data(), text.size());
+  };
+  const auto add_ints = [&](std::span<const int64_t> values) {
+    const uint64_t size = values.size();
+    hash.add(&size, sizeof size);
+    hash.add(values.data(), values.size_bytes());
+  };
+  add_text(checkpoint_name);
+  for (const CheckpointTensor& t : plan.tensors) {
+    add_text(t.name);
+    add_text(dtype_name(t.dtype));
+    add_ints(t.shape);
+    std::vector<int64_t> file_ranks, runs;
+    append_chunks(t.chunks, file_ranks, runs);
+    add_ints(file_ranks);
+    add_ints(runs);
+  }
+  const uint64_t id = hash.digest();
+  return id == 0 ? 1 : id;
+}
+
+namespace {
+
 RecordObject metadata_record(const CheckpointMetadata& m) {
   std::vector<RecordObject> tensors;
   for (const CheckpointTensor& t : m.tensors) {
@@ -134,7 +166,9 @@ RecordObject metadata_record(const CheckpointMetadata& m) {
                           .set("chunk_file_ranks", RecordValue::of(std::move(file_ranks)))
                           .set("chunk_runs", RecordValue::of(std::move(runs))));
   }
-  return RecordObject{"CheckpointMetadata", {}}.set("tensors", RecordValue::of(std::move(tensors)));
+  return RecordObject{"CheckpointMetadata", {}}
+      .set("save_id", RecordValue::of(static_cast<int64_t>(m.save_id)))
+      .set("tensors", RecordValue::of(std::move(tensors)));
 }
 
 // One dim of a chunk read back from its run bounds (pairs): runs within [0, dim_size), never
@@ -236,6 +270,7 @@ CheckpointMetadata metadata_from(const RecordObject& root, uint32_t version) {
   const RecordReader r(root, "CheckpointMetadata", true);
   r.expect_type("CheckpointMetadata").require({"tensors"});
   CheckpointMetadata m;
+  if (version >= 3) m.save_id = static_cast<uint64_t>(r.require({"save_id"}).integer("save_id"));
   std::set<std::string> names;
   for (const RecordReader& t : r.objects("tensors")) {
     t.expect_type("TensorEntry").require({"name", "dtype", "shape", "placements", "mesh_shape"});
@@ -244,11 +279,13 @@ CheckpointMetadata metadata_from(const RecordObject& root, uint32_t version) {
                   : std::initializer_list<std::string_view>{"chunk_file_ranks", "chunk_runs"});
     CheckpointTensor e;
     e.name = t.str("name");
+    e.save_id = m.save_id;
     if (!names.insert(e.name).second)
-      throw runtime_error(fmt::format("tensor '{}' is listed twice", e.name));
+      throw runtime_error(fmt::format("tensor '{}' is listed twice", printable(e.name)));
     const std::optional<DType> dtype = parse_dtype(t.str("dtype"));
     if (!dtype)
-      throw runtime_error(fmt::format("{}.dtype '{}' is not a dtype", t.path(), t.str("dtype")));
+      throw runtime_error(
+          fmt::format("{}.dtype '{}' is not a dtype", t.path(), printable(t.str("dtype"))));
     e.dtype = *dtype;
     e.shape = t.integers("shape");
     try {
@@ -288,23 +325,13 @@ CheckpointMetadata metadata_from(const RecordObject& root, uint32_t version) {
 // into the record read from it (text and XML); both stay put for the ShardFile's life.
 struct ShardFile {
   std::unique_ptr<const MappedFile> file;
-  std::unique_ptr<const OpenedRecord> record;
-  std::map<std::pair<std::string, int64_t>, std::string_view> chunks;  // (tensor, chunk index)
+  CheckpointShard shard;
 };
 
 ShardFile read_shard(const std::string& path) {
   ShardFile out;
   out.file = std::make_unique<const MappedFile>(path, kMaxShardBytes);
-  out.record = std::make_unique<const OpenedRecord>(open_record(
-      out.file->bytes(), RecordKind::kShard, kCheckpointShardVersion, BytesOut::kBorrow));
-  const RecordReader r(out.record->root, "ShardFile", true);
-  r.expect_type("ShardFile").require({"chunks"});
-  for (const RecordReader& c : r.objects("chunks")) {
-    c.expect_type("ChunkData").require({"tensor", "chunk", "data"});
-    out.chunks[{c.str("tensor"), c.integer("chunk")}] = c.bytes("data");
-    c.finish();
-  }
-  r.finish();
+  out.shard = open_checkpoint_shard(out.file->bytes());
   return out;
 }
 
@@ -317,6 +344,8 @@ CheckpointMetadata save_world_checkpoint(
   for (size_t r = 0; r < state_dicts.size(); ++r)
     plans.push_back(plan_local_save(static_cast<int64_t>(r), state_dicts[r]));
   GlobalSavePlan global = plan_global_save(plans);
+  global.metadata.save_id =
+      checkpoint_save_id(global.metadata, std::filesystem::path(dir).filename().string());
   for (const LocalSavePlan& mine : plans) save_checkpoint_shard(dir, mine, global.metadata, format);
   save_checkpoint_metadata(dir, global.metadata, format);
   return std::move(global.metadata);
@@ -348,10 +377,34 @@ void save_checkpoint_shard(const std::string& dir, const LocalSavePlan& mine,
     }
   }
   const RecordObject shard =
-      RecordObject{"ShardFile", {}}.set("chunks", RecordValue::of(std::move(chunks)));
+      RecordObject{"ShardFile", {}}
+          .set("save_id", RecordValue::of(static_cast<int64_t>(plan.save_id)))
+          .set("chunks", RecordValue::of(std::move(chunks)));
   const SealedRecord sealed =
       seal_record_in_pieces(RecordKind::kShard, kCheckpointShardVersion, shard, format);
   write_file_atomically(shard_path(dir, mine.rank), sealed.pieces());
+}
+
+CheckpointShard open_checkpoint_shard(std::string_view file) {
+  CheckpointShard out;
+  out.record = std::make_unique<const OpenedRecord>(
+      open_record(file, RecordKind::kShard, kCheckpointShardVersion, BytesOut::kBorrow));
+  const RecordReader r(out.record->root, "ShardFile", true);
+  r.expect_type("ShardFile").require({"chunks"});
+  if (out.record->record_version >= 2) {
+    out.save_id = static_cast<uint64_t>(r.require({"save_id"}).integer("save_id"));
+  }
+  for (const RecordReader& c : r.objects("chunks")) {
+    c.expect_type("ChunkData").require({"tensor", "chunk", "data"});
+    if (!out.chunks.emplace(std::pair{c.str("tensor"), c.integer("chunk")}, c.bytes("data"))
+             .second) {
+      throw runtime_error(fmt::format("{} holds chunk {} of '{}' twice", c.path(),
+                                      c.integer("chunk"), printable(c.str("tensor"))));
+    }
+    c.finish();
+  }
+  r.finish();
+  return out;
 }
 
 CheckpointMetadata open_checkpoint_metadata(std::string_view file) {
@@ -384,23 +437,25 @@ const CheckpointTensor* find_tensor(const CheckpointMetadata& metadata, const st
 
 namespace {
 
-// Fills `local`, whose elements are the global indices `mine` of the saved tensor `entry`, from
-// the saved chunks that meet it.
-void fill_from_chunks(const std::string& dir, const CheckpointTensor& entry,
-                      const std::vector<IndexRuns>& mine, Tensor& local) {
+// The shard of `local_shape` whose elements are the global indices `mine` of the saved tensor
+// `entry`, read from the saved chunks that meet it. Every chunk's data is found in its shard file
+// before the shard is allocated, so a small metadata file claiming a huge tensor costs nothing.
+Tensor read_from_chunks(const std::string& dir, const CheckpointTensor& entry,
+                        const std::vector<IndexRuns>& mine,
+                        const std::vector<int64_t>& local_shape) {
   const std::string& name = entry.name;
-  std::byte* target = local.mutable_bytes().data();
   const size_t element = dtype_size(entry.dtype);
   for (size_t d = 0; d < mine.size(); ++d) {
-    MESHSIM_ASSERT(mine[d].size() == local.shape()[d],
+    MESHSIM_ASSERT(mine[d].size() == local_shape[d],
                    "owned_indices and the local shape disagree about a shard");
   }
-  // The saved chunks that meet this shard, and where.
+  // The saved chunks that meet this shard, where, and (once found) their bytes.
   struct Meeting {
     size_t chunk;
     std::vector<std::vector<Segment>> dims;
     int64_t elements;
     std::vector<int64_t> chunk_shape;  // the saved chunk's own shape
+    const std::byte* data = nullptr;
   };
   std::vector<Meeting> meetings;
   int64_t met = 0;
@@ -415,29 +470,17 @@ void fill_from_chunks(const std::string& dir, const CheckpointTensor& entry,
     met = checked_add(met, m.elements).value_or(INT64_MAX);
     meetings.push_back(std::move(m));
   }
-  const std::span<const int64_t> target_shape = local.shape();
+  const int64_t numel = *checked_product(local_shape);  // a shard of a tensor that fits
   // The chunks must cover the shard exactly once. One chunk that meets all of it does; otherwise
   // every element is marked as it is claimed, so overlapping chunks are caught, not copied twice.
   const auto refuse = [&](std::string_view why) {
     throw runtime_error(fmt::format("cannot load '{}' from {}: {}", name, dir, why));
   };
-  if (met != local.numel()) {
-    refuse(fmt::format("its chunks cover {} of this rank's {} elements", met, local.numel()));
-  }
-  if (meetings.size() > 1) {
-    std::vector<uint8_t> claimed(static_cast<size_t>(local.numel()), 0);
-    for (const Meeting& m : meetings) {
-      for_each_meeting(m.dims, m.chunk_shape, target_shape,
-                       [&](int64_t, int64_t at, int64_t length) {
-                         uint8_t* begin = claimed.data() + at;
-                         if (std::find(begin, begin + length, uint8_t{1}) != begin + length)
-                           refuse("its chunks overlap");
-                         std::fill(begin, begin + length, uint8_t{1});
-                       });
-    }
+  if (met != numel) {
+    refuse(fmt::format("its chunks cover {} of this rank's {} elements", met, numel));
   }
   std::map<int64_t, ShardFile> files;
-  for (const Meeting& m : meetings) {
+  for (Meeting& m : meetings) {
     const CheckpointChunk& chunk = entry.chunks[m.chunk];
     auto file = files.find(chunk.file_rank);
     if (file == files.end()) {
@@ -447,22 +490,46 @@ void fill_from_chunks(const std::string& dir, const CheckpointTensor& entry,
       } catch (const Error& e) {
         throw runtime_error(fmt::format("cannot load {}: {}", path, e.what()));
       }
+      if (file->second.shard.save_id != entry.save_id) {
+        throw runtime_error(fmt::format(
+            "cannot load '{}': shard-{}.ckpt was written by another save (id {:016x}) than "
+            "metadata.ckpt (id {:016x}): the directory mixes the files of two saves",
+            name, chunk.file_rank, file->second.shard.save_id, entry.save_id));
+      }
     }
-    const auto data = file->second.chunks.find({name, static_cast<int64_t>(m.chunk)});
+    const auto data = file->second.shard.chunks.find({name, static_cast<int64_t>(m.chunk)});
     const uint64_t expected = static_cast<uint64_t>(chunk_volume(chunk.indices)) * element;
-    if (data == file->second.chunks.end() || data->second.size() != expected) {
+    if (data == file->second.shard.chunks.end() || data->second.size() != expected) {
       throw runtime_error(fmt::format(
           "cannot load '{}': shard-{}.ckpt does not hold chunk {} as the metadata lists it", name,
           chunk.file_rank, m.chunk));
     }
-    const auto* source = reinterpret_cast<const std::byte*>(data->second.data());
-    for_each_meeting(m.dims, m.chunk_shape, target_shape,
+    m.data = reinterpret_cast<const std::byte*>(data->second.data());
+  }
+  // The files hold at least the shard's bytes now: what follows is sized by data that exists.
+  if (meetings.size() > 1) {
+    std::vector<uint8_t> claimed(static_cast<size_t>(numel), 0);
+    for (const Meeting& m : meetings) {
+      for_each_meeting(m.dims, m.chunk_shape, local_shape,
+                       [&](int64_t, int64_t at, int64_t length) {
+                         uint8_t* begin = claimed.data() + at;
+                         if (std::find(begin, begin + length, uint8_t{1}) != begin + length)
+                           refuse("its chunks overlap");
+                         std::fill(begin, begin + length, uint8_t{1});
+                       });
+    }
+  }
+  Tensor local(local_shape, entry.dtype);
+  std::byte* target = local.mutable_bytes().data();
+  for (const Meeting& m : meetings) {
+    for_each_meeting(m.dims, m.chunk_shape, local_shape,
                      [&](int64_t from, int64_t to, int64_t length) {
                        std::memcpy(target + static_cast<size_t>(to) * element,
-                                   source + static_cast<size_t>(from) * element,
+                                   m.data + static_cast<size_t>(from) * element,
                                    static_cast<size_t>(length) * element);
                      });
   }
+  return local;
 }
 
 }  // namespace
@@ -474,20 +541,17 @@ DTensor load_world_tensor(const std::string& dir, const CheckpointTensor& entry,
       DTensorSpec{mesh, std::move(placements), entry.shape, entry.dtype}, Tensor::Storage::kMeta);
   if (!layout.participates()) return DTensor::zeros(layout.spec());
   const DTensorSpec& spec = layout.spec();
-  Tensor local(layout.local().shape(), spec.dtype);
-  fill_from_chunks(
+  Tensor local = read_from_chunks(
       dir, entry,
       owned_indices(spec.shape, spec.mesh.shape(), *spec.mesh.coordinate(), spec.placements),
-      local);
+      layout.local().shape());
   return DTensor::from_local_shard(layout.spec(), std::move(local));
 }
 
 Tensor load_whole_tensor(const std::string& dir, const CheckpointTensor& entry) {
-  Tensor out(entry.shape, entry.dtype);
   std::vector<IndexRuns> all;
   for (int64_t n : entry.shape) all.push_back(IndexRuns::range(n));
-  fill_from_chunks(dir, entry, all, out);
-  return out;
+  return read_from_chunks(dir, entry, all, entry.shape);
 }
 
 DTensor load_world_tensor(const std::string& dir, const std::string& name, const DeviceMesh& mesh,

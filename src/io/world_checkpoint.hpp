@@ -8,21 +8,26 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "src/dtensor/dtensor.hpp"
 #include "src/dtensor/index_runs.hpp"
 #include "src/io/envelope.hpp"
+#include "src/io/record_archive.hpp"
 
 namespace meshsim {
 
 // The layouts this meshsim writes; it reads every version up to these. Metadata version 2 lists
 // each tensor's chunks as two integer arrays (version 1: an object per chunk, whose in-memory
-// tree outgrew the reader's bounds at a thousand ranks).
-inline constexpr uint32_t kCheckpointMetadataVersion = 2;
-inline constexpr uint32_t kCheckpointShardVersion = 1;
+// tree outgrew the reader's bounds at a thousand ranks). Metadata version 3 and shard version 2
+// carry the save's id, so that files of two saves are never read as one.
+inline constexpr uint32_t kCheckpointMetadataVersion = 3;
+inline constexpr uint32_t kCheckpointShardVersion = 2;
 
 struct CheckpointChunk {
   int64_t file_rank = 0;           // shard-<file_rank>.ckpt holds its data
@@ -36,11 +41,18 @@ struct CheckpointTensor {
   std::vector<Placement> placements;  // as saved (what a reader may want to know)
   std::vector<int64_t> mesh_shape;
   std::vector<CheckpointChunk> chunks;
+  uint64_t save_id = 0;  // the save it belongs to (0: written before saves had ids)
 };
 
 struct CheckpointMetadata {
   std::vector<CheckpointTensor> tensors;
+  // What ties the metadata to the shard files written with it: the checkpoint's name and plan,
+  // hashed (checkpoint_save_id), so one scenario always writes the same bytes. 0 when unknown.
+  uint64_t save_id = 0;
 };
+
+// The id of a save of `plan` under `checkpoint_name`; never 0.
+uint64_t checkpoint_save_id(const CheckpointMetadata& plan, std::string_view checkpoint_name);
 
 // How many elements a chunk holds (its indices lie within a tensor: no overflow).
 int64_t chunk_volume(const std::vector<IndexRuns>& indices);
@@ -49,7 +61,8 @@ struct LocalSavePlan;
 struct StateDictEntry;
 
 // What rank `rank` writes: its shard file (always, possibly with no chunks), holding the chunks of
-// its local plan that `plan` (the merged metadata) assigns to it. Errors name the file.
+// its local plan that `plan` (the merged metadata) assigns to it, and the plan's save id. Errors
+// name the file.
 void save_checkpoint_shard(const std::string& dir, const LocalSavePlan& mine,
                            const CheckpointMetadata& plan, ArchiveFormat format);
 // What the coordinator writes once every shard is written: the plan as metadata.
@@ -60,6 +73,16 @@ void save_checkpoint_metadata(const std::string& dir, const CheckpointMetadata& 
 CheckpointMetadata save_world_checkpoint(
     const std::string& dir, const std::vector<std::vector<StateDictEntry>>& state_dicts,
     ArchiveFormat format);
+
+// A shard file's chunks by (tensor, chunk index), and its save id (0 for version 1). The chunks'
+// bytes are views into `file` (binary archives) or into `record` (text and XML). Throws
+// RuntimeError for anything but a valid shard record, a chunk listed twice included.
+struct CheckpointShard {
+  std::unique_ptr<const OpenedRecord> record;
+  uint64_t save_id = 0;
+  std::map<std::pair<std::string, int64_t>, std::string_view> chunks;
+};
+CheckpointShard open_checkpoint_shard(std::string_view file);
 
 // Reads the metadata (checked: kinds, bounds, chunks that hold exactly the tensor's elements)
 // from a file's bytes, or from `dir`.

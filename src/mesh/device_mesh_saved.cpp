@@ -10,6 +10,7 @@
 #include "src/checked_math.hpp"
 #include "src/error.hpp"
 #include "src/mesh/device_mesh.hpp"
+#include "src/printable.hpp"
 
 namespace meshsim {
 
@@ -75,7 +76,8 @@ void check_fields(const DeviceMesh::SavedFields& f, const DeviceMesh::SavedField
                          std::all_of(f.device_type.begin(), f.device_type.end(),
                                      [](unsigned char c) { return std::isalpha(c); });
   if (!device_ok)
-    bad_record(which, fmt::format("device_type '{}' is not a device type", f.device_type));
+    bad_record(which,
+               fmt::format("device_type '{}' is not a device type", printable(f.device_type)));
   if (f.device_type != root.device_type || f.thread_id != root.thread_id) {
     bad_record(which, "its device_type or thread_id differs from its root mesh's");
   }
@@ -174,10 +176,11 @@ DeviceMesh DeviceMesh::restore(const Saved& saved, int64_t world_size) {
   }
   for (const auto& [name, flat] : saved.flattened) {
     State s = state_of(flat, "flatten_mapping");
-    if (s.layout.ndim() != 1) bad_record("flatten_mapping", fmt::format("'{}' is not 1-d", name));
+    if (s.layout.ndim() != 1)
+      bad_record("flatten_mapping", fmt::format("'{}' is not 1-d", printable(name)));
     if (s.dim_names != std::vector<std::string>{name}) {
-      bad_record("flatten_mapping",
-                 fmt::format("'{}' names a mesh whose dim is not '{}'", name, name));
+      bad_record("flatten_mapping", fmt::format("'{}' names a mesh whose dim is not '{}'",
+                                                printable(name), printable(name)));
     }
     family->flattened.emplace(name, std::move(s));
     family->flattened_order.push_back(name);

@@ -1,8 +1,8 @@
 // libFuzzer target: the DeviceMesh, DTensor and checkpoint metadata record loaders (record trees
 // in Boost archives, then the typed readers). Inputs that start with the envelope's magic are
 // whole files; any other input is a payload sealed into a valid envelope, its first byte choosing
-// the record kind (bits 0-1), the archive format (bits 2-6), the metadata record version (bit 6)
-// and the loader (strict or not, bit 7), so that
+// the record kind (bits 0-1: mesh, DTensor, metadata, shard file), the archive format and the
+// record version (bits 2-6) and the loader (strict or not, bit 7), so that
 // mutations reach the archive parsers and the typed checks past the checksum. Loads may only
 // refuse with a meshsim::Error; meshes and DTensors they accept must save back to a record that
 // loads equal, and metadata must hold exactly its tensors' elements.
@@ -39,6 +39,12 @@ void load_and_check(std::string_view bytes, bool strict) {
       for (int64_t s : t.shape) numel *= s;
       if (held != numel) __builtin_trap();
     }
+  } else if (opened.header.kind == meshsim::RecordKind::kShard) {
+    // Every chunk a shard file holds is a view into the file or its record, and there once.
+    const meshsim::CheckpointShard shard = meshsim::open_checkpoint_shard(bytes);
+    for (const auto& [key, data] : shard.chunks) {
+      if (data.size() > bytes.size()) __builtin_trap();
+    }
   } else {
     const meshsim::DTensor t = meshsim::open_dtensor(bytes, kWorld, strict);
     const std::string again = meshsim::seal_dtensor(t, true, format);
@@ -60,12 +66,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!input.starts_with("MSIMCKPT")) {
     const meshsim::RecordKind kinds[] = {
         meshsim::RecordKind::kDeviceMesh, meshsim::RecordKind::kDTensor,
-        meshsim::RecordKind::kCheckpointMetadata, meshsim::RecordKind::kDeviceMesh};
+        meshsim::RecordKind::kCheckpointMetadata, meshsim::RecordKind::kShard};
     const meshsim::RecordKind kind = kinds[choice & 3];
     const auto format = static_cast<meshsim::ArchiveFormat>(1 + ((choice >> 2) & 31) % 3);
-    // Bit 6 picks the metadata record's version (it also takes part in the format's choice).
-    const uint32_t version =
-        kind == meshsim::RecordKind::kCheckpointMetadata && (choice & 0x40) != 0 ? 2 : 1;
+    // Bits 2-6 also pick the record version of metadata (1 to 3) and shard files (1 or 2).
+    const uint32_t layout = ((choice >> 2) & 31) / 3;
+    const uint32_t version = kind == meshsim::RecordKind::kCheckpointMetadata ? 1 + layout % 3
+                             : kind == meshsim::RecordKind::kShard            ? 1 + layout % 2
+                                                                              : 1;
     sealed = meshsim::seal_envelope({kind, format, version, 0}, input.substr(1));
   }
   try {

@@ -36,6 +36,17 @@ std::string open_error(std::string_view bytes) {
 
 const std::string kData = std::string(MESHSIM_SOURCE_ROOT) + "/tests/io/data/";
 
+// The payload of an RNG state record in `format`, with `from` replaced by `to` once.
+std::string rng_file_with(ArchiveFormat format, std::string_view from, std::string_view to) {
+  const meshsim::RankRng::Snapshot state{
+      meshsim::RngProfile::kLatest, {1234, 36}, true, {77, 128}, false};
+  std::string payload = meshsim::seal_rng_state(state, format).substr(meshsim::kEnvelopeHeaderSize);
+  const size_t at = payload.find(from);
+  REQUIRE(at != std::string::npos);
+  payload.replace(at, from.size(), to);
+  return meshsim::seal_envelope({meshsim::RecordKind::kRngState, format, 1, 0}, payload);
+}
+
 }  // namespace
 
 TEST_CASE("rng record: draw, save, draw; load, draw: the last two draws are equal",
@@ -82,7 +93,7 @@ TEST_CASE("rng record: damaged, foreign and newer records are refused with a rea
     }
   }
   // A payload that passed the envelope but is not a valid archive (a writer's bug, or a forged
-  // checksum): Boost's error comes back as meshsim's, for every format.
+  // checksum): refused as a corrupt record, for every format.
   meshsim::testing::SplitMix rng{7};
   for (int i = 0; i < 300; ++i) {
     const auto format = static_cast<ArchiveFormat>(1 + i % 3);
@@ -102,13 +113,14 @@ TEST_CASE("rng record: damaged, foreign and newer records are refused with a rea
     }
   }
   // libFuzzer's find: a closing tag longer than its name made Boost's XML reader read past the
-  // name it compares with (AddressSanitizer: global-buffer-overflow).
+  // name it compares with (AddressSanitizer: global-buffer-overflow). Raw bytes are escaped.
   std::string xml =
       meshsim::seal_rng_state(state, ArchiveFormat::kXml).substr(meshsim::kEnvelopeHeaderSize);
   xml.replace(xml.find("</default_offset>"), 17, "</default_off" + std::string(60, '\xf5'));
   CHECK_THAT(open_error(meshsim::seal_envelope(
                  {meshsim::RecordKind::kRngState, ArchiveFormat::kXml, 1, 0}, xml)),
-             Catch::StartsWith("corrupt RNG state record (xml archive): </default_off"));
+             Catch::StartsWith("corrupt RNG state record (xml archive): byte 176: expected "
+                               "</default_offset>, found '</default_off\\xf5\\xf5"));
   // A flag byte that is neither 0 nor 1 (Boost's binary reader would put it in a bool as is).
   const RankRng::Snapshot marked{RngProfile::kLatest, {1, 0x4141414141414140}, true, {0, 0}, true};
   std::string binary =
@@ -125,8 +137,8 @@ TEST_CASE("rng record: damaged, foreign and newer records are refused with a rea
   swapped.replace(swapped.find("</profile>"), 10, "</default_seed>");
   CHECK(open_error(meshsim::seal_envelope(
             {meshsim::RecordKind::kRngState, ArchiveFormat::kXml, 1, 0}, swapped)) ==
-        "corrupt RNG state record (xml archive): </default_seed> at byte 67 where </profile> "
-        "belongs");
+        "corrupt RNG state record (xml archive): byte 115: expected </profile>, found "
+        "'</default_seed>\\x0a\\x09<defaul...'");
   const std::string payload =
       meshsim::seal_rng_state(state, ArchiveFormat::kText).substr(meshsim::kEnvelopeHeaderSize);
   CHECK(open_error(meshsim::seal_envelope(
@@ -156,4 +168,24 @@ TEST_CASE("rng record: files are saved atomically and load errors name the file"
       meshsim::load_rng_state(path),
       "cannot load " + path + ": not a meshsim checkpoint: the file does not start with MSIMCKPT");
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("rng record: flags and unsigned fields out of range are refused", "[io][rng_record]") {
+  // The text payload is "0 0 1 1234 36 1 77 128 0": preamble, profile, seeds, offsets, flags.
+  CHECK(open_error(rng_file_with(ArchiveFormat::kText, " 36 1 ", " 36 512 ")) ==
+        "corrupt RNG state record (text archive): byte 62: the has_tracker '512' does not fit in "
+        "8 bits");
+  CHECK(open_error(rng_file_with(ArchiveFormat::kText, " 36 1 ", " 36 257 ")) ==
+        "corrupt RNG state record (text archive): byte 62: the has_tracker '257' does not fit in "
+        "8 bits");
+  CHECK(open_error(rng_file_with(ArchiveFormat::kText, " 1234 ", " -1 ")) ==
+        "corrupt RNG state record (text archive): byte 54: the default_seed '-1' is not an "
+        "unsigned decimal number");
+  CHECK(open_error(rng_file_with(ArchiveFormat::kXml, "<has_tracker>1<", "<has_tracker>256<")) ==
+        "corrupt RNG state record (xml archive): byte 212: the has_tracker '256' does not fit "
+        "in 8 bits");
+  CHECK_THAT(open_error(rng_file_with(ArchiveFormat::kXml, "<profile>1<", "<profile>+1<")),
+             Catch::Contains("the profile '+1' is not an unsigned decimal number"));
+  CHECK_THAT(open_error(rng_file_with(ArchiveFormat::kText, " 1234 ", " 18446744073709551616 ")),
+             Catch::Contains("the default_seed '18446744073709551616' does not fit in 64 bits"));
 }

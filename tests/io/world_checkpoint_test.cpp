@@ -14,6 +14,8 @@
 #include "src/error.hpp"
 #include "src/io/atomic_file.hpp"
 #include "src/io/checkpoint_plan.hpp"
+#include "src/io/record_archive.hpp"
+#include "src/tensor/memory_budget.hpp"
 #include "tests/support/splitmix.hpp"
 
 using meshsim::DeviceMesh;
@@ -343,4 +345,100 @@ TEST_CASE("world checkpoint: metadata of a model with thousands of tensors reads
     CHECK(meshsim::load_checkpoint_metadata(dir).tensors.size() == 4096);
   }
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("world checkpoint: files of two saves are never read as one", "[io][world_checkpoint]") {
+  // Two saves of one tensor under other layouts: step1's metadata next to step2's shards would
+  // place step2's blocks where step1's plan says.
+  const Tensor global = random_global({8, 4}, 11);
+  const std::string step1 = fresh_dir("step1"), step2 = fresh_dir("step2");
+  meshsim::save_world_checkpoint(step1,
+                                 WorldOf(global, 2, {{2}, {meshsim::Shard{0}}}).state_dicts("w"),
+                                 meshsim::ArchiveFormat::kBinary);
+  meshsim::save_world_checkpoint(step2,
+                                 WorldOf(global, 2, {{2}, {meshsim::Shard{1}}}).state_dicts("w"),
+                                 meshsim::ArchiveFormat::kBinary);
+  CHECK(meshsim::load_checkpoint_metadata(step1).save_id !=
+        meshsim::load_checkpoint_metadata(step2).save_id);
+  std::filesystem::copy_file(step1 + "/metadata.ckpt", step2 + "/metadata.ckpt",
+                             std::filesystem::copy_options::overwrite_existing);
+  LocalGroupCreator groups(0, 2);
+  const DeviceMesh mesh = DeviceMesh::init(groups, "cuda", Ints{2});
+  CHECK_THROWS_WITH(meshsim::load_world_tensor(step2, "w", mesh, {meshsim::Shard{0}}),
+                    Catch::Contains("cannot load 'w': shard-0.ckpt was written by another save") &&
+                        Catch::Contains("the directory mixes the files of two saves"));
+
+  // A shard file listing one chunk twice (a valid record, resealed): refused, not "the last wins".
+  const meshsim::CheckpointMetadata metadata = meshsim::load_checkpoint_metadata(step1);
+  const std::string chunk_bytes(4 * 4 * 4, 'x');
+  const auto chunk = [&] {
+    return meshsim::RecordObject{"ChunkData", {}}
+        .set("tensor", meshsim::RecordValue::of(std::string("w")))
+        .set("chunk", meshsim::RecordValue::of(int64_t{0}))
+        .set("data", meshsim::RecordValue::bytes(chunk_bytes));
+  };
+  const meshsim::RecordObject twice =
+      meshsim::RecordObject{"ShardFile", {}}
+          .set("save_id", meshsim::RecordValue::of(static_cast<int64_t>(metadata.save_id)))
+          .set("chunks", meshsim::RecordValue::of(std::vector{chunk(), chunk()}));
+  meshsim::write_file_atomically(
+      step1 + "/shard-0.ckpt",
+      meshsim::seal_record(meshsim::RecordKind::kShard, meshsim::kCheckpointShardVersion, twice,
+                           meshsim::ArchiveFormat::kBinary));
+  CHECK_THROWS_WITH(meshsim::load_world_tensor(step1, "w", mesh, {meshsim::Shard{0}}),
+                    Catch::Contains("holds chunk 0 of 'w' twice"));
+  std::filesystem::remove_all(step1);
+  std::filesystem::remove_all(step2);
+}
+
+TEST_CASE("world checkpoint: a small metadata file claiming a huge tensor allocates nothing",
+          "[io][world_checkpoint]") {
+  // 40,000 x 40,000 float32 (6.4 GB) in one chunk of rank 0's file, which does not exist: the
+  // load must say so before a byte of the shard is allocated (the budget would refuse it).
+  meshsim::CheckpointMetadata plan;
+  plan.save_id = 1;
+  plan.tensors.push_back(
+      {"w",
+       meshsim::DType::kFloat32,
+       {40000, 40000},
+       {meshsim::Replicate{}},
+       {1},
+       {{0, {meshsim::IndexRuns::range(40000), meshsim::IndexRuns::range(40000)}}},
+       1});
+  const std::string dir = fresh_dir("huge-claim");
+  meshsim::save_checkpoint_metadata(dir, plan, meshsim::ArchiveFormat::kBinary);
+  const uint64_t before = meshsim::MemoryBudget::limit();
+  meshsim::MemoryBudget::set_limit(uint64_t{64} << 20);
+  LocalGroupCreator groups(0, 1);
+  const DeviceMesh mesh = DeviceMesh::init(groups, "cuda", Ints{1});
+  CHECK_THROWS_WITH(meshsim::load_world_tensor(dir, "w", mesh, {meshsim::Replicate{}}),
+                    Catch::Contains("shard-0.ckpt") && Catch::Contains("No such file"));
+  meshsim::MemoryBudget::set_limit(before);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("world checkpoint: 16 tensors of [8, 6] on a 2 x 2 mesh read back in every format",
+          "[io][world_checkpoint]") {
+  // A checkpoint meshsim wrote that its own reader once refused (its bound was a constant).
+  const WorldOf world(random_global({8, 6}, 13), 4,
+                      {{2, 2}, {meshsim::Shard{0}, meshsim::Shard{1}}});
+  std::vector<std::vector<meshsim::StateDictEntry>> state_dicts(4);
+  std::vector<std::string> names;
+  for (int i = 0; i < 16; ++i) names.push_back(fmt::format("layers.{}.weight", i));
+  for (size_t r = 0; r < 4; ++r) {
+    for (const std::string& name : names)
+      state_dicts[r].push_back({name, nullptr, &world.tensors[r]});
+  }
+  for (const auto& [format, format_name] : meshsim::kArchiveFormatNames) {
+    INFO(format_name);
+    const std::string dir = fresh_dir("sixteen");
+    meshsim::save_world_checkpoint(dir, state_dicts, format);
+    CHECK(meshsim::load_checkpoint_metadata(dir).tensors.size() == 16);
+    LocalGroupCreator groups(3, 4);
+    const DeviceMesh mesh = DeviceMesh::init(groups, "cuda", Ints{4});
+    const DTensor back =
+        meshsim::load_world_tensor(dir, "layers.15.weight", mesh, {meshsim::Shard{0}});
+    CHECK(back.local().shape() == Ints{2, 6});
+    std::filesystem::remove_all(dir);
+  }
 }
