@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -51,6 +52,14 @@ LoadedCheckpoint load_checkpoint(const std::string& path) {
   }
   out.metadata = read_dcp_metadata_file(metadata_path);
   return out;
+}
+
+// Whether the file's first bytes are a zip archive's (a torch.save file), read alone.
+bool starts_as_zip(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char head[4] = {};
+  in.read(head, sizeof head);
+  return in.gcount() == sizeof head && looks_like_zip_archive(std::string_view(head, sizeof head));
 }
 
 std::string shape_text(const std::vector<int64_t>& shape) {
@@ -410,9 +419,8 @@ int run_ckpt_inspect(const CkptInspectFlags& flags) {
   try {
     std::error_code error;
     if (fs::is_regular_file(flags.path, error) &&
-        fs::path(flags.path).filename() != kDcpMetadataFileName) {
-      const std::string bytes = read_file_bounded(flags.path, kMaxTorchSaveFileBytes);
-      if (looks_like_zip_archive(bytes)) return inspect_torch_save_file(flags, bytes);
+        fs::path(flags.path).filename() != kDcpMetadataFileName && starts_as_zip(flags.path)) {
+      return inspect_torch_save_file(flags, read_file_bounded(flags.path, kMaxTorchSaveFileBytes));
     }
     checkpoint = load_checkpoint(flags.path);
   } catch (const Error& e) {

@@ -15,29 +15,37 @@ namespace meshsim::sim {
 namespace {
 
 constexpr int kExitUnusable = 2;
+// The largest world a scenario may have: a file naming a larger rank is no job's.
+constexpr int64_t kMaxWorldSize = int64_t{1} << 20;
 
-// A saved mesh restored in the smallest world its rank table fits, which checks everything a
-// load would, and gives the mesh's own ranks.
-DeviceMesh restored(const DeviceMesh::Saved& saved) {
+// The smallest world a saved mesh's rank table fits, in which restoring it checks everything a
+// load would.
+int64_t world_of(const DeviceMesh::Saved& saved) {
   const std::vector<int64_t>& table = saved.root ? saved.root->rank_map : saved.self.rank_map;
   const int64_t largest = table.empty() ? 0 : *std::max_element(table.begin(), table.end());
-  return DeviceMesh::restore(saved, std::max<int64_t>(largest, 0) + 1);
+  if (largest >= kMaxWorldSize) {
+    throw value_error(
+        fmt::format("its rank table names rank {}, beyond any world of at most {} "
+                    "ranks",
+                    largest, kMaxWorldSize));
+  }
+  return std::max<int64_t>(largest, 0) + 1;
 }
 
 nlohmann::json optional_json(const auto& value) {
   return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
 }
 
-nlohmann::json mesh_json(const TorchSavedMesh& saved, const DeviceMesh& mesh) {
-  const DeviceMesh::SavedFields& self = saved.saved.self;
+nlohmann::json mesh_json(const DeviceMesh::Saved& saved, const DeviceMesh& mesh) {
+  const DeviceMesh::SavedFields& self = saved.self;
   const RankTensor ranks = mesh.coordinate() ? mesh.mesh() : mesh.full_mesh();
   nlohmann::json root = nullptr;
-  if (saved.saved.root) {
+  if (saved.root) {
     const DeviceMesh family_root = mesh.root();
     root = {{"shape", family_root.shape()}, {"dim_names", optional_json(family_root.dim_names())}};
   }
   nlohmann::json flattened = nlohmann::json::array();
-  for (const auto& [name, fields] : saved.saved.flattened) flattened.push_back(name);
+  for (const auto& [name, fields] : saved.flattened) flattened.push_back(name);
   return {{"device_type", self.device_type},
           {"shape", mesh.shape()},
           {"dim_names", optional_json(self.mesh_dim_names)},
@@ -65,17 +73,17 @@ std::string group_names_text(const DeviceMesh::SavedFields& self) {
       fmt::join(named, ", "));
 }
 
-void print_mesh_text(const TorchSavedMesh& saved, const DeviceMesh& mesh) {
-  const DeviceMesh::SavedFields& self = saved.saved.self;
+void print_mesh_text(const DeviceMesh::Saved& saved, const DeviceMesh& mesh) {
+  const DeviceMesh::SavedFields& self = saved.self;
   std::cout << fmt::format("  mesh         {}\n", mesh.to_string());
   std::cout << fmt::format("  ranks        {}\n",
                            py_nested_list(mesh.coordinate() ? mesh.mesh() : mesh.full_mesh()));
-  if (saved.saved.root) {
+  if (saved.root) {
     std::cout << fmt::format("  root         {}\n", mesh.root().to_string());
   }
-  if (!saved.saved.flattened.empty()) {
+  if (!saved.flattened.empty()) {
     std::vector<std::string> names;
-    for (const auto& [name, fields] : saved.saved.flattened) names.push_back(name);
+    for (const auto& [name, fields] : saved.flattened) names.push_back(name);
     std::cout << fmt::format("  flattened    {}\n", fmt::join(names, ", "));
   }
   std::cout << fmt::format(
@@ -95,11 +103,20 @@ std::vector<double> values_of(const Tensor& t) {
 }  // namespace
 
 int inspect_torch_save_file(const CkptInspectFlags& flags, std::string_view bytes) {
+  // What restoring the object finds wrong is said of the file.
+  const auto of_file = [&](auto&& restore) {
+    try {
+      return restore();
+    } catch (const Error& e) {
+      throw Error(e.type(), fmt::format("{}: {}", flags.path, e.what()));
+    }
+  };
   try {
     const TorchSavedObject object = read_torch_saved_object(bytes, flags.path);
     nlohmann::json out = {{"path", flags.path}, {"format", "torch.save"}};
-    if (const TorchSavedMesh* saved = std::get_if<TorchSavedMesh>(&object)) {
-      const DeviceMesh mesh = restored(saved->saved);
+    if (const DeviceMesh::Saved* saved = std::get_if<DeviceMesh::Saved>(&object)) {
+      const DeviceMesh mesh =
+          of_file([&] { return DeviceMesh::restore(*saved, world_of(*saved)); });
       if (flags.json) {
         out["kind"] = "DeviceMesh";
         out["mesh"] = mesh_json(*saved, mesh);
@@ -109,8 +126,11 @@ int inspect_torch_save_file(const CkptInspectFlags& flags, std::string_view byte
       }
     } else {
       const TorchSavedDTensor& t = std::get<TorchSavedDTensor>(object);
-      DTensorSpec spec{restored(t.mesh.saved), t.placements, t.shape, t.dtype};
-      const DTensor dtensor = DTensor::from_local_shard(spec, t.local);
+      const DTensorSpec spec = of_file([&] {
+        DTensorSpec out = torch_saved_spec(t, world_of(t.mesh));
+        DTensor::from_local_shard(out, t.local);  // the shard's checks, as a load makes them
+        return out;
+      });
       if (flags.json) {
         out["kind"] = "DTensor";
         out["dtype"] = dtype_name(t.dtype);
@@ -118,7 +138,7 @@ int inspect_torch_save_file(const CkptInspectFlags& flags, std::string_view byte
         out["stride"] = t.stride;
         out["requires_grad"] = t.requires_grad;
         nlohmann::json placements = nlohmann::json::array();
-        for (const Placement& p : t.placements) placements.push_back(placement_repr(p));
+        for (const Placement& p : spec.placements) placements.push_back(placement_repr(p));
         out["placements"] = std::move(placements);
         out["mesh"] = mesh_json(t.mesh, spec.mesh);
         out["local"] = {{"shape", t.local.shape()}};
@@ -128,7 +148,7 @@ int inspect_torch_save_file(const CkptInspectFlags& flags, std::string_view byte
         std::cout << fmt::format("  tensor       {}[{}]{}\n", dtype_name(t.dtype),
                                  fmt::join(t.shape, ", "),
                                  t.requires_grad ? ", requires_grad" : "");
-        std::cout << fmt::format("  placements   {}\n", placements_repr(t.placements));
+        std::cout << fmt::format("  placements   {}\n", placements_repr(spec.placements));
         std::cout << fmt::format("  local shard  {}[{}]\n", dtype_name(t.dtype),
                                  fmt::join(t.local.shape(), ", "));
         if (flags.values) {
@@ -143,6 +163,9 @@ int inspect_torch_save_file(const CkptInspectFlags& flags, std::string_view byte
     return 0;
   } catch (const Error& e) {
     std::cerr << "meshsim ckpt inspect: " << e.what() << "\n";
+    return kExitUnusable;
+  } catch (const std::exception& e) {  // bad_alloc: a file asking for more than there is
+    std::cerr << "meshsim ckpt inspect: " << flags.path << ": " << e.what() << "\n";
     return kExitUnusable;
   }
 }

@@ -309,12 +309,12 @@ class LoadStep final : public Step {
   void check_saver(RankState& rank, const DeviceMesh& mesh, const std::string& path,
                    std::string_view kept) const {
     if (mesh.rank() == rank.rank()) return;
-    const std::string message = fmt::format(
-        "{} was saved by rank {}, not by the rank loading it: the loaded object keeps rank {}'s "
-        "view ({})",
-        file_name(path), mesh.rank(), mesh.rank(), kept);
-    if (strict_) throw runtime_error(message);
-    rank.warn(message);
+    const std::string why = fmt::format(
+        "was saved by rank {}, not by the rank loading it: the loaded object keeps "
+        "rank {}'s view ({})",
+        mesh.rank(), mesh.rank(), kept);
+    if (strict_) throw runtime_error("it " + why);  // the load names the file
+    rank.warn(fmt::format("{} {}", file_name(path), why));
   }
 
   // Saved group names that mean other groups here: PyTorch would use them silently.

@@ -40,6 +40,10 @@ std::optional<ShardOrder> decode_shard_order(std::span<const Placement> placemen
 std::vector<Placement> encode_shard_order(std::span<const Placement> placements,
                                           std::span<const ShardOrderEntry> order,
                                           std::span<const int64_t> mesh_shape) {
+  if (placements.size() != mesh_shape.size()) {
+    throw value_error(
+        fmt::format("{} placements for a {}-d mesh", placements.size(), mesh_shape.size()));
+  }
   std::vector<Placement> out(placements.begin(), placements.end());
   const auto in_mesh = [&](int64_t m) {
     if (m < 0 || static_cast<size_t>(m) >= placements.size())

@@ -32,7 +32,8 @@ struct ShardOrderEntry {
 // dim), or _StridedShard(tensor dim, split_factor = the sizes of the mesh dims listed before it
 // that come after it in the mesh); other mesh dims keep their placement. As PyTorch: ValueError
 // when a listed mesh dim's placement is not a Shard ("Only Shard placement can be converted to
-// _StridedShard, ..."); IndexError for a mesh dim outside the mesh.
+// _StridedShard, ..."); IndexError for a mesh dim outside the mesh. ValueError too when there is
+// not one placement per mesh dim.
 std::vector<Placement> encode_shard_order(std::span<const Placement> placements,
                                           std::span<const ShardOrderEntry> order,
                                           std::span<const int64_t> mesh_shape);

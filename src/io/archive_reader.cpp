@@ -147,6 +147,7 @@ void ArchiveReader::read_base64(std::string_view tag, uint64_t length, std::stri
   char* next = out.data() + start;
   uint32_t group = 0;
   uint64_t seen = 0;
+  size_t last_digit = pos_;  // where the last digit that carries bits was
   skip_space();
   while (seen < digits) {
     if (pos_ == in_.size()) {
@@ -165,6 +166,7 @@ void ArchiveReader::read_base64(std::string_view tag, uint64_t length, std::stri
                              pad_place ? "must be the padding '='" : "must be"));
     }
     group = group << 6 | static_cast<uint32_t>(pad_place ? 0 : value);
+    if (!pad_place) last_digit = pos_;
     ++seen;
     ++pos_;
     if (seen % 4 == 0) {
@@ -173,7 +175,7 @@ void ArchiveReader::read_base64(std::string_view tag, uint64_t length, std::stri
       const size_t keep = seen == digits ? 3 - padding : 3;
       // The bits the padding leaves over are zero in what the writer writes.
       if (keep < 3 && (group & ((1u << (8 * (3 - keep))) - 1)) != 0) {
-        fail(pos_ - 1 - padding, fmt::format("the {} ends in base64 bits that are not zero", tag));
+        fail(last_digit, fmt::format("the {} ends in base64 bits that are not zero", tag));
       }
       std::memcpy(next, bytes, keep);
       next += keep;

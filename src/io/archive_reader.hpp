@@ -5,7 +5,7 @@
 // '=' inside base64 as a shift of every later byte, answer damage in their own words, and parse
 // XML at 25 times the file's size; this one reads exactly what the writers write, in linear time
 // and no memory of its own, and names the value and the byte offset of anything else. See
-// docs/checkpoints.md, "meshsim's own record files".
+// docs/mesh.md 4.4.
 #pragma once
 
 #include <cstdint>
@@ -28,8 +28,8 @@ class ArchiveReader {
   uint64_t read_unsigned(std::string_view tag, int width);
   // A signed 64-bit integer.
   int64_t read_signed(std::string_view tag);
-  // A binary object of exactly `length` bytes, into `out`: raw in binary archives, base64 (at
-  // most 4 * ceil(length / 3) digits, '=' only as the closing padding) in the others.
+  // A binary object of exactly `length` bytes, into `out`: raw in binary archives, base64 (exactly
+  // 4 * ceil(length / 3) digits, '=' only as the closing padding) in the others.
   void read_bytes(std::string_view tag, uint64_t length, std::string& out);
   // Binary archives only: the next `length` raw bytes, where they lie.
   std::string_view borrow_bytes(std::string_view tag, uint64_t length);

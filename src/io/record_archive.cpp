@@ -146,7 +146,7 @@ class TreeWriter {
   }
 
   // Strings carry their length first so the reader can bound it before reading them. XML keeps
-  // them readable (its parser stops at the next tag anyway); the other formats store raw bytes.
+  // them readable (escaped text, checked against the length); the other formats store raw bytes.
   void text(const std::string& s, const char* tag) {
     uint64_t length = s.size();
     ar_ << make_nvp("len", length);

@@ -7,12 +7,12 @@
 #include <cstring>
 #include <map>
 #include <optional>
-#include <set>
 #include <string>
 
 #include "src/dtensor/shard_order.hpp"
 #include "src/error.hpp"
 #include "src/io/zip_format.hpp"
+#include "src/printable.hpp"
 
 namespace meshsim {
 namespace {
@@ -22,9 +22,16 @@ using Kind = PickleValue::Kind;
 // More than any real mesh has; a pickle claiming more is refused before anything is sized by it.
 constexpr size_t kMaxMeshDims = 64;
 constexpr size_t kMaxFlattenedMeshes = 1024;
-// A _FlatLayout's shape may nest tuples (a flattened mesh over non-adjacent dims); never deeply.
+// A _FlatLayout's shape may nest tuples (a flattened mesh over non-adjacent dims); never deeply,
+// and never in many pieces: every tuple and integer visited counts (the memo lets one tuple be
+// named many times, so nesting alone bounds nothing).
 constexpr int kMaxLayoutNesting = 8;
-constexpr size_t kMaxLayoutModes = 256;
+constexpr size_t kMaxLayoutNodes = 256;
+// Rank-table entries decoded for one file, over every mesh of the family (a table is shared
+// through the memo, and decoded once): a world of 2^20 ranks with a dozen flattened meshes.
+constexpr uint64_t kMaxRankEntries = uint64_t{1} << 24;
+// An object's attributes are a handful; more is not a DTensor, mesh or layout PyTorch wrote.
+constexpr size_t kMaxAttributes = 64;
 
 constexpr std::string_view kMeshModule = "torch.distributed.device_mesh";
 constexpr std::string_view kLayoutModule = "torch.distributed._mesh_layout";
@@ -101,13 +108,32 @@ class Decoder {
     return args.items;
   }
 
-  // The attribute dict BUILD gave an object.
+  // The attribute dict BUILD gave an object: a few string keys, each once (Python would keep the
+  // last of two, this reader would find the first).
   uint32_t state(uint32_t index, std::string_view path) const {
     const PickleValue& object = at(index);
     if (object.items.size() != 3 || at(object.items[2]).kind != Kind::kDict) {
       fail(index, path, "it has no attribute dict (the pickle never built it)");
     }
+    check_attributes(object.items[2], path);
     return object.items[2];
+  }
+
+  void check_attributes(uint32_t dict, std::string_view path) const {
+    const PickleItems& items = at(dict).items;
+    if (items.size() / 2 > kMaxAttributes) {
+      fail(dict, path,
+           fmt::format("it has {} attributes, more than {}", items.size() / 2, kMaxAttributes));
+    }
+    for (size_t i = 0; i < items.size(); i += 2) {
+      for (size_t j = 0; j < i; j += 2) {
+        if (at(items[i]).kind == Kind::kString && at(items[j]).kind == Kind::kString &&
+            at(items[i]).text == at(items[j]).text) {
+          fail(items[i], path,
+               fmt::format("it sets attribute '{}' twice", printable(at(items[i]).text)));
+        }
+      }
+    }
   }
 
   std::optional<uint32_t> find(uint32_t dict, std::string_view key) const {
@@ -190,20 +216,51 @@ class Decoder {
     }
   }
 
+  // The flattened rank table at `index`, a tensor of int32 or int64 ranks, decoded once however
+  // many meshes share it; every table decoded counts against kMaxRankEntries.
+  const std::vector<int64_t>& rank_table(uint32_t index, const std::string& path) const {
+    if (const auto found = rank_tables_.find(index); found != rank_tables_.end()) {
+      rank_entries_ += found->second.size();
+      if (rank_entries_ > kMaxRankEntries) fail(index, path, "its meshes hold too many ranks");
+      return found->second;
+    }
+    const Tensor table = tensor(index, path);
+    if (table.dtype() != DType::kInt64 && table.dtype() != DType::kInt32) {
+      fail(index, path, fmt::format("a rank table of {}", dtype_name(table.dtype())));
+    }
+    rank_entries_ += static_cast<uint64_t>(table.numel());
+    if (rank_entries_ > kMaxRankEntries) fail(index, path, "its meshes hold too many ranks");
+    const std::span<const std::byte> bytes = table.bytes();
+    std::vector<int64_t> out(static_cast<size_t>(table.numel()));
+    for (size_t i = 0; i < out.size(); ++i) {
+      if (table.dtype() == DType::kInt64) {
+        std::memcpy(&out[i], bytes.data() + i * 8, 8);
+      } else {
+        int32_t rank = 0;
+        std::memcpy(&rank, bytes.data() + i * 4, 4);
+        out[i] = rank;
+      }
+    }
+    return rank_tables_.emplace(index, std::move(out)).first->second;
+  }
+
  private:
   const TorchSaveArchive& archive_;
   const PickleDocument& document_;
+  mutable std::map<uint32_t, std::vector<int64_t>> rank_tables_;
+  mutable uint64_t rank_entries_ = 0;
 };
 
-// A _FlatLayout's shape and stride: ints or tuples nesting them, flattened in order.
+// A _FlatLayout's shape and stride: ints or tuples nesting them, flattened in order. `visited`
+// counts every node, tuples included.
 void flat_modes(const Decoder& in, uint32_t shape, uint32_t stride, std::string_view path,
-                int depth, std::vector<Mode>& modes) {
+                int depth, size_t& visited, std::vector<Mode>& modes) {
+  if (++visited > kMaxLayoutNodes) {
+    in.fail(shape, path, fmt::format("its shape has more than {} parts", kMaxLayoutNodes));
+  }
   const PickleValue& s = in.at(shape);
   const PickleValue& d = in.at(stride);
   if (s.kind == Kind::kInt && d.kind == Kind::kInt) {
-    if (modes.size() == kMaxLayoutModes) {
-      in.fail(shape, path, fmt::format("more than {} modes", kMaxLayoutModes));
-    }
     modes.push_back({s.integer, d.integer});
     return;
   }
@@ -214,7 +271,7 @@ void flat_modes(const Decoder& in, uint32_t shape, uint32_t stride, std::string_
     in.fail(shape, path, fmt::format("its tuples nest more than {} deep", kMaxLayoutNesting));
   }
   for (size_t i = 0; i < s.items.size(); ++i) {
-    flat_modes(in, s.items[i], d.items[i], path, depth + 1, modes);
+    flat_modes(in, s.items[i], d.items[i], path, depth + 1, visited, modes);
   }
 }
 
@@ -228,8 +285,9 @@ MeshLayout mesh_layout(const Decoder& in, uint32_t index, const std::string& pat
     in.expect_call_of(items[i], axis_path, kLayoutModule, "_FlatLayout");
     const uint32_t state = in.state(items[i], axis_path);
     std::vector<Mode> modes;
+    size_t visited = 0;
     flat_modes(in, in.field(state, axis_path, "shape"), in.field(state, axis_path, "stride"),
-               axis_path, 0, modes);
+               axis_path, 0, visited, modes);
     try {
       out.push_back(Axis::canonical(std::move(modes)));
     } catch (const Error& e) {
@@ -239,47 +297,27 @@ MeshLayout mesh_layout(const Decoder& in, uint32_t index, const std::string& pat
   return MeshLayout(std::move(out));
 }
 
-// The flattened rank table, a tensor of int32 or int64 ranks.
-std::vector<int64_t> rank_map(const Decoder& in, uint32_t index, const std::string& path) {
-  const Tensor table = in.tensor(index, path);
-  if (table.dtype() != DType::kInt64 && table.dtype() != DType::kInt32) {
-    in.fail(index, path, fmt::format("a rank table of {}", dtype_name(table.dtype())));
-  }
-  const std::span<const std::byte> bytes = table.bytes();
-  std::vector<int64_t> out(static_cast<size_t>(table.numel()));
-  for (size_t i = 0; i < out.size(); ++i) {
-    if (table.dtype() == DType::kInt64) {
-      std::memcpy(&out[i], bytes.data() + i * 8, 8);
-    } else {
-      int32_t rank = 0;
-      std::memcpy(&rank, bytes.data() + i * 4, 4);
-      out[i] = rank;
-    }
-  }
-  return out;
-}
-
 // One mesh's own attributes (not its family).
 DeviceMesh::SavedFields mesh_fields(const Decoder& in, uint32_t mesh, const std::string& path) {
   in.expect_call_of(mesh, path, kMeshModule, "DeviceMesh");
   const uint32_t state = in.state(mesh, path);
   const auto field = [&](std::string_view key) { return in.field(state, path, key); };
-  const auto at = [&](std::string_view key) { return fmt::format("{}.{}", path, key); };
+  const auto path_of = [&](std::string_view key) { return fmt::format("{}.{}", path, key); };
   DeviceMesh::SavedFields f;
-  f.device_type = in.text(field("_device_type"), at("_device_type"));
-  f.layout = mesh_layout(in, field("_layout"), at("_layout"));
-  f.rank_map = rank_map(in, field("_rank_map"), at("_rank_map"));
+  f.device_type = in.text(field("_device_type"), path_of("_device_type"));
+  f.layout = mesh_layout(in, field("_layout"), path_of("_layout"));
+  f.rank_map = in.rank_table(field("_rank_map"), path_of("_rank_map"));
   if (const uint32_t names = field("_mesh_dim_names"); !in.is_none(names)) {
-    f.mesh_dim_names = in.strings(names, at("_mesh_dim_names"), kMaxMeshDims);
+    f.mesh_dim_names = in.strings(names, path_of("_mesh_dim_names"), kMaxMeshDims);
   }
-  f.thread_id = in.integer(field("_rank"), at("_rank"));
+  f.thread_id = in.integer(field("_rank"), path_of("_rank"));
   if (const uint32_t coordinate = field("_coordinate_on_dim"); !in.is_none(coordinate)) {
-    f.coordinate_on_dim = in.integers(coordinate, at("_coordinate_on_dim"), kMaxMeshDims);
+    f.coordinate_on_dim = in.integers(coordinate, path_of("_coordinate_on_dim"), kMaxMeshDims);
   }
   // A mesh made without process groups has no such attribute.
   if (const std::optional<uint32_t> names = in.find(state, "_dim_group_names");
       names && !in.is_none(*names)) {
-    f.dim_group_names = in.strings(*names, at("_dim_group_names"), kMaxMeshDims);
+    f.dim_group_names = in.strings(*names, path_of("_dim_group_names"), kMaxMeshDims);
   }
   return f;
 }
@@ -291,15 +329,15 @@ std::optional<uint32_t> root_of(const Decoder& in, uint32_t mesh, const std::str
   return root;
 }
 
-TorchSavedMesh mesh_family(const Decoder& in, uint32_t mesh, const std::string& path) {
-  TorchSavedMesh out;
-  out.saved.self = mesh_fields(in, mesh, path);
+DeviceMesh::Saved mesh_family(const Decoder& in, uint32_t mesh, const std::string& path) {
+  DeviceMesh::Saved out;
+  out.self = mesh_fields(in, mesh, path);
   uint32_t root = mesh;
   std::string root_path = path;
   if (const std::optional<uint32_t> found = root_of(in, mesh, path)) {
     root = *found;
     root_path = path + "._root_mesh";
-    out.saved.root = mesh_fields(in, root, root_path);
+    out.root = mesh_fields(in, root, root_path);
     if (root_of(in, root, root_path)) {
       in.fail(root, root_path, "the root mesh has a root of its own");
     }
@@ -317,14 +355,14 @@ TorchSavedMesh mesh_family(const Decoder& in, uint32_t mesh, const std::string& 
   }
   for (size_t i = 0; i + 1 < dict.items.size(); i += 2) {
     const std::string name = in.text(dict.items[i], mapping_path);
-    const std::string flat_path = fmt::format("{}['{}']", mapping_path, name);
+    const std::string flat_path = fmt::format("{}['{}']", mapping_path, printable(name));
     DeviceMesh::SavedFields fields = mesh_fields(in, dict.items[i + 1], flat_path);
     if (const std::optional<uint32_t> its_root = root_of(in, dict.items[i + 1], flat_path);
         its_root && *its_root != root) {
       in.fail(dict.items[i + 1], flat_path, "it belongs to another root mesh");
     }
-    if (!out.saved.flattened.emplace(name, std::move(fields)).second) {
-      in.fail(dict.items[i], mapping_path, fmt::format("'{}' is listed twice", name));
+    if (!out.flattened.emplace(name, std::move(fields)).second) {
+      in.fail(dict.items[i], mapping_path, fmt::format("'{}' is listed twice", printable(name)));
     }
   }
   return out;
@@ -344,16 +382,21 @@ Placement placement(const Decoder& in, uint32_t index, const std::string& path) 
   const uint32_t state = in.state(index, path);
   if (is("Partial")) {
     const uint32_t op = in.field(state, path, "reduce_op");
+    const std::string name = in.text(op, path + ".reduce_op");
     try {
-      return Partial{parse_reduce_op(in.text(op, path + ".reduce_op"))};
-    } catch (const Error& e) {
-      in.fail(op, path + ".reduce_op", e.what());
+      return Partial{parse_reduce_op(name)};
+    } catch (const Error&) {
+      in.fail(
+          op, path + ".reduce_op",
+          fmt::format("'{}' is not a reduce op (sum, avg, min, max, product)", printable(name)));
     }
   }
   const int64_t dim = in.integer(in.field(state, path, "dim"), path + ".dim");
   if (is("Shard")) return Shard{dim};
-  const int64_t split = in.integer(in.field(state, path, "split_factor"), path + ".split_factor");
-  if (split < 1) in.fail(index, path, fmt::format("split_factor {}", split));
+  const uint32_t split_at = in.field(state, path, "split_factor");
+  const int64_t split = in.integer(split_at, path + ".split_factor");
+  if (split < 1)
+    in.fail(split_at, path + ".split_factor", fmt::format("{} is not positive", split));
   return StridedShard{dim, split};
 }
 
@@ -449,17 +492,8 @@ TorchSavedDTensor dtensor(const Decoder& in, uint32_t root) {
     out.placements.push_back(
         placement(in, placements[i], fmt::format("{}[{}]", placements_path, i)));
   }
-  // An explicit order other than left to right is what _StridedShard placements encode.
-  const std::optional<std::vector<ShardOrderEntry>> order =
-      shard_order(in, spec_field("shard_order"), spec_path + ".shard_order");
-  if (order && !same_order(*order, default_shard_order(out.placements))) {
-    try {
-      out.placements =
-          encode_shard_order(out.placements, *order, out.mesh.saved.self.layout.shape());
-    } catch (const Error& e) {
-      in.fail(spec, spec_path + ".shard_order", e.what());
-    }
-  }
+  // Folded into the placements once the mesh is restored (torch_saved_spec).
+  out.shard_order = shard_order(in, spec_field("shard_order"), spec_path + ".shard_order");
   out.local = in.tensor(in.field(attributes, path, "_local_tensor"), path + "._local_tensor");
   return out;
 }
@@ -484,15 +518,35 @@ TorchSavedObject read_torch_saved_object(std::string_view archive, std::string_v
                       describe_pickle_value(opened.document, root, 1, 80)));
 }
 
+DTensorSpec torch_saved_spec(const TorchSavedDTensor& saved, int64_t world_size) {
+  DTensorSpec spec{DeviceMesh::restore(saved.mesh, world_size), saved.placements, saved.shape,
+                   saved.dtype};
+  // An explicit order other than left to right is what _StridedShard placements encode.
+  if (saved.shard_order && !same_order(*saved.shard_order, default_shard_order(spec.placements))) {
+    try {
+      spec.placements = encode_shard_order(spec.placements, *saved.shard_order, spec.mesh.shape());
+    } catch (const Error& e) {
+      throw Error(e.type(), fmt::format("the DTensor's shard_order: {}", e.what()));
+    }
+  }
+  if (spec.stride() != saved.stride) {
+    throw runtime_error(fmt::format(
+        "the DTensor's stride [{}] is not the contiguous stride of its shape [{}]; meshsim's "
+        "DTensors are contiguous",
+        fmt::join(saved.stride, ", "), fmt::join(saved.shape, ", ")));
+  }
+  return spec;
+}
+
 DeviceMesh open_torch_saved_mesh(std::string_view archive, std::string_view what,
                                  int64_t world_size) {
   TorchSavedObject object = read_torch_saved_object(archive, what);
-  const TorchSavedMesh* mesh = std::get_if<TorchSavedMesh>(&object);
+  const DeviceMesh::Saved* mesh = std::get_if<DeviceMesh::Saved>(&object);
   if (mesh == nullptr) {
     throw value_error(fmt::format("{}: torch.save wrote a DTensor here, not a DeviceMesh", what));
   }
   try {
-    return DeviceMesh::restore(mesh->saved, world_size);
+    return DeviceMesh::restore(*mesh, world_size);
   } catch (const Error& e) {
     throw Error(e.type(), fmt::format("{}: {}", what, e.what()));
   }
@@ -506,15 +560,8 @@ DTensor open_torch_saved_dtensor(std::string_view archive, std::string_view what
     throw value_error(fmt::format("{}: torch.save wrote a DeviceMesh here, not a DTensor", what));
   }
   try {
-    DTensorSpec spec{DeviceMesh::restore(saved->mesh.saved, world_size),
-                     std::move(saved->placements), saved->shape, saved->dtype};
-    if (spec.stride() != saved->stride) {
-      throw runtime_error(fmt::format(
-          "the DTensor's stride [{}] is not the contiguous stride of its shape [{}]; meshsim's "
-          "DTensors are contiguous",
-          fmt::join(saved->stride, ", "), fmt::join(saved->shape, ", ")));
-    }
-    DTensor out = DTensor::from_local_shard(std::move(spec), std::move(saved->local));
+    DTensor out =
+        DTensor::from_local_shard(torch_saved_spec(*saved, world_size), std::move(saved->local));
     out.set_requires_grad(saved->requires_grad);
     return out;
   } catch (const Error& e) {

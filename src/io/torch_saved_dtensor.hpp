@@ -5,27 +5,25 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string_view>
 #include <variant>
 #include <vector>
 
 #include "src/dtensor/dtensor.hpp"
+#include "src/dtensor/shard_order.hpp"
 #include "src/io/torch_save_archive.hpp"
 #include "src/mesh/device_mesh.hpp"
 
 namespace meshsim {
 
-// A pickled DeviceMesh: its fields and its family (root and the root's flattened meshes). The
-// saver's rank (PyTorch's `_rank`) is the fields' thread_id, as meshsim's own records keep it.
-struct TorchSavedMesh {
-  DeviceMesh::Saved saved;
-};
-
-// A pickled DTensor: its mesh, placements (an explicit shard order already folded into
-// _StridedShard placements), global shape and dtype, requires_grad and the saver's shard.
+// A pickled DTensor: its mesh (fields and family; the saver's rank, PyTorch's `_rank`, is the
+// fields' thread_id, as meshsim's own records keep it), placements and shard order as saved,
+// global shape, stride and dtype, requires_grad and the saver's shard.
 struct TorchSavedDTensor {
-  TorchSavedMesh mesh;
+  DeviceMesh::Saved mesh;
   std::vector<Placement> placements;
+  std::optional<std::vector<ShardOrderEntry>> shard_order;  // None: the placements say it all
   std::vector<int64_t> shape;
   std::vector<int64_t> stride;
   DType dtype = DType::kFloat32;
@@ -33,7 +31,8 @@ struct TorchSavedDTensor {
   Tensor local;
 };
 
-using TorchSavedObject = std::variant<TorchSavedDTensor, TorchSavedMesh>;
+// A DTensor, or a DeviceMesh (its fields and family).
+using TorchSavedObject = std::variant<TorchSavedDTensor, DeviceMesh::Saved>;
 
 // Whether `bytes` start as a zip archive does (torch.save's format since PyTorch 1.6), as
 // opposed to one of meshsim's own records.
@@ -46,9 +45,15 @@ bool looks_like_zip_archive(std::string_view bytes);
 TorchSavedObject read_torch_saved_object(std::string_view archive, std::string_view what,
                                          ZipChecksums checksums = ZipChecksums::kVerify);
 
-// The mesh or DTensor itself, restored in a world of `world_size` ranks with the checks
-// DeviceMesh::restore and DTensor::from_local_shard make (RuntimeError naming `what`), and a
-// ValueError when the file holds the other kind.
+// The DTensor's spec in a world of `world_size` ranks: its mesh restored with the checks
+// DeviceMesh::restore makes, an explicit shard order folded into _StridedShard placements (as
+// DTensorSpec does), and its stride checked to be contiguous (meshsim's DTensors are). Throws
+// meshsim::Error.
+DTensorSpec torch_saved_spec(const TorchSavedDTensor& saved, int64_t world_size);
+
+// The mesh or DTensor itself, restored in a world of `world_size` ranks (torch_saved_spec, then
+// DTensor::from_local_shard's checks; errors name `what`), and a ValueError when the file holds
+// the other kind.
 DeviceMesh open_torch_saved_mesh(std::string_view archive, std::string_view what,
                                  int64_t world_size);
 DTensor open_torch_saved_dtensor(std::string_view archive, std::string_view what,

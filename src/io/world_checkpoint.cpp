@@ -344,8 +344,9 @@ CheckpointMetadata save_world_checkpoint(
   for (size_t r = 0; r < state_dicts.size(); ++r)
     plans.push_back(plan_local_save(static_cast<int64_t>(r), state_dicts[r]));
   GlobalSavePlan global = plan_global_save(plans);
-  global.metadata.save_id =
-      checkpoint_save_id(global.metadata, std::filesystem::path(dir).filename().string());
+  std::filesystem::path name(dir);
+  if (name.filename().empty()) name = name.parent_path();  // "dir/"
+  global.metadata.save_id = checkpoint_save_id(global.metadata, name.filename().string());
   for (const LocalSavePlan& mine : plans) save_checkpoint_shard(dir, mine, global.metadata, format);
   save_checkpoint_metadata(dir, global.metadata, format);
   return std::move(global.metadata);

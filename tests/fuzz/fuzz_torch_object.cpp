@@ -21,15 +21,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // Checksums ignored, as a resealed file would pass them: the walk behind them is the target.
     const meshsim::TorchSavedObject object =
         meshsim::read_torch_saved_object(bytes, "fuzz", meshsim::ZipChecksums::kIgnore);
-    if (const auto* mesh = std::get_if<meshsim::TorchSavedMesh>(&object)) {
-      meshsim::DeviceMesh::restore(mesh->saved, 8);
+    if (const auto* mesh = std::get_if<meshsim::DeviceMesh::Saved>(&object)) {
+      meshsim::DeviceMesh::restore(*mesh, 8);
     } else {
       const auto& t = std::get<meshsim::TorchSavedDTensor>(object);
       // A shard read from an archive holds its bytes: never more than the archive has.
       if (t.local.nbytes() > size) __builtin_trap();
-      meshsim::DTensorSpec spec{meshsim::DeviceMesh::restore(t.mesh.saved, 8), t.placements,
-                                t.shape, t.dtype};
-      meshsim::DTensor::from_local_shard(std::move(spec), t.local);
+      meshsim::DTensor::from_local_shard(meshsim::torch_saved_spec(t, 8), t.local);
     }
   } catch (const meshsim::Error&) {
   }

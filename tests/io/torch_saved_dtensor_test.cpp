@@ -14,7 +14,6 @@
 
 using meshsim::DTensor;
 using meshsim::TorchSavedDTensor;
-using meshsim::TorchSavedMesh;
 
 namespace {
 
@@ -68,12 +67,12 @@ TEST_CASE("torch.save of an FSDP x TP DTensor reads as torch wrote it", "[torch_
   // FSDP over TP: rank 5 (dp 1, tp 1) holds rows 6 and 7 of 16.
   REQUIRE(t.local.shape() == std::vector<int64_t>{2, 4});
   for (int64_t i = 0; i < 8; ++i) CHECK(t.local.get(i) == static_cast<double>(24 + i));
-  const meshsim::DeviceMesh::SavedFields& mesh = t.mesh.saved.self;
+  const meshsim::DeviceMesh::SavedFields& mesh = t.mesh.self;
   CHECK(mesh.thread_id == 5);
   CHECK(mesh.coordinate_on_dim == std::vector<int64_t>{1, 1});
   CHECK(mesh.mesh_dim_names == std::vector<std::string>{"dp", "tp"});
   CHECK(mesh.dim_group_names == std::vector<std::string>{"2", "6"});
-  CHECK(!t.mesh.saved.root);
+  CHECK(!t.mesh.root);
 
   const DTensor restored = meshsim::open_torch_saved_dtensor(file("w-5.pt"), "w", 8);
   CHECK(restored.spec().mesh.rank() == 5);
@@ -136,4 +135,21 @@ TEST_CASE("a plain torch.save tensor is not a DTensor", "[torch_save]") {
   CHECK(meshsim::looks_like_zip_archive(bytes));
   CHECK(!meshsim::looks_like_zip_archive("MSIM"));
   CHECK_THAT(refusal(bytes), Catch::Contains("expected a DTensor or DeviceMesh"));
+}
+
+TEST_CASE("hostile torch.save files are refused quickly and in bounds", "[torch_save]") {
+  // tests/io/data/torch_pt_hostile/make.py writes them without PyTorch.
+  const std::string dir = std::string(MESHSIM_SOURCE_ROOT) + "/tests/io/data/torch_pt_hostile/";
+  // One empty tuple named 1000 times per level, seven levels deep (14 KB): every tuple visited
+  // counts, so the walk stops at 256 parts instead of making 10^21 steps.
+  CHECK_THROWS_WITH(
+      meshsim::open_torch_saved_mesh(meshsim::read_file_bounded(dir + "layout_bomb.pt", 1 << 20),
+                                     "layout_bomb.pt", 8),
+      Catch::Contains("DeviceMesh._layout.axes[0]") &&
+          Catch::Contains("its shape has more than 256 parts"));
+  // Two placements on a 1-d mesh with a shard order naming mesh dim 1: refused, never read.
+  CHECK_THROWS_WITH(
+      meshsim::open_torch_saved_dtensor(meshsim::read_file_bounded(dir + "order_1d.pt", 1 << 20),
+                                        "order_1d.pt", 8),
+      Catch::Contains("order_1d.pt: the DTensor's shard_order: 2 placements for a 1-d mesh"));
 }
