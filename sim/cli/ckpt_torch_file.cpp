@@ -127,9 +127,9 @@ int inspect_torch_save_file(const CkptInspectFlags& flags, std::string_view byte
     } else {
       const TorchSavedDTensor& t = std::get<TorchSavedDTensor>(object);
       const DTensorSpec spec = of_file([&] {
-        DTensorSpec out = torch_saved_spec(t, world_of(t.mesh));
-        DTensor::from_local_shard(out, t.local);  // the shard's checks, as a load makes them
-        return out;
+        DTensorSpec checked = torch_saved_spec(t, world_of(t.mesh));
+        DTensor::from_local_shard(checked, t.local);  // the shard's checks, as a load makes them
+        return checked;
       });
       if (flags.json) {
         out["kind"] = "DTensor";
