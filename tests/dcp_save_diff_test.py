@@ -70,7 +70,6 @@ def torch_placements(texts):
 def check(path, state, mesh, saved_as):
     """Problems torch finds reading the checkpoint at `path`."""
     import torch
-    import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint import FileSystemReader
     from torch.distributed.tensor._utils import _compute_local_shape_and_global_offset
     problems = []
@@ -89,6 +88,15 @@ def check(path, state, mesh, saved_as):
         got = [(tuple(c.offsets), tuple(c.sizes)) for c in entry.chunks]
         if sorted(got) != sorted(want):
             problems.append(f"{key}: chunks {sorted(got)}, torch's layout {sorted(want)}")
+    return problems + load_problems(path, state)
+
+
+def load_problems(path, state):
+    """What torch's dcp.load (no process group: every tensor whole) of the checkpoint at `path`
+    gets wrong: each name of `state` must hold its flat index."""
+    import torch
+    import torch.distributed.checkpoint as dcp
+    problems = []
     loaded = {key: torch.full(shape, 7, dtype=getattr(torch, dtype))
               for key, (dtype, shape, _) in state.items()}
     with warnings.catch_warnings():

@@ -2,16 +2,28 @@
 
 namespace meshsim::sim {
 
-CheckpointExchange::Slot& CheckpointExchange::next_slot(int64_t rank) {
-  if (calls_made_.empty()) calls_made_.assign(static_cast<size_t>(world_size_), 0);
-  const int64_t call = calls_made_[static_cast<size_t>(rank)]++;
-  return slots_.try_emplace(call, world_size_).first->second;
+CheckpointExchange::Slot& CheckpointExchange::next_slot(const Group& group) {
+  GroupCalls& calls = groups_[group.id];
+  if (calls.calls_made.empty()) calls.calls_made.assign(static_cast<size_t>(group.size()), 0);
+  const int64_t call = calls.calls_made[static_cast<size_t>(group.position)]++;
+  return calls.slots.try_emplace(call, group.size()).first->second;
 }
 
-void CheckpointExchange::finish(int64_t rank) {
-  const int64_t call = calls_made_[static_cast<size_t>(rank)] - 1;
-  const auto slot = slots_.find(call);
-  if (slot != slots_.end() && ++slot->second.finished == world_size_) slots_.erase(slot);
+void CheckpointExchange::finish(const Group& group) {
+  GroupCalls& calls = groups_.at(group.id);
+  const int64_t call = calls.calls_made[static_cast<size_t>(group.position)] - 1;
+  const auto slot = calls.slots.find(call);
+  if (slot != calls.slots.end() && ++slot->second.finished == group.size()) calls.slots.erase(slot);
+}
+
+std::optional<std::string> CheckpointExchange::claim_directory(const std::string& dir,
+                                                               const Group& group,
+                                                               const std::string& label) {
+  const auto [claim, added] = directories_.try_emplace(dir, Claim{group.id, label});
+  if (added || claim->second.group_id == group.id) return std::nullopt;
+  std::string earlier = claim->second.label;
+  claim->second = Claim{group.id, label};
+  return earlier;
 }
 
 }  // namespace meshsim::sim

@@ -1,7 +1,8 @@
-// What the ranks of one whole-world save or load hand to its coordinator (rank 0). In PyTorch the
-// local plans travel to the coordinator in a gather and the global plan comes back in a scatter;
-// ranks here share one process, so they leave them in this table, and the collectives between
-// the phases only carry whether every rank got through (the same meetings, so the same hangs).
+// What the ranks of one collective save or load hand to its coordinator (group rank 0 of the group
+// it runs over, WORLD by default). In PyTorch the local plans travel to the coordinator in a
+// gather and the global plan comes back in a scatter; ranks here share one process, so they leave
+// them in this table, and the collectives between the phases only carry whether every rank got
+// through (the same meetings, so the same hangs).
 #pragma once
 
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "src/comm/collective.hpp"
 #include "src/error.hpp"
 #include "src/io/checkpoint_plan.hpp"
 #include "src/io/dcp_metadata.hpp"
@@ -20,14 +22,13 @@ namespace meshsim::sim {
 
 class CheckpointExchange {
  public:
-  explicit CheckpointExchange(int64_t world_size) : world_size_(world_size) {}
-
-  // One save or load: the n-th checkpoint collective of every rank.
+  // One save or load: the n-th checkpoint collective of every member of one group. Vectors are
+  // indexed by group rank.
   struct Slot {
-    explicit Slot(int64_t world_size)
-        : calls(static_cast<size_t>(world_size)),
-          plans(static_cast<size_t>(world_size)),
-          dcp_written(static_cast<size_t>(world_size)) {}
+    explicit Slot(int64_t group_size)
+        : calls(static_cast<size_t>(group_size)),
+          plans(static_cast<size_t>(group_size)),
+          dcp_written(static_cast<size_t>(group_size)) {}
     // What each rank called ("save of checkpoint \"step1\""); empty until it arrives.
     std::vector<std::string> calls;
     // A save: every rank's local plan, then the coordinator's merge of them.
@@ -38,20 +39,40 @@ class CheckpointExchange {
     // A load: the metadata, read once by the coordinator (meshsim's own, or DCP's `.metadata`).
     std::shared_ptr<const CheckpointMetadata> metadata;
     std::shared_ptr<const DcpMetadata> dcp_metadata;
-    // The failures of the phase under way, lowest rank first.
+    // A load of meshsim's own format: each tensor's chunk lookup, made by the first rank that
+    // reads the tensor and shared by the others.
+    std::map<std::string, std::shared_ptr<const ChunkLookup>> chunk_lookups;
+    // Whether every rank is in the same call, worked out by the first rank past the first meeting
+    // (empty when they are; else why not) and read by the others.
+    std::optional<std::string> calls_differ;
+    // The failures of the phase under way by group rank, lowest first.
     std::map<int64_t, Error> failures;
     int64_t finished = 0;
   };
 
-  // The slot of this rank's next checkpoint collective (each rank counts its own calls).
-  Slot& next_slot(int64_t rank);
-  // This rank is done with the slot it took last; the last rank to finish frees it.
-  void finish(int64_t rank);
+  // The slot of this rank's next checkpoint collective over `group`, which holds the rank (each
+  // member counts its own calls on each group).
+  Slot& next_slot(const Group& group);
+  // This rank is done with the slot it took last on `group`; the last member to finish frees it.
+  void finish(const Group& group);
+
+  // A save over `group` (described as `label`) writes into `dir`. Returns the label of another
+  // group whose save of this run wrote there first: the two saves write the same file names
+  // (each numbers its files by group rank), so the later one overwrites the earlier one's.
+  std::optional<std::string> claim_directory(const std::string& dir, const Group& group,
+                                             const std::string& label);
 
  private:
-  int64_t world_size_;
-  std::vector<int64_t> calls_made_;  // per rank
-  std::map<int64_t, Slot> slots_;    // by call number
+  struct GroupCalls {
+    std::vector<int64_t> calls_made;  // per group rank
+    std::map<int64_t, Slot> slots;    // by call number
+  };
+  struct Claim {
+    int64_t group_id;
+    std::string label;
+  };
+  std::map<int64_t, GroupCalls> groups_;  // by group id
+  std::map<std::string, Claim> directories_;
 };
 
 }  // namespace meshsim::sim

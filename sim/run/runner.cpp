@@ -248,7 +248,7 @@ ScenarioResult run_once(const Scenario& scenario, const RunOptions& options,
   };
 
   CheckpointDir checkpoints(options.keep_checkpoints, scenario.name);
-  CheckpointExchange checkpoint_exchange(scenario.world_size);
+  CheckpointExchange checkpoint_exchange;
   std::vector<std::vector<Warning>> rank_warnings(n);
 
   // Crash messages name the rank and its scenario location while this world runs.

@@ -47,4 +47,13 @@ std::string NameTemplate::resolve(const ExpressionEnv& env) const {
   return out;
 }
 
+std::string NameTemplate::with_expressions_as(std::string_view stand_in) const {
+  std::string out = literals_.front();
+  for (size_t i = 1; i < literals_.size(); ++i) {
+    out += stand_in;
+    out += literals_[i];
+  }
+  return out;
+}
+
 }  // namespace meshsim::sim

@@ -21,6 +21,11 @@ class NameTemplate {
   // The name on the rank `env` describes. Throws what Expression::evaluate throws.
   std::string resolve(const ExpressionEnv& env) const;
   const std::string& text() const { return text_; }
+  // Whether the name is the same on every rank (it has no expressions).
+  bool constant() const { return expressions_.empty(); }
+  // The literal text with `stand_in` for every expression: what checks of the name's characters
+  // look at before any rank resolves it.
+  std::string with_expressions_as(std::string_view stand_in) const;
 
  private:
   std::string text_;

@@ -5,6 +5,7 @@
 #include "sim/run/rank_state.hpp"
 #include "sim/scenario/tensor_literal.hpp"
 #include "sim/scenario/tensor_spec.hpp"
+#include "sim/steps/group_operand.hpp"
 #include "sim/steps/step_kinds.hpp"
 #include "src/comm/strided_input.hpp"
 
@@ -50,39 +51,6 @@ TensorOperand tensor_operand(const toml::node& node, LoadContext& ctx, std::stri
                                         "constructor: {}",
                                         what, text, e.what()));
   }
-}
-
-// "WORLD" (the default), a 1-D mesh name, or { mesh = "m", dim = "tp" }.
-struct GroupOperand {
-  std::string mesh;  // empty: WORLD
-  std::string dim;
-};
-
-GroupOperand group_operand(const toml::table& args, const LoadContext& ctx) {
-  const toml::node* node = args.get("group");
-  if (node == nullptr) return {};
-  if (const toml::table* t = node->as_table()) {
-    ctx.only_keys(*t, {"mesh", "dim"}, "group");
-    GroupOperand g{ctx.string_of(ctx.require(*t, "mesh", "group"), "mesh"), ""};
-    const LoadContext::MeshInfo* info = &ctx.require_mesh(*t->get("mesh"), g.mesh);
-    if (const toml::node* d = t->get("dim")) {
-      g.dim = ctx.dim_name(*d, g.mesh, *info);
-    } else if (info->ndim != 1) {
-      ctx.fail(*node,
-               fmt::format("mesh \"{}\" has {} dims: name one with dim", g.mesh, info->ndim));
-    }
-    return g;
-  }
-  const std::string name = ctx.string_of(*node, "group");
-  if (name == "WORLD") return {};
-  const LoadContext::MeshInfo* info = ctx.mesh(name);
-  if (info == nullptr)
-    ctx.fail(
-        *node,
-        fmt::format("unknown group \"{}\" (expected WORLD, a 1-D mesh, or {{ mesh, dim }})", name));
-  if (info->ndim != 1)
-    ctx.fail(*node, fmt::format("mesh \"{}\" has {} dims: use {{ mesh, dim }}", name, info->ndim));
-  return {name, ""};
 }
 
 // Which places of the tensor `name` a collective reads and writes: its elements, or what the

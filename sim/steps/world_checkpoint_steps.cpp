@@ -2,14 +2,17 @@
 // `save = { checkpoint, tensors, rng }` writes every rank's own state dict into one checkpoint,
 // and `load = { checkpoint | checkpoint_dir, ... }` reads one back (from this run's save, or from
 // a directory an earlier job wrote) into the tensors each rank holds, or as a new DTensor on any
-// mesh and placements. Both are collective over WORLD.
+// mesh and placements. Both are collective over WORLD, or over the group given (`group = ...`),
+// whose rank 0 coordinates and whose ranks number the files.
 #include <filesystem>
 
 #include <fmt/format.h>
 
 #include "sim/run/rank_state.hpp"
+#include "sim/runtime/group_label.hpp"
 #include "sim/scenario/name_template.hpp"
 #include "sim/steps/checkpoint_step_support.hpp"
+#include "sim/steps/group_operand.hpp"
 #include "sim/steps/step_kinds.hpp"
 #include "src/io/checkpoint_plan.hpp"
 #include "src/io/dcp_load.hpp"
@@ -23,19 +26,30 @@ namespace {
 // every failing rank).
 constexpr size_t kFailuresShown = 4;
 
+// "world.spmd#1 [4-7]": the group a checkpoint call runs over, as reports name it.
+std::string describe_group(const RankState& rank, const Group& group) {
+  return label_with_members(group_label(&rank.groups().table(), group.id, group.name),
+                            *group.ranks);
+}
+
 // One rank's part in a collective checkpoint call, run in phases as DCP runs it (plan, then
-// write or read, then finish). Each phase ends in an all_reduce over WORLD that tells every rank
-// whether any rank failed, so a rank that skips the call leaves the others waiting (a hang, as in
-// PyTorch) and a failure on one rank fails the call on all of them.
+// write or read, then finish). Each phase ends in an all_reduce over the call's group that tells
+// every member whether any failed, so a rank that skips the call leaves the others waiting (a
+// hang, as in PyTorch) and a failure on one rank fails the call on all of them.
 class CollectiveCall {
  public:
-  CollectiveCall(RankState& rank, std::string what)
+  // `what` names the call ("save of checkpoint \"step1\""); a call over a group other than WORLD
+  // says which group.
+  CollectiveCall(RankState& rank, Group group, std::string what)
       : rank_(rank),
-        what_(std::move(what)),
-        slot_(rank.checkpoint_exchange().next_slot(rank.rank())) {
-    slot_.calls[static_cast<size_t>(rank.rank())] = what_;
+        group_(std::move(group)),
+        what_(group_.id == rank.group("", "").id
+                  ? std::move(what)
+                  : fmt::format("{} over {}", what, describe_group(rank, group_))),
+        slot_(rank.checkpoint_exchange().next_slot(group_)) {
+    slot_.calls[static_cast<size_t>(group_.position)] = what_;
   }
-  ~CollectiveCall() { rank_.checkpoint_exchange().finish(rank_.rank()); }
+  ~CollectiveCall() { rank_.checkpoint_exchange().finish(group_); }
   CollectiveCall(const CollectiveCall&) = delete;
   CollectiveCall& operator=(const CollectiveCall&) = delete;
 
@@ -45,7 +59,9 @@ class CollectiveCall {
   void show_path_as(std::string path, std::string shown) {
     shown_as_ = {std::move(path), std::move(shown)};
   }
-  bool coordinator() const { return rank_.rank() == 0; }
+  bool coordinator() const { return group_.position == 0; }
+  const Group& group() const { return group_; }
+  const std::string& what() const { return what_; }
 
   // Runs `body` on this rank, then meets the others. Throws CheckpointException on every rank
   // when any rank's body threw, naming the ranks and the first failure, as DCP does.
@@ -60,7 +76,7 @@ class CollectiveCall {
         replace_all(text, shown_as_.first, shown_as_.second);
         e = Error(e.type(), std::move(text));
       }
-      slot_.failures.emplace(rank_.rank(), std::move(e));
+      slot_.failures.emplace(group_.position, std::move(e));
       failed_here = true;
     };
     // Whatever a body throws must reach the meeting, or the other ranks would wait forever.
@@ -74,28 +90,32 @@ class CollectiveCall {
       fail(runtime_error(e.what()));
     }
     Tensor failed = Tensor::full({1}, failed_here ? 1 : 0, DType::kInt64);
-    rank_.backend().all_reduce(failed, ReduceOp::kMax, rank_.group("", ""));
+    rank_.backend().all_reduce(failed, ReduceOp::kMax, group_);
     if (failed.get_int(0) != 0) throw failure();
     if (!met_) check_same_calls();
     met_ = true;
   }
 
  private:
-  // Once every rank has arrived, each checks that all are in the same call (a rank that skipped
-  // one save would otherwise meet the others in its next checkpoint call); all reach the same
-  // verdict.
+  // Once every rank has arrived, each learns whether all are in the same call (a rank that
+  // skipped one save would otherwise meet the others in its next checkpoint call); the first to
+  // ask compares them, once for all.
   void check_same_calls() const {
-    for (size_t r = 1; r < slot_.calls.size(); ++r) {
-      if (slot_.calls[r] != slot_.calls[0]) {
+    if (!slot_.calls_differ) {
+      slot_.calls_differ.emplace();
+      for (size_t r = 1; r < slot_.calls.size(); ++r) {
+        if (slot_.calls[r] == slot_.calls[0]) continue;
         const auto call = [](const std::string& c) {
           return c.empty() ? std::string("a collective of another step") : "the " + c;
         };
-        throw runtime_error(fmt::format(
-            "rank {} is in {} where rank 0 is in {}: every rank must make the same checkpoint "
+        *slot_.calls_differ = fmt::format(
+            "rank {} is in {} where rank {} is in {}: every rank must make the same checkpoint "
             "calls in the same order",
-            r, call(slot_.calls[r]), call(slot_.calls[0])));
+            (*group_.ranks)[r], call(slot_.calls[r]), group_.ranks->front(), call(slot_.calls[0]));
+        break;
       }
     }
+    if (!slot_.calls_differ->empty()) throw runtime_error(*slot_.calls_differ);
   }
 
   Error failure() const {
@@ -103,14 +123,18 @@ class CollectiveCall {
       return Error(PyErrorType::kCheckpointException,
                    fmt::format("{} failed on another rank", what_));
     }
-    // DCP's text starts "ranks:dict_keys([...])" and gives each failing rank's exception after a
-    // traceback; here each rank's exception follows "(RANK r)".
+    // DCP's text starts "ranks:dict_keys([...])" (ranks in the call's group) and gives each
+    // failing rank's exception after a traceback; here each rank's exception follows "(RANK r)",
+    // with its global rank when the group is not WORLD.
     std::vector<int64_t> ranks;
     std::string each;
     for (const auto& [r, e] : slot_.failures) {
       ranks.push_back(r);
+      const int64_t global = (*group_.ranks)[static_cast<size_t>(r)];
+      const std::string who = global == r ? fmt::format("RANK {}", r)
+                                          : fmt::format("RANK {}, global rank {}", r, global);
       if (ranks.size() <= kFailuresShown)
-        each += fmt::format("\n(RANK {}) {}: {}", r, py_error_type_name(e.type()), e.what());
+        each += fmt::format("\n({}) {}: {}", who, py_error_type_name(e.type()), e.what());
     }
     if (ranks.size() > kFailuresShown)
       each += fmt::format("\n... and {} more ranks", ranks.size() - kFailuresShown);
@@ -120,19 +144,22 @@ class CollectiveCall {
   }
 
   RankState& rank_;
+  Group group_;
   std::string what_;
   CheckpointExchange::Slot& slot_;
   bool met_ = false;
   std::pair<std::string, std::string> shown_as_;
 };
 
-// What a rank that skips a save or load does not call: the first meeting, over WORLD.
+// What a rank that skips a save or load does not call: the first meeting, over the call's group.
 class WorldCollectiveStep : public Step {
  public:
   bool communicates() const override { return true; }
   std::optional<PlannedCall> planned_call(const RankState& rank) const override {
-    return PlannedCall{CollectiveOp::kAllReduce, rank.group("", "").id, -1};
+    return PlannedCall{CollectiveOp::kAllReduce, group_.on(rank).id, -1};
   }
+
+  GroupOperand group_;  // WORLD unless the step names a group
 };
 
 // torch.Size's repr, as DCP's messages show shapes.
@@ -157,13 +184,15 @@ Tensor generator_state(const PhiloxState& state) {
 class WorldSaveStep final : public WorldCollectiveStep {
  public:
   void run(RankState& rank) const override {
-    CollectiveCall call(rank, fmt::format("save of checkpoint \"{}\"", name_));
+    const std::string checkpoint = name_.resolve(rank);
+    CollectiveCall call(rank, group_.on(rank),
+                        fmt::format("save of checkpoint \"{}\"", checkpoint));
     CheckpointExchange::Slot& slot = call.slot();
-    const size_t me = static_cast<size_t>(rank.rank());
+    const size_t me = static_cast<size_t>(call.group().position);
     std::string dir;
     Tensor rng_state;
     call.phase([&] {
-      dir = resolve(rank, name_);
+      dir = resolve(rank, checkpoint);
       std::vector<StateDictEntry> entries;
       for (const std::string& name : tensors_) {
         const Parameter* value = rank.find_value(name);
@@ -178,38 +207,51 @@ class WorldSaveStep final : public WorldCollectiveStep {
         rng_state = generator_state(rank.rng().default_generator());
         entries.push_back({rng_->resolve(rank), &rng_state, nullptr});
       }
-      slot.plans[me] = plan_local_save(rank.rank(), entries);
+      slot.plans[me] = plan_local_save(call.group().position, entries);
+      slot.plans[me].global_rank = rank.rank();
     });
     call.phase([&] {
       if (!call.coordinator()) return;
       slot.merged = plan_global_save(slot.plans);
-      slot.merged.metadata.save_id = checkpoint_save_id(slot.merged.metadata, name_);
+      slot.merged.metadata.save_id =
+          checkpoint_save_id(slot.merged.metadata, checkpoint, slot.merged.values_digest);
     });
     if (call.coordinator()) {
       for (const std::string& w : slot.merged.warnings)
-        rank.warn(fmt::format("checkpoint \"{}\": {}", name_, w));
+        rank.warn(fmt::format("checkpoint \"{}\": {}", checkpoint, w));
+      const std::string label = describe_group(rank, call.group());
+      if (const auto earlier =
+              rank.checkpoint_exchange().claim_directory(dir, call.group(), label)) {
+        rank.warn(fmt::format(
+            "checkpoint \"{}\": the save over {} writes into the directory the save over {} "
+            "wrote: each names its files by group rank and writes the metadata, so this save "
+            "overwrites the other's files and a load finds this save's tensors only "
+            "(Distributed Checkpoint does this silently: give each group its own checkpoint)",
+            checkpoint, label, *earlier));
+      }
     }
     call.phase([&] {
       std::error_code ec;
       std::filesystem::create_directories(dir, ec);
       if (ec) throw runtime_error(fmt::format("cannot create {}: {}", dir, ec.message()));
       if (dcp_layout_) {
-        slot.dcp_written[me] = save_dcp_shard(dir, slot.plans[me], slot.merged.metadata);
+        slot.dcp_written[me] = save_dcp_shard(dir, slot.plans[me], slot.merged.writes[me]);
       } else {
-        save_checkpoint_shard(dir, slot.plans[me], slot.merged.metadata, format_);
+        save_checkpoint_shard(dir, slot.plans[me], slot.merged.metadata, slot.merged.writes[me],
+                              format_);
       }
     });
     call.phase([&] {
       if (!call.coordinator()) return;
       if (dcp_layout_) {
-        save_dcp_metadata(dir, slot.merged.metadata, slot.plans, slot.dcp_written, name_);
+        save_dcp_metadata(dir, slot.merged.metadata, slot.plans, slot.dcp_written, checkpoint);
       } else {
         save_checkpoint_metadata(dir, slot.merged.metadata, format_);
       }
     });
   }
 
-  std::string name_;
+  NameTemplate name_;
   std::vector<std::string> tensors_;
   std::optional<NameTemplate> rng_;
   // PyTorch's DCP layout (`format = "dcp"`), or meshsim's own records in `format_`.
@@ -259,9 +301,14 @@ struct SavedCheckpoint {
     const DcpEntry* entry = find_dcp_entry(*dcp, name);
     return entry != nullptr ? SavedEntry(entry) : SavedEntry();
   }
-  DTensor load(const SavedEntry& entry, const DeviceMesh& mesh,
-               std::vector<Placement> placements) const {
-    if (entry.own() != nullptr) return load_world_tensor(dir, *entry.own(), mesh, placements);
+  // `slot` shares each tensor's chunk lookup among the ranks of the load.
+  DTensor load(const SavedEntry& entry, const DeviceMesh& mesh, std::vector<Placement> placements,
+               CheckpointExchange::Slot& slot) const {
+    if (entry.own() != nullptr) {
+      std::shared_ptr<const ChunkLookup>& lookup = slot.chunk_lookups[entry.own()->name];
+      if (!lookup) lookup = std::make_shared<const ChunkLookup>(chunk_lookup(*entry.own()));
+      return load_world_tensor(dir, *entry.own(), mesh, placements, lookup.get());
+    }
     return load_dcp_dtensor(dir, *entry.dcp(), mesh, std::move(placements));
   }
   Tensor load_whole(const SavedEntry& entry) const {
@@ -285,12 +332,16 @@ bool is_dcp_checkpoint(const std::string& dir) {
 class WorldLoadStep final : public WorldCollectiveStep {
  public:
   void run(RankState& rank) const override {
-    CollectiveCall call(rank, fmt::format("load of checkpoint \"{}\"", label_));
+    const std::string label = name_.resolve(rank);
+    CollectiveCall call(rank, group_.on(rank), fmt::format("load of checkpoint \"{}\"", label));
     CheckpointExchange::Slot& slot = call.slot();
-    std::string dir = path_;
-    if (!in_run_) call.show_path_as(path_, label_);
+    std::string dir;
+    if (!in_run_) {
+      dir = (std::filesystem::path(scenario_dir_) / label).string();
+      call.show_path_as(dir, label);
+    }
     call.phase([&] {
-      if (in_run_) dir = resolve(rank, path_);
+      if (in_run_) dir = resolve(rank, label);
       if (!call.coordinator()) return;
       if (is_dcp_checkpoint(dir)) {
         slot.dcp_metadata = std::make_shared<const DcpMetadata>(load_dcp_metadata(dir));
@@ -350,9 +401,9 @@ class WorldLoadStep final : public WorldCollectiveStep {
           const DeviceMesh& mesh = rank.mesh(mesh_);
           std::vector<Placement> placements = placements_;
           if (placements.empty()) placements.assign(mesh.ndim(), Replicate{});
-          values.emplace_back(checkpoint.load(entry, mesh, placements));
+          values.emplace_back(checkpoint.load(entry, mesh, placements, slot));
         } else if (const DTensor* d = std::get_if<DTensor>(&rank.value(name))) {
-          values.emplace_back(checkpoint.load(entry, d->spec().mesh, d->spec().placements));
+          values.emplace_back(checkpoint.load(entry, d->spec().mesh, d->spec().placements, slot));
         } else {
           values.emplace_back(checkpoint.load_whole(entry));
         }
@@ -381,26 +432,49 @@ class WorldLoadStep final : public WorldCollectiveStep {
     }
   }
 
-  // The checkpoint: this run's save `path_` (in_run_), or a directory an earlier job wrote.
+  // The checkpoint as the scenario names it: a save of this run (in_run_), or a directory an
+  // earlier job wrote, relative to the scenario's directory.
   bool in_run_ = true;
-  std::string path_, label_;
+  NameTemplate name_;
+  std::string scenario_dir_;
   std::string tensor_, from_, mesh_;
   std::vector<Placement> placements_;
   std::vector<std::string> tensors_;
   std::optional<NameTemplate> rng_;
 };
 
-// Where a load of a checkpoint written by an earlier job finds it: relative to the scenario.
-std::string checkpoint_dir_of(const toml::node& node, LoadContext& ctx) {
-  const std::string path = ctx.string_of(node, "checkpoint_dir");
-  if (!plain_relative_path(path, true) || path.find("{rank}") != std::string::npos) {
+// A checkpoint of this run: one directory in the run's checkpoint directory, its name written with
+// expressions of the rank in braces where ranks save different checkpoints ("step1-pp{coord(world,
+// pp)}": one per pipeline stage, each saved over its stage's group).
+NameTemplate checkpoint_name_of(const toml::node& node, LoadContext& ctx) {
+  NameTemplate name = NameTemplate::parse(node, ctx, "checkpoint");
+  if (!plain_relative_path(name.with_expressions_as("0"), false)) {
+    ctx.fail(node,
+             "a checkpoint is named by letters, digits, '.', '_' and '-' (one directory), with "
+             "expressions of the rank in braces where ranks save different checkpoints");
+  }
+  return name;
+}
+
+// The directory of the scenario `ctx` reads, where checkpoints written by earlier jobs are found.
+std::string scenario_dir_of(const LoadContext& ctx) {
+  std::filesystem::path dir = std::filesystem::path(ctx.file()).parent_path();
+  return dir.empty() ? std::string(".") : dir.string();
+}
+
+// A checkpoint an earlier job wrote: a directory relative to the scenario's, with expressions of
+// the rank in braces where ranks load different ones (one per pipeline stage). One the same on
+// every rank is read now, so that a missing or damaged checkpoint fails at its line.
+NameTemplate checkpoint_dir_of(const toml::node& node, LoadContext& ctx) {
+  NameTemplate path = NameTemplate::parse(node, ctx, "checkpoint_dir");
+  if (!plain_relative_path(path.with_expressions_as("0"), true)) {
     ctx.fail(node,
              "checkpoint_dir is a directory relative to the scenario's, of names made of "
-             "letters, digits, '.', '_' and '-'");
+             "letters, digits, '.', '_' and '-', with expressions of the rank in braces where "
+             "ranks load different checkpoints");
   }
-  std::filesystem::path dir = std::filesystem::path(ctx.file()).parent_path();
-  if (dir.empty()) dir = ".";
-  const std::string full = (dir / path).string();
+  if (!path.constant()) return path;
+  const std::string full = (std::filesystem::path(scenario_dir_of(ctx)) / path.text()).string();
   try {
     if (is_dcp_checkpoint(full)) {
       load_dcp_metadata(full);
@@ -408,20 +482,18 @@ std::string checkpoint_dir_of(const toml::node& node, LoadContext& ctx) {
       load_checkpoint_metadata(full);
     }
   } catch (const Error& e) {
-    ctx.fail(node, fmt::format("cannot use the checkpoint in {}: {}", path, e.what()));
+    ctx.fail(node, fmt::format("cannot use the checkpoint in {}: {}", path.text(), e.what()));
   }
-  return full;
+  return path;
 }
 
 }  // namespace
 
 std::unique_ptr<Step> parse_world_save(const toml::table& args, LoadContext& ctx) {
-  ctx.only_keys(args, {"checkpoint", "tensors", "rng", "format"}, "save of a checkpoint");
+  ctx.only_keys(args, {"checkpoint", "tensors", "rng", "format", "group"}, "save of a checkpoint");
   auto step = std::make_unique<WorldSaveStep>();
-  const toml::node& name = *args.get("checkpoint");
-  step->name_ = ctx.string_of(name, "checkpoint");
-  if (!plain_relative_path(step->name_, false) || step->name_.find("{rank}") != std::string::npos)
-    ctx.fail(name, "a checkpoint is named by letters, digits, '.', '_' and '-' (one directory)");
+  step->name_ = checkpoint_name_of(*args.get("checkpoint"), ctx);
+  step->group_ = group_operand(args, ctx);
   if (const toml::node* tensors = args.get("tensors")) {
     step->tensors_ = ctx.strings_of(*tensors, "tensors");
     for (const std::string& t : step->tensors_) {
@@ -445,16 +517,17 @@ std::unique_ptr<Step> parse_world_save(const toml::table& args, LoadContext& ctx
     }
     if (!step->dcp_layout_) step->format_ = format_of(*f, ctx);
   }
-  ctx.declare_checkpoint(step->name_, step->tensors_);
+  ctx.declare_checkpoint(step->name_.text(), step->tensors_);
   return step;
 }
 
 std::unique_ptr<Step> parse_world_load(const toml::table& args, LoadContext& ctx) {
-  ctx.only_keys(
-      args,
-      {"checkpoint", "checkpoint_dir", "tensor", "from", "mesh", "placements", "tensors", "rng"},
-      "load of a checkpoint");
+  ctx.only_keys(args,
+                {"checkpoint", "checkpoint_dir", "tensor", "from", "mesh", "placements", "tensors",
+                 "rng", "group"},
+                "load of a checkpoint");
   auto step = std::make_unique<WorldLoadStep>();
+  step->group_ = group_operand(args, ctx);
   const toml::node* name = args.get("checkpoint");
   const toml::node* dir = args.get("checkpoint_dir");
   if ((name == nullptr) == (dir == nullptr)) {
@@ -466,21 +539,21 @@ std::unique_ptr<Step> parse_world_load(const toml::table& args, LoadContext& ctx
   // checked when the load runs, and fail as DCP fails).
   const std::vector<std::string>* saved = nullptr;
   if (name != nullptr) {
-    step->path_ = step->label_ = ctx.string_of(*name, "checkpoint");
-    saved = ctx.checkpoint(step->path_);
+    step->name_ = checkpoint_name_of(*name, ctx);
+    saved = ctx.checkpoint(step->name_.text());
     if (saved == nullptr) {
       ctx.fail(*name, fmt::format("no save step before this writes the checkpoint \"{}\" "
                                   "(checkpoint_dir = reads one an earlier job wrote)",
-                                  step->path_));
+                                  step->name_.text()));
     }
   } else {
     step->in_run_ = false;
-    step->label_ = ctx.string_of(*dir, "checkpoint_dir");
-    step->path_ = checkpoint_dir_of(*dir, ctx);
+    step->name_ = checkpoint_dir_of(*dir, ctx);
+    step->scenario_dir_ = scenario_dir_of(ctx);
   }
   const auto check_saved = [&](const toml::node& at, const std::string& t) {
     if (saved != nullptr && std::find(saved->begin(), saved->end(), t) == saved->end()) {
-      ctx.fail(at, fmt::format("the checkpoint \"{}\" holds {}, not \"{}\"", step->label_,
+      ctx.fail(at, fmt::format("the checkpoint \"{}\" holds {}, not \"{}\"", step->name_.text(),
                                fmt::join(*saved, ", "), t));
     }
   };

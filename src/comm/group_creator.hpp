@@ -30,6 +30,7 @@ class GroupCreator {
   std::string world_group_name() const { return "0"; }
   // The world's shared tables (rank maps, group batches).
   GroupTable& table() { return *table_; }
+  const GroupTable& table() const { return *table_; }
   const RankList& world_ranks() const { return table_->world(); }
 
   // Collective over WORLD: every rank must call it with the same `ranks`, in the same order

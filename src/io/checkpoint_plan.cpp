@@ -1,5 +1,6 @@
 #include "src/io/checkpoint_plan.hpp"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -9,6 +10,7 @@
 #include "src/dtensor/local_shard.hpp"
 #include "src/error.hpp"
 #include "src/io/tensor_digest.hpp"
+#include "src/io/xxh3_stream.hpp"
 
 namespace meshsim {
 
@@ -117,7 +119,7 @@ struct SharedChunk {
 }  // namespace
 
 LocalSavePlan plan_local_save(int64_t rank, std::span<const StateDictEntry> entries) {
-  LocalSavePlan plan{rank, {}};
+  LocalSavePlan plan{rank, rank, {}};
   std::set<std::string> names;
   for (const StateDictEntry& e : entries) {
     if (!names.insert(e.name).second)
@@ -173,8 +175,8 @@ GlobalSavePlan plan_global_save(std::span<const LocalSavePlan> plans) {
       if (!is_first && (seen.dtype != item.dtype || seen.shape != item.shape)) {
         throw runtime_error(fmt::format(
             "rank {} saves '{}' as {} and rank {} as {}: one name is one tensor across ranks",
-            plans[first->second.plan].rank, item.name, describe(seen.dtype, seen.shape),
-            plans[p].rank, describe(item.dtype, item.shape)));
+            plans[first->second.plan].global_rank, item.name, describe(seen.dtype, seen.shape),
+            plans[p].global_rank, describe(item.dtype, item.shape)));
       }
       const auto [at, added] =
           chunk_of.emplace(std::pair{item.name, chunk_key(item.indices)}, chunks.size());
@@ -223,10 +225,14 @@ GlobalSavePlan plan_global_save(std::span<const LocalSavePlan> plans) {
           "ranks {} and {} save '{}' with different values at one place ({}): the checkpoint "
           "keeps one copy (rank {}'s, the rank Distributed Checkpoint picks to write it), and "
           "every rank that loads '{}' gets it",
-          plans[c.holders.front().plan].rank, plans[h.plan].rank, item.name,
-          describe_chunk(item.indices, item.shape), plans[writer.plan].rank, item.name));
+          plans[c.holders.front().plan].global_rank, plans[h.plan].global_rank, item.name,
+          describe_chunk(item.indices, item.shape), plans[writer.plan].global_rank, item.name));
     }
   }
+  Xxh3Stream values;
+  for (const SharedChunk& c : chunks)
+    values.add(&c.holders[c.writer].item->digest, sizeof(uint64_t));
+  out.values_digest = values.digest();
   // The metadata lists the chunks by writer, in rank order, as DCP builds it from the deduplicated
   // plans.
   std::vector<std::vector<const SharedChunk*>> written_by(plans.size());
@@ -236,6 +242,7 @@ GlobalSavePlan plan_global_save(std::span<const LocalSavePlan> plans) {
     bool uniform = true;  // every chunk from one layout: disjoint or equal by construction
   };
   std::vector<Layouts> layouts;
+  out.writes.resize(plans.size());
   for (size_t p = 0; p < plans.size(); ++p) {
     for (const SharedChunk* c : written_by[p]) {
       const SaveItem& item = *c->holders[c->writer].item;
@@ -249,9 +256,19 @@ GlobalSavePlan plan_global_save(std::span<const LocalSavePlan> plans) {
       if (item.placements != t.placements || item.mesh_shape != t.mesh_shape)
         layouts[at->second].uniform = false;
       t.chunks.push_back({plans[p].rank, item.indices});
+      out.writes[p].push_back(
+          {static_cast<size_t>(&item - plans[p].items.data()), at->second, t.chunks.size() - 1});
     }
+    std::sort(out.writes[p].begin(), out.writes[p].end(),
+              [](const PlannedWrite& a, const PlannedWrite& b) { return a.item < b.item; });
   }
   // DCP's validation of the global plan: chunks that cover each tensor once.
+  const auto global_rank = [&](int64_t file_rank) {
+    for (const LocalSavePlan& plan : plans) {
+      if (plan.rank == file_rank) return plan.global_rank;
+    }
+    return file_rank;
+  };
   for (size_t i = 0; i < out.metadata.tensors.size(); ++i) {
     const CheckpointTensor& t = out.metadata.tensors[i];
     int64_t held = 0;
@@ -266,10 +283,10 @@ GlobalSavePlan plan_global_save(std::span<const LocalSavePlan> plans) {
       for (size_t a = 0; a < t.chunks.size(); ++a) {
         for (size_t b = a + 1; b < t.chunks.size(); ++b) {
           if (overlap(t.chunks[a].indices, t.chunks[b].indices)) {
-            invalid(
-                fmt::format("overlap: ranks {} and {} hold parts of it laid out in different "
-                            "ways",
-                            t.chunks[a].file_rank, t.chunks[b].file_rank));
+            invalid(fmt::format(
+                "overlap: ranks {} and {} hold parts of it laid out in different "
+                "ways",
+                global_rank(t.chunks[a].file_rank), global_rank(t.chunks[b].file_rank)));
           }
         }
       }

@@ -36,7 +36,8 @@ struct SaveItem {
 };
 
 struct LocalSavePlan {
-  int64_t rank = 0;
+  int64_t rank = 0;         // in the group that saves: its files are numbered by it
+  int64_t global_rank = 0;  // what messages name
   std::vector<SaveItem> items;
 };
 
@@ -51,9 +52,13 @@ struct GlobalSavePlan {
   // What DCP would do silently that a user would not want (two ranks saving different values at
   // one place: one of them is written, and every load gets it).
   std::vector<std::string> warnings;
+  // Of the elements of every chunk written, in the order the chunks first appear.
+  uint64_t values_digest = 0;
+  // What each plan's rank writes (writes[p] for plans[p]), in its local plan's order.
+  std::vector<std::vector<PlannedWrite>> writes;
 };
 
-// The coordinator's merge of every rank's local plan (`plans` in rank order). A chunk several
+// The coordinator's merge of every rank's local plan (`plans` in group-rank order). A chunk several
 // ranks hold is written by the one DCP's default planner picks: chunks are taken in the order
 // they first appear (rank order, then each rank's order), and each goes to the holder that has
 // been given the fewest bytes so far (each chunk counting as its whole tensor's bytes), ties

@@ -117,23 +117,20 @@ std::string dcp_data_file_name(int64_t rank) {
 }
 
 std::vector<DcpWrittenItem> save_dcp_shard(const std::string& dir, const LocalSavePlan& mine,
-                                           const CheckpointMetadata& plan) {
+                                           std::span<const PlannedWrite> writes) {
   const std::string file = dcp_data_file_name(mine.rank);
+  for (const SaveItem& item : mine.items)
+    box_of(item.indices, item.shape, item.name);  // refuses a strided chunk on every rank
   std::vector<DcpWrittenItem> written;
   std::deque<StoredZipWriter> archives;
   std::vector<std::string_view> pieces;
   uint64_t offset = 0;
-  for (const SaveItem& item : mine.items) {
-    box_of(item.indices, item.shape, item.name);  // refuses a strided chunk on every rank
-    const CheckpointTensor* t = find_tensor(plan, item.name);
-    MESHSIM_ASSERT(t != nullptr, "a saved item is missing from the merged plan");
-    for (size_t c = 0; c < t->chunks.size(); ++c) {
-      if (t->chunks[c].file_rank != mine.rank || t->chunks[c].indices != item.indices) continue;
-      const StoredZipWriter& archive = archives.emplace_back(torch_save_tensor(*item.data));
-      pieces.insert(pieces.end(), archive.pieces().begin(), archive.pieces().end());
-      written.push_back({item.name, c, file, offset, archive.size()});
-      offset += archive.size();
-    }
+  for (const PlannedWrite& w : writes) {
+    const SaveItem& item = mine.items.at(w.item);
+    const StoredZipWriter& archive = archives.emplace_back(torch_save_tensor(*item.data));
+    pieces.insert(pieces.end(), archive.pieces().begin(), archive.pieces().end());
+    written.push_back({item.name, w.chunk, file, offset, archive.size()});
+    offset += archive.size();
   }
   write_file_atomically((std::filesystem::path(dir) / file).string(), pieces);
   return written;

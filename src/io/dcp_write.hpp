@@ -29,11 +29,12 @@ struct DcpWrittenItem {
 std::string dcp_data_file_name(int64_t rank);
 
 // What rank `mine.rank` writes: its data file (always, 0 bytes when it was given no chunk), with
-// the chunks of its local plan that `plan` (the merged metadata) assigns to it, in its state
-// dict's order. Throws RuntimeError for a chunk DCP's format cannot hold (a strided shard, whose
-// elements are not one box of the tensor) and for a file that cannot be written (naming it).
+// `writes` (the chunks of its local plan that the merged plan assigns to it: GlobalSavePlan's
+// writes), in its state dict's order. Throws RuntimeError for a chunk DCP's format cannot hold (a
+// strided shard, whose elements are not one box of the tensor) and for a file that cannot be
+// written (naming it).
 std::vector<DcpWrittenItem> save_dcp_shard(const std::string& dir, const LocalSavePlan& mine,
-                                           const CheckpointMetadata& plan);
+                                           std::span<const PlannedWrite> writes);
 
 // What the coordinator writes once every rank has written: `.metadata`, from the merged plan,
 // every rank's local plan (for each tensor's properties, taken from its first chunk's writer, as

@@ -122,8 +122,10 @@ void append_chunks(const std::vector<CheckpointChunk>& chunks, std::vector<int64
 
 }  // namespace
 
-uint64_t checkpoint_save_id(const CheckpointMetadata& plan, std::string_view checkpoint_name) {
+uint64_t checkpoint_save_id(const CheckpointMetadata& plan, std::string_view checkpoint_name,
+                            uint64_t values_digest) {
   Xxh3Stream hash;
+  hash.add(&values_digest, sizeof values_digest);
   const auto add_text = [&](std::string_view text) {
     const uint64_t size = text.size();
     hash.add(&size, sizeof size);
@@ -346,8 +348,10 @@ CheckpointMetadata save_world_checkpoint(
   GlobalSavePlan global = plan_global_save(plans);
   std::filesystem::path name(dir);
   if (name.filename().empty()) name = name.parent_path();  // "dir/"
-  global.metadata.save_id = checkpoint_save_id(global.metadata, name.filename().string());
-  for (const LocalSavePlan& mine : plans) save_checkpoint_shard(dir, mine, global.metadata, format);
+  global.metadata.save_id =
+      checkpoint_save_id(global.metadata, name.filename().string(), global.values_digest);
+  for (size_t p = 0; p < plans.size(); ++p)
+    save_checkpoint_shard(dir, plans[p], global.metadata, global.writes[p], format);
   save_checkpoint_metadata(dir, global.metadata, format);
   return std::move(global.metadata);
 }
@@ -360,22 +364,21 @@ void save_checkpoint_metadata(const std::string& dir, const CheckpointMetadata& 
 }
 
 void save_checkpoint_shard(const std::string& dir, const LocalSavePlan& mine,
-                           const CheckpointMetadata& plan, ArchiveFormat format) {
+                           const CheckpointMetadata& plan, std::span<const PlannedWrite> writes,
+                           ArchiveFormat format) {
   std::vector<RecordObject> chunks;
-  for (const SaveItem& item : mine.items) {
-    const CheckpointTensor* t = find_tensor(plan, item.name);
-    MESHSIM_ASSERT(t != nullptr, "a saved item is missing from the merged plan");
-    for (size_t c = 0; c < t->chunks.size(); ++c) {
-      if (t->chunks[c].file_rank != mine.rank || t->chunks[c].indices != item.indices) continue;
-      // Borrowed: the tensor outlives the record, which is written before this returns.
-      const std::span<const std::byte> bytes = item.data->bytes();
-      chunks.push_back(
-          RecordObject{"ChunkData", {}}
-              .set("tensor", RecordValue::of(item.name))
-              .set("chunk", RecordValue::of(static_cast<int64_t>(c)))
-              .set("data", RecordValue::borrowed_bytes(std::string_view(
-                               reinterpret_cast<const char*>(bytes.data()), bytes.size()))));
-    }
+  for (const PlannedWrite& w : writes) {
+    const SaveItem& item = mine.items.at(w.item);
+    MESHSIM_ASSERT(plan.tensors.at(w.tensor).chunks.at(w.chunk).file_rank == mine.rank,
+                   "a rank writes a chunk the plan gives another");
+    // Borrowed: the tensor outlives the record, which is written before this returns.
+    const std::span<const std::byte> bytes = item.data->bytes();
+    chunks.push_back(
+        RecordObject{"ChunkData", {}}
+            .set("tensor", RecordValue::of(item.name))
+            .set("chunk", RecordValue::of(static_cast<int64_t>(w.chunk)))
+            .set("data", RecordValue::borrowed_bytes(std::string_view(
+                             reinterpret_cast<const char*>(bytes.data()), bytes.size()))));
   }
   const RecordObject shard =
       RecordObject{"ShardFile", {}}
@@ -442,7 +445,7 @@ namespace {
 // `entry`, read from the saved chunks that meet it. Every chunk's data is found in its shard file
 // before the shard is allocated, so a small metadata file claiming a huge tensor costs nothing.
 Tensor read_from_chunks(const std::string& dir, const CheckpointTensor& entry,
-                        const std::vector<IndexRuns>& mine,
+                        const ChunkLookup& lookup, const std::vector<IndexRuns>& mine,
                         const std::vector<int64_t>& local_shape) {
   const std::string& name = entry.name;
   const size_t element = dtype_size(entry.dtype);
@@ -460,7 +463,7 @@ Tensor read_from_chunks(const std::string& dir, const CheckpointTensor& entry,
   };
   std::vector<Meeting> meetings;
   int64_t met = 0;
-  for (size_t c = 0; c < entry.chunks.size(); ++c) {
+  for (size_t c : lookup.candidates(mine)) {
     Meeting m{c, {}, 1, {}};
     for (size_t d = 0; d < mine.size(); ++d) {
       m.dims.push_back(meet(entry.chunks[c].indices[d], mine[d]));
@@ -535,15 +538,25 @@ Tensor read_from_chunks(const std::string& dir, const CheckpointTensor& entry,
 
 }  // namespace
 
+ChunkLookup chunk_lookup(const CheckpointTensor& entry) {
+  std::vector<const std::vector<IndexRuns>*> chunks;
+  chunks.reserve(entry.chunks.size());
+  for (const CheckpointChunk& c : entry.chunks) chunks.push_back(&c.indices);
+  return ChunkLookup(chunks);
+}
+
 DTensor load_world_tensor(const std::string& dir, const CheckpointTensor& entry,
-                          const DeviceMesh& mesh, std::vector<Placement> placements) {
+                          const DeviceMesh& mesh, std::vector<Placement> placements,
+                          const ChunkLookup* lookup) {
   // The shard's layout first (no storage), then storage this function alone owns.
   const DTensor layout = DTensor::zeros(
       DTensorSpec{mesh, std::move(placements), entry.shape, entry.dtype}, Tensor::Storage::kMeta);
   if (!layout.participates()) return DTensor::zeros(layout.spec());
   const DTensorSpec& spec = layout.spec();
+  const std::optional<ChunkLookup> own =
+      lookup == nullptr ? std::optional<ChunkLookup>(chunk_lookup(entry)) : std::nullopt;
   Tensor local = read_from_chunks(
-      dir, entry,
+      dir, entry, lookup != nullptr ? *lookup : *own,
       owned_indices(spec.shape, spec.mesh.shape(), *spec.mesh.coordinate(), spec.placements),
       layout.local().shape());
   return DTensor::from_local_shard(layout.spec(), std::move(local));
@@ -552,7 +565,7 @@ DTensor load_world_tensor(const std::string& dir, const CheckpointTensor& entry,
 Tensor load_whole_tensor(const std::string& dir, const CheckpointTensor& entry) {
   std::vector<IndexRuns> all;
   for (int64_t n : entry.shape) all.push_back(IndexRuns::range(n));
-  return read_from_chunks(dir, entry, all, entry.shape);
+  return read_from_chunks(dir, entry, chunk_lookup(entry), all, entry.shape);
 }
 
 DTensor load_world_tensor(const std::string& dir, const std::string& name, const DeviceMesh& mesh,

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -17,6 +18,7 @@
 
 #include "src/dtensor/dtensor.hpp"
 #include "src/dtensor/index_runs.hpp"
+#include "src/io/chunk_lookup.hpp"
 #include "src/io/envelope.hpp"
 #include "src/io/record_archive.hpp"
 
@@ -46,13 +48,17 @@ struct CheckpointTensor {
 
 struct CheckpointMetadata {
   std::vector<CheckpointTensor> tensors;
-  // What ties the metadata to the shard files written with it: the checkpoint's name and plan,
-  // hashed (checkpoint_save_id), so one scenario always writes the same bytes. 0 when unknown.
+  // What ties the metadata to the shard files written with it: the checkpoint's name, plan and
+  // values, hashed (checkpoint_save_id), so one scenario always writes the same bytes. 0 when
+  // unknown.
   uint64_t save_id = 0;
 };
 
-// The id of a save of `plan` under `checkpoint_name`; never 0.
-uint64_t checkpoint_save_id(const CheckpointMetadata& plan, std::string_view checkpoint_name);
+// The id of a save of `plan` under `checkpoint_name` writing values whose digest is
+// `values_digest` (GlobalSavePlan's): two saves of one plan with other values get other ids.
+// Never 0.
+uint64_t checkpoint_save_id(const CheckpointMetadata& plan, std::string_view checkpoint_name,
+                            uint64_t values_digest);
 
 // How many elements a chunk holds (its indices lie within a tensor: no overflow).
 int64_t chunk_volume(const std::vector<IndexRuns>& indices);
@@ -60,11 +66,20 @@ int64_t chunk_volume(const std::vector<IndexRuns>& indices);
 struct LocalSavePlan;
 struct StateDictEntry;
 
-// What rank `rank` writes: its shard file (always, possibly with no chunks), holding the chunks of
-// its local plan that `plan` (the merged metadata) assigns to it, and the plan's save id. Errors
-// name the file.
+// One chunk a rank writes: the item of its local plan, and where the merged metadata lists it
+// (tensor, then chunk, by position).
+struct PlannedWrite {
+  size_t item;
+  size_t tensor;
+  size_t chunk;
+};
+
+// What rank `mine.rank` writes: its shard file (always, possibly with no chunks), holding `writes`
+// (the chunks of its local plan that `plan`, the merged metadata, assigns to it: GlobalSavePlan's
+// writes) and the plan's save id. Errors name the file.
 void save_checkpoint_shard(const std::string& dir, const LocalSavePlan& mine,
-                           const CheckpointMetadata& plan, ArchiveFormat format);
+                           const CheckpointMetadata& plan, std::span<const PlannedWrite> writes,
+                           ArchiveFormat format);
 // What the coordinator writes once every shard is written: the plan as metadata.
 void save_checkpoint_metadata(const std::string& dir, const CheckpointMetadata& plan,
                               ArchiveFormat format);
@@ -96,8 +111,13 @@ const CheckpointTensor* find_tensor(const CheckpointMetadata& metadata, const st
 // the file and the problem when the checkpoint does not cover this rank's shard exactly, or a
 // shard file does not match the metadata; what DTensor::zeros throws for placements that do not
 // fit.
+// `lookup` (of `entry`'s chunks, chunk_lookup) may be shared by the ranks of one load; without
+// one, this call makes its own.
 DTensor load_world_tensor(const std::string& dir, const CheckpointTensor& entry,
-                          const DeviceMesh& mesh, std::vector<Placement> placements);
+                          const DeviceMesh& mesh, std::vector<Placement> placements,
+                          const ChunkLookup* lookup = nullptr);
+// The lookup of `entry`'s chunks (src/io/chunk_lookup.hpp).
+ChunkLookup chunk_lookup(const CheckpointTensor& entry);
 // A plain tensor of the checkpoint, whole (every chunk read).
 Tensor load_whole_tensor(const std::string& dir, const CheckpointTensor& entry);
 // The tensor `name`, reading metadata.ckpt itself (tests, benchmarks); RuntimeError also when

@@ -368,6 +368,23 @@ TEST_CASE("world checkpoint: files of two saves are never read as one", "[io][wo
                     Catch::Contains("cannot load 'w': shard-0.ckpt was written by another save") &&
                         Catch::Contains("the directory mixes the files of two saves"));
 
+  // Two saves of one name and one plan with other values (the same step saved by two runs): one
+  // run's shard next to the other's metadata is refused as well.
+  const std::string run1 = fresh_dir("run1/step1"), run2 = fresh_dir("run2/step1");
+  const auto save_step1 = [&](const std::string& dir, uint64_t seed) {
+    meshsim::save_world_checkpoint(
+        dir, WorldOf(random_global({8, 4}, seed), 2, {{2}, {meshsim::Shard{0}}}).state_dicts("w"),
+        meshsim::ArchiveFormat::kBinary);
+  };
+  save_step1(run1, 11);
+  save_step1(run2, 12);
+  CHECK(meshsim::load_checkpoint_metadata(run1).save_id !=
+        meshsim::load_checkpoint_metadata(run2).save_id);
+  std::filesystem::copy_file(run2 + "/shard-0.ckpt", run1 + "/shard-0.ckpt",
+                             std::filesystem::copy_options::overwrite_existing);
+  CHECK_THROWS_WITH(meshsim::load_world_tensor(run1, "w", mesh, {meshsim::Shard{0}}),
+                    Catch::Contains("shard-0.ckpt was written by another save"));
+
   // A shard file listing one chunk twice (a valid record, resealed): refused, not "the last wins".
   const meshsim::CheckpointMetadata metadata = meshsim::load_checkpoint_metadata(step1);
   const std::string chunk_bytes(4 * 4 * 4, 'x');
