@@ -16,14 +16,14 @@ void CheckpointExchange::finish(const Group& group) {
   if (slot != calls.slots.end() && ++slot->second.finished == group.size()) calls.slots.erase(slot);
 }
 
-std::optional<std::string> CheckpointExchange::claim_directory(const std::string& dir,
-                                                               const Group& group,
-                                                               const std::string& label) {
+std::optional<std::pair<std::string, std::string>> CheckpointExchange::claim_directory(
+    const std::string& dir, const Group& group, const std::string& label) {
   const auto [claim, added] = directories_.try_emplace(dir, Claim{group.id, label});
   if (added || claim->second.group_id == group.id) return std::nullopt;
-  std::string earlier = claim->second.label;
+  std::pair<std::string, std::string> both{claim->second.label, label};
+  if (claim->second.group_id > group.id) std::swap(both.first, both.second);
   claim->second = Claim{group.id, label};
-  return earlier;
+  return both;
 }
 
 }  // namespace meshsim::sim

@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "src/comm/collective.hpp"
@@ -56,16 +57,26 @@ class CheckpointExchange {
   // This rank is done with the slot it took last on `group`; the last member to finish frees it.
   void finish(const Group& group);
 
-  // A save over `group` (described as `label`) writes into `dir`. Returns the label of another
-  // group whose save of this run wrote there first: the two saves write the same file names
-  // (each numbers its files by group rank), so the later one overwrites the earlier one's.
-  std::optional<std::string> claim_directory(const std::string& dir, const Group& group,
-                                             const std::string& label);
+  // A save over `group` (described as `label`) writes into `dir`. When another group's save of
+  // this run wrote there too, returns the two labels, the lower group id's first (which of the
+  // two came first depends on the schedule): both write the same file names, each numbering its
+  // files by group rank.
+  std::optional<std::pair<std::string, std::string>> claim_directory(const std::string& dir,
+                                                                     const Group& group,
+                                                                     const std::string& label);
+  // What reports call `group`: made by `make` the first time it is asked for, then shared.
+  template <typename Make>
+  const std::string& group_label(const Group& group, Make&& make) {
+    std::string& label = groups_[group.id].label;
+    if (label.empty()) label = make();
+    return label;
+  }
 
  private:
   struct GroupCalls {
     std::vector<int64_t> calls_made;  // per group rank
     std::map<int64_t, Slot> slots;    // by call number
+    std::string label;
   };
   struct Claim {
     int64_t group_id;

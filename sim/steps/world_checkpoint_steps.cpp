@@ -26,10 +26,13 @@ namespace {
 // every failing rank).
 constexpr size_t kFailuresShown = 4;
 
-// "world.spmd#1 [4-7]": the group a checkpoint call runs over, as reports name it.
-std::string describe_group(const RankState& rank, const Group& group) {
-  return label_with_members(group_label(&rank.groups().table(), group.id, group.name),
-                            *group.ranks);
+// "world.spmd#1 [4-7]": the group a checkpoint call runs over, as reports name it (made once per
+// group: listing the members costs as much as the group is large).
+const std::string& describe_group(RankState& rank, const Group& group) {
+  return rank.checkpoint_exchange().group_label(group, [&] {
+    return label_with_members(group_label(&rank.groups().table(), group.id, group.name),
+                              *group.ranks);
+  });
 }
 
 // One rank's part in a collective checkpoint call, run in phases as DCP runs it (plan, then
@@ -43,9 +46,9 @@ class CollectiveCall {
   CollectiveCall(RankState& rank, Group group, std::string what)
       : rank_(rank),
         group_(std::move(group)),
-        what_(group_.id == rank.group("", "").id
-                  ? std::move(what)
-                  : fmt::format("{} over {}", what, describe_group(rank, group_))),
+        world_(group_.id == rank.group("", "").id),
+        what_(world_ ? std::move(what)
+                     : fmt::format("{} over {}", what, describe_group(rank, group_))),
         slot_(rank.checkpoint_exchange().next_slot(group_)) {
     slot_.calls[static_cast<size_t>(group_.position)] = what_;
   }
@@ -110,7 +113,7 @@ class CollectiveCall {
         };
         *slot_.calls_differ = fmt::format(
             "rank {} is in {} where rank {} is in {}: every rank must make the same checkpoint "
-            "calls in the same order",
+            "calls in the same order, naming the same checkpoint",
             (*group_.ranks)[r], call(slot_.calls[r]), group_.ranks->front(), call(slot_.calls[0]));
         break;
       }
@@ -130,9 +133,9 @@ class CollectiveCall {
     std::string each;
     for (const auto& [r, e] : slot_.failures) {
       ranks.push_back(r);
-      const int64_t global = (*group_.ranks)[static_cast<size_t>(r)];
-      const std::string who = global == r ? fmt::format("RANK {}", r)
-                                          : fmt::format("RANK {}, global rank {}", r, global);
+      const std::string who = world_ ? fmt::format("RANK {}", r)
+                                     : fmt::format("RANK {}, global rank {}", r,
+                                                   (*group_.ranks)[static_cast<size_t>(r)]);
       if (ranks.size() <= kFailuresShown)
         each += fmt::format("\n({}) {}: {}", who, py_error_type_name(e.type()), e.what());
     }
@@ -145,6 +148,7 @@ class CollectiveCall {
 
   RankState& rank_;
   Group group_;
+  bool world_;
   std::string what_;
   CheckpointExchange::Slot& slot_;
   bool met_ = false;
@@ -156,7 +160,13 @@ class WorldCollectiveStep : public Step {
  public:
   bool communicates() const override { return true; }
   std::optional<PlannedCall> planned_call(const RankState& rank) const override {
-    return PlannedCall{CollectiveOp::kAllReduce, group_.on(rank).id, -1};
+    PlannedCall call{CollectiveOp::kAllReduce, -1, -1};
+    // A rank outside the group (it rightly skips a save over another stage's group) has none.
+    try {
+      call.group_id = group_.on(rank).id;
+    } catch (const std::exception&) {
+    }
+    return call;
   }
 
   GroupOperand group_;  // WORLD unless the step names a group
@@ -219,15 +229,15 @@ class WorldSaveStep final : public WorldCollectiveStep {
     if (call.coordinator()) {
       for (const std::string& w : slot.merged.warnings)
         rank.warn(fmt::format("checkpoint \"{}\": {}", checkpoint, w));
-      const std::string label = describe_group(rank, call.group());
-      if (const auto earlier =
-              rank.checkpoint_exchange().claim_directory(dir, call.group(), label)) {
+      if (const auto both = rank.checkpoint_exchange().claim_directory(
+              dir, call.group(), describe_group(rank, call.group()))) {
         rank.warn(fmt::format(
-            "checkpoint \"{}\": the save over {} writes into the directory the save over {} "
-            "wrote: each names its files by group rank and writes the metadata, so this save "
-            "overwrites the other's files and a load finds this save's tensors only "
-            "(Distributed Checkpoint does this silently: give each group its own checkpoint)",
-            checkpoint, label, *earlier));
+            "checkpoint \"{}\": the saves over {} and over {} write into one directory: each "
+            "names its files by group rank and writes the metadata, so they replace each "
+            "other's files in the order their ranks write, and a load finds one save's metadata "
+            "beside files of both (Distributed Checkpoint does this silently: give each group its "
+            "own checkpoint)",
+            checkpoint, both->first, both->second));
       }
     }
     call.phase([&] {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -24,8 +25,12 @@ class ChunkLookup {
  private:
   using Box = std::vector<std::pair<int64_t, int64_t>>;  // [lo, hi) per dim
   std::vector<Box> boxes_;
-  std::vector<size_t> by_start_;  // chunk numbers by their lo in dim 0
-  std::vector<int64_t> max_end_;  // the largest hi in dim 0 among by_start_[0..i]
+  // The dim the chunks are sorted by: the one where they start at the most places (a tensor
+  // split along dim 1 only has every chunk start at row 0). None for a scalar's chunks, or chunks
+  // of differing dims (which the caller refuses): then every chunk is a candidate to look at.
+  std::optional<size_t> dim_;
+  std::vector<size_t> by_start_;  // chunk numbers by their lo in dim_
+  std::vector<int64_t> max_end_;  // the largest hi in dim_ among by_start_[0..i]
 };
 
 // The smallest [lo, hi) holding every index of `indices` ([0, 0) when it has none).

@@ -2,7 +2,8 @@
 // GLOBAL, REDUCE and BUILD instructions import and call arbitrary Python; this reader executes the
 // data instructions only and turns every call into a plain record ("an object of class
 // torch.Size built from these arguments"), after checking the class against the caller's
-// allow-list. What it cannot represent it refuses, naming the byte offset. See docs/pickle.md.
+// allow-list. What it cannot represent it refuses, naming the byte offset. See docs/checkpoints.md
+// section 2.
 #pragma once
 
 #include <algorithm>

@@ -1,0 +1,77 @@
+// One rank's Flight Recorder dump, as PyTorch 2.15 writes it (schema version "2.10"): the pickle
+// of _dump_fr_trace (what a job writes on a timeout, TORCH_FR_BUFFER_SIZE > 0) or the JSON of
+// _dump_fr_trace_json. Both encodings decode to the same record; what they differ in (JSON has no
+// stack frames, gives pg_status counters as strings and unset times as 0) is evened out here.
+// See docs/flight-recorder.md.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace meshsim {
+
+struct FrFrame {
+  std::string name;
+  std::string filename;
+  int64_t line = 0;
+};
+
+// One recorded call.
+struct FrEntry {
+  int64_t record_id = 0;
+  int64_t pg_id = 0;
+  std::string pg_name;  // process_group[0]: c10d's name of the group ("0", "3")
+  std::string pg_desc;  // process_group[1]: "default_pg", "undefined", a mesh dim's description
+  int64_t collective_seq_id = 0;
+  int64_t p2p_seq_id = 0;
+  int64_t op_id = 0;
+  std::string profiling_name;  // "nccl:all_reduce", "gloo:all_gather", "nccl:send 0->1"
+  std::vector<std::vector<int64_t>> input_sizes, output_sizes;
+  std::vector<std::string> input_dtypes, output_dtypes;  // "Float", "BFloat16", ...
+  std::string state;  // "scheduled", "started" or "completed" (Gloo records "scheduled" only)
+  bool retired = false;
+  bool is_p2p = false;
+  int64_t timeout_ms = 0;
+  std::optional<int64_t> time_created_ns, time_started_ns, time_completed_ns;
+  std::vector<FrFrame> frames;  // innermost first; empty in JSON dumps
+  std::string thread_name, thread_id;
+};
+
+// A process group as the recorder names it (pg_config). Gloo's recorder keeps one entry under an
+// empty name whatever the groups, so a reader must not take these as the only groups.
+struct FrGroupConfig {
+  std::string name, desc;
+  std::vector<int64_t> ranks;
+};
+
+struct FrGroupStatus {
+  int64_t last_enqueued = -1, last_started = -1, last_completed = -1;
+};
+
+struct FrDump {
+  std::string version;  // "2.10"
+  std::string comm_lib_version;
+  std::map<std::string, FrGroupConfig> pg_config;  // by the config's key
+  std::map<std::string, FrGroupStatus> pg_status;  // by pg_id, as text
+  std::vector<FrEntry> entries;                    // oldest first
+};
+
+// Limits on what one dump may hold, so that a hostile file costs bounded time and memory.
+struct FrDumpLimits {
+  uint64_t max_bytes = uint64_t{64} << 20;
+  size_t max_entries = 1 << 20;
+  size_t max_depth = 16;  // of nested containers
+};
+
+// Decodes a dump of either encoding (a pickle starts with the PROTO byte 0x80, JSON with '{').
+// The pickle is read without running anything: no class or function is allowed, so an import or
+// a call is refused with its byte offset. Throws meshsim::Error (ValueError) naming `what` and
+// the place (byte offset in a pickle, line:column in JSON, or the field, as entries[3].state) for
+// anything that is not a dump of schema 2.x; fields PyTorch may add later are ignored.
+FrDump read_fr_dump(std::string bytes, std::string_view what, FrDumpLimits limits = {});
+
+}  // namespace meshsim
