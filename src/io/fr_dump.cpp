@@ -99,12 +99,13 @@ json parse_json(const std::string& bytes, std::string_view what, const FrDumpLim
   };
   try {
     return json::parse(bytes, depth_check);
-  } catch (const json::parse_error& e) {
-    // nlohmann's text is "[json.exception.parse_error.101] parse error at line 1, column 5: ...".
+  } catch (const json::exception& e) {
+    // nlohmann's text is "[json.exception.parse_error.101] parse error at line 1, column 5: ...";
+    // a number too large for a double is its out_of_range.406.
     std::string text = e.what();
     if (const size_t at = text.find("] "); at != std::string::npos) text = text.substr(at + 2);
-    throw value_error(fmt::format("{}: not a Flight Recorder dump: {} (byte {})", what,
-                                  printable(text, 200), e.byte));
+    throw value_error(
+        fmt::format("{}: not a Flight Recorder dump: {}", what, printable(text, 200)));
   }
 }
 

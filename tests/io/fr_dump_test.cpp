@@ -136,5 +136,9 @@ TEST_CASE("fr dump: damaged and hostile dumps are refused with the place", "[io]
   // Truncated JSON, and bytes that are neither encoding.
   refused(json.substr(0, json.size() / 2), "not a Flight Recorder dump");
   refused("PK\x03\x04", "neither a pickle");
+  refused(R"({"version": "2.10", "entries": [1e999]})", "not a Flight Recorder dump");
+  refused(
+      R"({"version": "2.10", "pg_status": {"0": {"last_enqueued_collective": 10000000000000000000}}})",
+      "expected an integer below 2^63");
   refused(std::string(40, '[').insert(0, "{\"a\":"), "nested deeper than 16");
 }
