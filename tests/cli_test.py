@@ -608,6 +608,46 @@ with tempfile.TemporaryDirectory() as tmp:
     check(r.returncode == 2 and "cut.pt: byte " in r.stderr,
           f"ckpt inspect on a cut torch.save file: {r.returncode} {r.stderr!r}")
 
+    # `fr analyze` on Flight Recorder dumps torch 2.15 wrote on 4 Gloo ranks (tests/fr_writer.py;
+    # fr_analyze_diff compares many jobs' dumps with torch's own analyzer).
+    fr = in_root("tests", "io", "data", "fr")
+    r = run("fr", "analyze", os.path.join(fr, "skipped"))
+    check(r.returncode == 1 and r.stdout.startswith("deadlock: missing rank\n") and
+          "rank 3 never called all_reduce(Float[4]) on WORLD seq 2 that ranks 0-2 wait in" in
+          r.stdout and "ranks 0-2: blocked in all_reduce(Float[4]) on WORLD seq 2 at " in r.stdout
+          and "the JSON dumps of ranks 0-3 are not read" in r.stdout,
+          f"fr analyze names the rank that skipped a collective: {r.returncode} {r.stdout!r}")
+    graph = os.path.join(tmp, "waits.dot")
+    r = run("fr", "analyze", "--json", "--graph", graph,
+            *[os.path.join(fr, "mismatch", f"rank{i}.json") for i in range(4)])
+    report = json.loads(r.stdout) if r.returncode == 1 else {}
+    check(report.get("verdict") == "desync" and report["culprits"] == [2] and
+          report["mismatches"][0]["kind"] == "sizes" and "digraph waits" in open(graph).read(),
+          f"fr analyze --json --graph on JSON dumps: {r.returncode} {r.stdout[:400]!r}")
+    r = run("fr", "analyze", os.path.join(fr, "ok"))
+    check(r.returncode == 0 and r.stdout.startswith("no hang"), f"fr analyze, clean: {r.stdout!r}")
+    r = run("fr", "analyze", "--world-size", "6", os.path.join(fr, "ok", "rank0.pkl"))
+    check(r.returncode == 0 and "no dump from ranks 1-5 (5 of 6 ranks)" in r.stdout,
+          f"fr analyze says which ranks left no dump: {r.stdout!r}")
+    hostile = os.path.join(tmp, "dumps")
+    os.makedirs(hostile)
+    shutil.copy(os.path.join(fr, "skipped", "rank0.pkl"), hostile)
+    with open(os.path.join(hostile, "rank1.pkl"), "wb") as f:
+        f.write(b"\x80\x02cos\nsystem\nq\x00X\x02\x00\x00\x00lsq\x01\x85q\x02Rq\x03.")
+    r = run("fr", "analyze", hostile)
+    check(r.returncode == 2 and "rank1.pkl: byte 2:" in r.stderr and
+          "rank 1's dump cannot be read" in r.stdout,
+          f"fr analyze refuses a pickle that calls os.system and goes on: {r.returncode} "
+          f"{r.stdout!r} {r.stderr!r}")
+    r = run("fr", "analyze", os.path.join(ROOT, "README.md"))
+    check(r.returncode == 2 and "does not end with a rank" in r.stderr,
+          f"fr analyze on a file without a rank in its name: {r.stderr!r}")
+    r = run("fr", "analyze", "--world-size", "0", fr)
+    check(r.returncode == 2 and "--world-size" in r.stderr, f"fr analyze --world-size 0: {r.stderr!r}")
+    r = run("fr", "analyze", in_root("scenarios"))
+    check(r.returncode == 2 and "no readable dump" in r.stderr,
+          f"fr analyze on a directory without dumps: {r.stderr!r}")
+
     # A DCP checkpoint torch wrote, damaged on disk: the load fails on every rank naming the file,
     # the chunk and the CRC-32, never loading the flipped value.
     damaged = os.path.join(tmp, "dcp_damaged")

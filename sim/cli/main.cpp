@@ -11,6 +11,7 @@
 
 #include "sim/cli/ckpt_command.hpp"
 #include "sim/cli/cli_numbers.hpp"
+#include "sim/cli/fr_command.hpp"
 #include "sim/cli/rng_command.hpp"
 #include "sim/report/report.hpp"
 #include "sim/run/backend_factory.hpp"
@@ -391,6 +392,8 @@ int main(int argc, char** argv) {
   CkptInspectFlags inspect_flags;
   CkptPlanFlags plan_flags;
   const CkptCommands ckpt = add_ckpt_command(app, inspect_flags, plan_flags);
+  FrAnalyzeFlags fr_flags;
+  CLI::App* fr_analyze = add_fr_command(app, fr_flags);
 
   try {
     app.parse(argc, argv);
@@ -430,6 +433,7 @@ int main(int argc, char** argv) {
   if (rng.offsets->parsed()) return run_rng_offsets(offsets_flags);
   if (ckpt.inspect->parsed()) return run_ckpt_inspect(inspect_flags);
   if (ckpt.plan->parsed()) return run_ckpt_plan(plan_flags);
+  if (fr_analyze->parsed()) return run_fr_analyze(fr_flags);
   for (const auto& [flag, path] : output_flags(flags)) {
     if (run->count(flag) > 0 && path->empty()) return bad_flag(flag, "needs a path (it was empty)");
   }

@@ -1,0 +1,189 @@
+#include "sim/cli/fr_command.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+
+#include "sim/cli/cli_numbers.hpp"
+#include "sim/report/fr_render.hpp"
+#include "sim/runtime/hang_phrases.hpp"
+#include "src/error.hpp"
+#include "src/io/atomic_file.hpp"
+#include "src/io/fr_dump.hpp"
+
+namespace meshsim::sim {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kExitHang = 1;
+constexpr int kExitUnusable = 2;
+// A directory of more candidate files than this is refused before any is read.
+constexpr size_t kMaxDumpFiles = size_t{1} << 20;
+
+struct DumpFile {
+  int64_t rank;
+  std::string path;
+};
+
+// Every dump file the paths name: files as given (each must carry a rank), directories' files
+// that carry one (others are skipped), in rank order, a rank's pickle before its JSON (the
+// pickle has the Python frames).
+std::vector<DumpFile> dump_files(const std::vector<std::string>& paths, size_t& skipped) {
+  std::vector<DumpFile> out;
+  for (const std::string& path : paths) {
+    std::error_code error;
+    if (fs::is_directory(path, error)) {
+      std::vector<std::string> names;
+      for (const fs::directory_entry& e : fs::directory_iterator(path, error)) {
+        if (names.size() == kMaxDumpFiles)
+          throw runtime_error(fmt::format("{}: more than {} files", path, kMaxDumpFiles));
+        if (e.is_regular_file(error)) names.push_back(e.path().filename().string());
+      }
+      if (error) throw runtime_error(fmt::format("{}: cannot list it: {}", path, error.message()));
+      std::sort(names.begin(), names.end());
+      for (const std::string& name : names) {
+        if (const auto rank = rank_in_dump_name(name))
+          out.push_back({*rank, (fs::path(path) / name).string()});
+        else
+          ++skipped;
+      }
+    } else if (fs::exists(path, error)) {
+      const auto rank = rank_in_dump_name(fs::path(path).filename().string());
+      if (!rank)
+        throw runtime_error(fmt::format(
+            "{}: its name does not end with a rank (as rank3.pkl or nccl_trace_rank_3)", path));
+      out.push_back({*rank, path});
+    } else {
+      throw runtime_error(fmt::format("{}: no such file or directory", path));
+    }
+  }
+  std::stable_sort(out.begin(), out.end(), [](const DumpFile& a, const DumpFile& b) {
+    const bool a_json = a.path.ends_with(".json"), b_json = b.path.ends_with(".json");
+    return std::tie(a.rank, a_json) < std::tie(b.rank, b_json);
+  });
+  return out;
+}
+
+}  // namespace
+
+std::optional<int64_t> rank_in_dump_name(std::string_view name) {
+  for (const std::string_view ext : {".pkl", ".pickle", ".json"})
+    if (name.ends_with(ext)) {
+      name.remove_suffix(ext.size());
+      break;
+    }
+  size_t digits = 0;
+  while (digits < name.size() && name[name.size() - 1 - digits] >= '0' &&
+         name[name.size() - 1 - digits] <= '9')
+    ++digits;
+  if (digits == 0 || digits > 9) return std::nullopt;
+  int64_t rank = 0;
+  std::from_chars(name.data() + name.size() - digits, name.data() + name.size(), rank);
+  return rank;
+}
+
+CLI::App* add_fr_command(CLI::App& app, FrAnalyzeFlags& flags) {
+  CLI::App* fr = app.add_subcommand("fr", "read PyTorch Flight Recorder dumps of a real job");
+  fr->require_subcommand(1);
+  CLI::App* analyze = fr->add_subcommand(
+      "analyze",
+      "say why a job hung from its ranks' Flight Recorder dumps (pickle or JSON, one per rank): "
+      "collectives some members never reached, members that disagreed on op, sizes or dtypes, "
+      "sends and recvs whose peer went elsewhere, cycles of waits, the first call members made "
+      "from different lines; ranks without a dump and buffers that wrapped are said");
+  analyze
+      ->add_option("paths", flags.paths,
+                   "dump files, or directories of them; a file's name ends with its rank "
+                   "(rank3.pkl, nccl_trace_rank_3)")
+      ->required();
+  analyze->add_flag("--json", flags.json, "print JSON (schema in docs/flight-recorder.md)");
+  analyze->add_option("--graph", flags.graph, "write the wait-for graph as Graphviz DOT to FILE");
+  analyze->add_option("--world-size", flags.world_size,
+                      "ranks in the job, when the last ranks left no dump");
+  return analyze;
+}
+
+int run_fr_analyze(const FrAnalyzeFlags& flags) {
+  uint64_t world = 0;
+  if (!flags.world_size.empty()) {
+    if (const std::string error = parse_unsigned(flags.world_size, 1, kMaxFrWorld, world);
+        !error.empty()) {
+      std::cerr << "meshsim fr analyze: --world-size: " << error << "\n";
+      return kExitUnusable;
+    }
+  }
+  std::vector<DumpFile> files;
+  size_t skipped = 0;
+  try {
+    files = dump_files(flags.paths, skipped);
+  } catch (const Error& e) {
+    std::cerr << "meshsim fr analyze: " << e.what() << "\n";
+    return kExitUnusable;
+  }
+  std::vector<FrRankDump> dumps;
+  std::vector<std::string> evidence;
+  bool unreadable = false;
+  const FrDumpLimits limits;
+  std::vector<int64_t> second_encoding;  // ranks with a pickle and a JSON dump: the pickle is read
+  for (size_t i = 0; i < files.size(); ++i) {
+    const DumpFile& f = files[i];
+    if (i > 0 && files[i - 1].rank == f.rank) {
+      if (files[i - 1].path.ends_with(".json") == f.path.ends_with(".json"))
+        evidence.push_back(fmt::format("{} is not read: rank {} is read from {}", f.path, f.rank,
+                                       files[i - 1].path));
+      else
+        second_encoding.push_back(f.rank);
+      continue;
+    }
+    try {
+      dumps.push_back({f.rank, f.path,
+                       read_fr_dump(read_file_bounded(f.path, limits.max_bytes), f.path, limits)});
+    } catch (const Error& e) {
+      std::cerr << "meshsim fr analyze: " << e.what() << "\n";
+      evidence.push_back(fmt::format("rank {}'s dump cannot be read: {}", f.rank, e.what()));
+      unreadable = true;
+    }
+  }
+  if (!second_encoding.empty())
+    evidence.push_back(fmt::format(
+        "the JSON dumps of {} are not read: their pickles are (they carry the Python frames)",
+        ranks_text(second_encoding)));
+  if (dumps.empty()) {
+    std::cerr << "meshsim fr analyze: no readable dump"
+              << (skipped > 0
+                      ? fmt::format(" ({} files without a rank in their name skipped)", skipped)
+                      : std::string())
+              << "\n";
+    return kExitUnusable;
+  }
+  FrAnalysis analysis;
+  try {
+    analysis = analyze_fr_dumps(std::move(dumps), static_cast<int64_t>(world));
+  } catch (const Error& e) {
+    std::cerr << "meshsim fr analyze: " << e.what() << "\n";
+    return kExitUnusable;
+  }
+  analysis.evidence.insert(analysis.evidence.begin(), evidence.begin(), evidence.end());
+  if (flags.json)
+    std::cout << fr_analysis_json(analysis).dump(2) << "\n";
+  else
+    std::cout << fr_analysis_text(analysis);
+  if (!flags.graph.empty()) {
+    std::ofstream out(flags.graph, std::ios::binary);
+    out << fr_analysis_dot(analysis);
+    if (!out.flush()) {
+      std::cerr << "meshsim fr analyze: --graph: cannot write " << flags.graph << "\n";
+      return kExitUnusable;
+    }
+  }
+  if (unreadable) return kExitUnusable;
+  return analysis.verdict == FrAnalysis::Verdict::kClean ? 0 : kExitHang;
+}
+
+}  // namespace meshsim::sim

@@ -1,0 +1,35 @@
+// `meshsim fr analyze`: why a real job hung, from its ranks' Flight Recorder dumps (one file per
+// rank, pickle or JSON, named with the rank at the end: rank3.pkl, nccl_trace_rank_3): the
+// cause, the culprits and one line per story of ranks, as meshsim's own hang reports say it; text,
+// JSON or a Graphviz wait-for graph. See docs/flight-recorder.md.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace meshsim::sim {
+
+struct FrAnalyzeFlags {
+  std::vector<std::string> paths;  // dump files, or directories of them
+  bool json = false;
+  std::string graph;       // write the wait-for graph (DOT) here
+  std::string world_size;  // ranks of the job, when the last ranks left no dump
+};
+
+// Adds `fr analyze` to `app`; test the returned subcommand for parsed().
+CLI::App* add_fr_command(CLI::App& app, FrAnalyzeFlags& flags);
+
+// 0 when the dumps show no hang, 1 when they show one (or a mismatch), 2 after a clear message
+// for bad flags, no dumps, or a dump that cannot be read (the others are still analysed).
+int run_fr_analyze(const FrAnalyzeFlags& flags);
+
+// The rank a dump's file name ends with, before an extension .pkl, .pickle or .json:
+// "rank3.pkl" -> 3, "nccl_trace_rank_12" -> 12; none for a name without one.
+std::optional<int64_t> rank_in_dump_name(std::string_view name);
+
+}  // namespace meshsim::sim

@@ -1,0 +1,957 @@
+#include "sim/report/fr_analysis.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "sim/runtime/group_label.hpp"
+#include "sim/runtime/hang_phrases.hpp"
+#include "src/error.hpp"
+
+namespace meshsim::sim {
+
+std::string_view fr_verdict_name(FrAnalysis::Verdict verdict) {
+  switch (verdict) {
+    case FrAnalysis::Verdict::kClean:
+      return "no hang";
+    case FrAnalysis::Verdict::kDeadlock:
+      return "deadlock";
+    case FrAnalysis::Verdict::kDesync:
+      return "desync";
+    case FrAnalysis::Verdict::kStall:
+      return "stall";
+  }
+  return "?";
+}
+
+namespace {
+
+// NCCL marks a call completed; Gloo leaves every call "scheduled" and retires it when it ends.
+bool finished(const FrEntry& e) {
+  return e.retired || e.state == "completed";
+}
+
+// "all_reduce" of "nccl:all_reduce", "send" of "nccl:send 0->1".
+std::string_view op_name(const FrEntry& e) {
+  std::string_view name = e.profiling_name;
+  if (const size_t colon = name.rfind(':'); colon != std::string_view::npos)
+    name.remove_prefix(colon + 1);
+  return name.substr(0, name.find(' '));
+}
+
+std::optional<int64_t> parse_rank(std::string_view text) {
+  int64_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || value < 0) return std::nullopt;
+  return value;
+}
+
+// The group ranks a send ("send 0->1") or recv ("recv 1<-0") names; a recv from any source
+// ("recv 1<-?") has no src.
+struct P2pEnds {
+  std::optional<int64_t> src;
+  int64_t dst = 0;
+};
+
+std::optional<P2pEnds> p2p_ends(const FrEntry& e) {
+  std::string_view name = e.profiling_name;
+  if (const size_t colon = name.rfind(':'); colon != std::string_view::npos)
+    name.remove_prefix(colon + 1);
+  const size_t space = name.find(' ');
+  if (space == std::string_view::npos) return std::nullopt;
+  const std::string_view op = name.substr(0, space), meta = name.substr(space + 1);
+  const bool send = op == "send";
+  if (!send && op != "recv") return std::nullopt;
+  const size_t arrow = meta.find(send ? "->" : "<-");
+  if (arrow == std::string_view::npos) return std::nullopt;
+  const std::optional<int64_t> left = parse_rank(meta.substr(0, arrow));
+  const std::string_view right_text = meta.substr(arrow + 2);
+  const std::optional<int64_t> right = parse_rank(right_text);
+  if (!left || (!right && !(!send && right_text == "?"))) return std::nullopt;
+  if (send) return P2pEnds{left, *right};
+  return P2pEnds{right, *left};
+}
+
+std::string tensors_text(const std::vector<std::vector<int64_t>>& sizes,
+                         const std::vector<std::string>& dtypes) {
+  constexpr size_t kShown = 4;
+  std::string out;
+  for (size_t i = 0; i < sizes.size() && i < kShown; ++i) {
+    if (i > 0) out += ", ";
+    out += fmt::format("{}[{}]", i < dtypes.size() ? dtypes[i] : "?", fmt::join(sizes[i], ", "));
+  }
+  if (sizes.size() > kShown) out += fmt::format(", ... ({} tensors)", sizes.size());
+  return out;
+}
+
+// "all_reduce(Float[4])", "all_gather(Float[4] → Float[4, 4])", "send(Float[4])".
+std::string call_text(const FrEntry& e) {
+  const std::string_view op = op_name(e);
+  const std::string in = tensors_text(e.input_sizes, e.input_dtypes);
+  const std::string out = tensors_text(e.output_sizes, e.output_dtypes);
+  if (op == "send") return fmt::format("send({})", in);
+  if (op == "recv") return fmt::format("recv({})", out);
+  if (out.empty() || in == out) return fmt::format("{}({})", op, in);
+  return fmt::format("{}({} → {})", op, in, out);
+}
+
+// Frames inside torch itself (distributed_c10d.py, c10d_logger.py, FSDP's own calls) say nothing
+// about which line of the user's program made the call.
+bool torch_internal(const FrFrame& f) {
+  return f.filename.find("/torch/") != std::string::npos || f.filename.starts_with("<");
+}
+
+// The user's line that made the call, "train.py:30 in step"; without frames (JSON dumps), the
+// record's number.
+std::string site_text(const FrEntry& e) {
+  for (const FrFrame& f : e.frames)
+    if (!torch_internal(f)) return fmt::format("{}:{} in {}", f.filename, f.line, f.name);
+  if (!e.frames.empty())
+    return fmt::format("{}:{} in {}", e.frames.front().filename, e.frames.front().line,
+                       e.frames.front().name);
+  return fmt::format("record {}", e.record_id);
+}
+
+std::string state_text(const FrEntry& e) {
+  return e.retired && e.state != "completed" ? e.state + ", retired" : e.state;
+}
+
+std::string label_of(const std::string& name, const std::string& desc) {
+  if (desc == "default_pg") return "WORLD";
+  if (desc.empty() || desc == "undefined") return "pg " + name;
+  return fmt::format("{} (pg {})", desc, name);
+}
+
+int64_t numel(const std::vector<std::vector<int64_t>>& sizes) {
+  int64_t total = 0;
+  for (const auto& shape : sizes) {
+    int64_t n = 1;
+    for (const int64_t d : shape) n = d > 0 && n <= INT64_MAX / d ? n * d : (d == 0 ? 0 : n);
+    total = total <= INT64_MAX - n ? total + n : total;
+  }
+  return total;
+}
+
+bool all_to_all(std::string_view op) {
+  return op == "all_to_all" || op == "all_to_all_single" || op == "alltoall" ||
+         op == "alltoall_base";
+}
+
+// What members of one collective must agree on, by the op's rules: all-to-all sizes may differ
+// per rank; a scatter's input and a gather's output live on the root only.
+std::string agreed_sizes(const FrEntry& e) {
+  const std::string_view op = op_name(e);
+  if (all_to_all(op)) return "";
+  std::string out;
+  if (op != "scatter") out += fmt::format("in {}", tensors_text(e.input_sizes, {}));
+  if (op != "gather") out += fmt::format(" out {}", tensors_text(e.output_sizes, {}));
+  return out;
+}
+
+std::string agreed_dtypes(const FrEntry& e) {
+  return fmt::format("{}|{}", fmt::join(e.input_dtypes, ","), fmt::join(e.output_dtypes, ","));
+}
+
+// One rank's view of its dump: where it stands on each group.
+struct RankView {
+  const FrRankDump* dump = nullptr;
+  std::map<size_t, int64_t> recorded_seq;  // group -> highest collective seq in the buffer
+  std::map<size_t, int64_t> enqueued;      // group -> pg_status's last enqueued collective
+  std::optional<size_t> oldest_open;       // entry index
+  bool wrapped = false;
+};
+
+using CallKey = std::pair<size_t, int64_t>;    // (group, collective seq)
+using RankEntry = std::pair<int64_t, size_t>;  // (rank, entry index)
+
+class Analyzer {
+ public:
+  Analyzer(std::vector<FrRankDump> dumps, int64_t world_hint) : dumps_(std::move(dumps)) {
+    std::stable_sort(dumps_.begin(), dumps_.end(),
+                     [](const FrRankDump& a, const FrRankDump& b) { return a.rank < b.rank; });
+    out_.world_size = std::max<int64_t>(world_hint, 0);
+    for (const FrRankDump& d : dumps_) grow_world(d.rank + 1, d.file);
+  }
+
+  FrAnalysis run() {
+    collect_groups();
+    index_ranks();
+    init_ranks();
+    find_mismatches();
+    find_divergences();
+    find_open_calls();
+    blame();
+    tell_ranks();
+    note_evidence();
+    return std::move(out_);
+  }
+
+ private:
+  void grow_world(int64_t size, const std::string& where) {
+    if (size > kMaxFrWorld)
+      throw value_error(fmt::format("{}: rank {} is past the {} ranks fr analyze handles", where,
+                                    size - 1, kMaxFrWorld));
+    out_.world_size = std::max(out_.world_size, size);
+  }
+
+  const FrGroup& group(size_t g) const { return out_.groups[g]; }
+  const FrEntry& entry(int64_t rank, size_t index) const {
+    return views_[static_cast<size_t>(rank)].dump->dump.entries[index];
+  }
+  bool has_dump(int64_t rank) const { return views_[static_cast<size_t>(rank)].dump != nullptr; }
+
+  // The groups the entries name, with their members from pg_config where it lists them.
+  void collect_groups() {
+    std::map<size_t, std::set<int64_t>> naming;
+    std::map<size_t, std::pair<std::vector<int64_t>, int64_t>> config;  // members, from rank
+    for (const FrRankDump& d : dumps_) {
+      for (const FrEntry& e : d.dump.entries) {
+        auto [it, fresh] = group_index_.emplace(e.pg_name, out_.groups.size());
+        if (fresh)
+          out_.groups.push_back({e.pg_name, e.pg_desc, label_of(e.pg_name, e.pg_desc), {}});
+        naming[it->second].insert(d.rank);
+      }
+    }
+    for (const FrRankDump& d : dumps_) {
+      for (const auto& [key, cfg] : d.dump.pg_config) {
+        const auto it = group_index_.find(key);
+        if (key.empty() || cfg.ranks.empty() || it == group_index_.end()) continue;
+        std::vector<int64_t> members = cfg.ranks;
+        std::sort(members.begin(), members.end());
+        members.erase(std::unique(members.begin(), members.end()), members.end());
+        grow_world(members.back() + 1, d.file + " pg_config");
+        auto [known, fresh] = config.emplace(it->second, std::pair(members, d.rank));
+        if (!fresh && known->second.first != members)
+          conflicts_.push_back(fmt::format(
+              "the pg_config of rank {} gives {} the ranks [{}], that of rank {} [{}]; the "
+              "first is used",
+              known->second.second, group(it->second).label, rank_ranges(known->second.first),
+              d.rank, rank_ranges(members)));
+      }
+    }
+    const std::vector<int64_t> sizes = sizes_from_calls();
+    for (size_t g = 0; g < out_.groups.size(); ++g) {
+      FrGroup& grp = out_.groups[g];
+      if (const auto it = config.find(g); it != config.end()) {
+        grp.members = it->second.first;
+        grp.members_from_config = true;
+      } else if (grp.desc == "default_pg") {
+        grp.members.resize(static_cast<size_t>(out_.world_size));
+        for (int64_t r = 0; r < out_.world_size; ++r) grp.members[static_cast<size_t>(r)] = r;
+        grp.members_from_config = true;
+      } else {
+        grp.members.assign(naming[g].begin(), naming[g].end());
+        if (sizes[g] > static_cast<int64_t>(grp.members.size()))
+          grp.unnamed_members = sizes[g] - static_cast<int64_t>(grp.members.size());
+      }
+    }
+  }
+
+  // Per group, the most members any gather or reduce-scatter on it implies (its output holds one
+  // input per member, or its input one output per member); 0 without one. One pass over every
+  // entry.
+  std::vector<int64_t> sizes_from_calls() const {
+    std::vector<int64_t> size(out_.groups.size(), 0);
+    for (const FrRankDump& d : dumps_)
+      for (const FrEntry& e : d.dump.entries) {
+        const std::string_view op = op_name(e);
+        const bool gather = op.find("all_gather") != std::string_view::npos ||
+                            op.find("allgather") != std::string_view::npos;
+        const bool scatter = op.find("reduce_scatter") != std::string_view::npos;
+        if (!gather && !scatter) continue;
+        const int64_t in = numel(e.input_sizes), out = numel(e.output_sizes);
+        int64_t& n = size[group_index_.at(e.pg_name)];
+        if (gather && in > 0 && out % in == 0) n = std::max(n, out / in);
+        if (scatter && out > 0 && in % out == 0) n = std::max(n, in / out);
+      }
+    for (int64_t& n : size) n = std::min(n, kMaxFrWorld);
+    return size;
+  }
+
+  void index_ranks() {
+    views_.resize(static_cast<size_t>(out_.world_size));
+    for (const FrRankDump& d : dumps_) {
+      RankView& v = views_[static_cast<size_t>(d.rank)];
+      if (v.dump != nullptr) {
+        conflicts_.push_back(fmt::format("rank {} has two dumps ({} and {}); the first is used",
+                                         d.rank, v.dump->file, d.file));
+        continue;
+      }
+      v.dump = &d;
+      const auto& entries = d.dump.entries;
+      v.wrapped = !entries.empty() && entries.front().record_id > 0;
+      std::map<size_t, int64_t> pg_id;
+      for (size_t i = 0; i < entries.size(); ++i) {
+        const FrEntry& e = entries[i];
+        if (!v.oldest_open && !finished(e)) v.oldest_open = i;
+        const size_t g = group_index_.at(e.pg_name);
+        pg_id.emplace(g, e.pg_id);
+        if (e.is_p2p) continue;
+        int64_t& seq = v.recorded_seq[g];
+        seq = std::max(seq, e.collective_seq_id);
+        std::vector<RankEntry>& members = calls_[{g, e.collective_seq_id}];
+        if (members.empty() || members.back().first != d.rank) members.emplace_back(d.rank, i);
+      }
+      for (const auto& [g, id] : pg_id) {
+        const auto status = d.dump.pg_status.find(std::to_string(id));
+        if (status != d.dump.pg_status.end() && status->second.last_enqueued >= 0)
+          v.enqueued[g] = status->second.last_enqueued;
+      }
+    }
+  }
+
+  // How far `rank` got on group `g`: its last collective seq there, or nothing when its buffer
+  // wrapped past every call it made on the group.
+  std::optional<int64_t> progress(int64_t rank, size_t g) const {
+    const RankView& v = views_[static_cast<size_t>(rank)];
+    int64_t seq = 0;
+    if (const auto it = v.recorded_seq.find(g); it != v.recorded_seq.end())
+      seq = it->second;
+    else if (v.wrapped)
+      return std::nullopt;
+    if (const auto it = v.enqueued.find(g); it != v.enqueued.end()) seq = std::max(seq, it->second);
+    return seq;
+  }
+
+  static std::vector<FrVariant> variants_of(std::map<std::string, std::vector<int64_t>> by_text,
+                                            bool most_first) {
+    std::vector<FrVariant> out;
+    for (auto& [text, ranks] : by_text) out.push_back({text, std::move(ranks)});
+    std::sort(out.begin(), out.end(), [&](const FrVariant& a, const FrVariant& b) {
+      if (a.ranks.size() != b.ranks.size())
+        return most_first ? a.ranks.size() > b.ranks.size() : a.ranks.size() < b.ranks.size();
+      return a.ranks.front() < b.ranks.front();
+    });
+    return out;
+  }
+
+  int64_t created(const std::vector<RankEntry>& members) const {
+    int64_t earliest = INT64_MAX;
+    for (const auto& [rank, i] : members)
+      earliest = std::min(earliest, entry(rank, i).time_created_ns.value_or(INT64_MAX));
+    return earliest;
+  }
+
+  void find_mismatches() {
+    for (const auto& [key, members] : calls_) {
+      if (members.size() < 2) continue;
+      const FrEntry& first = entry(members.front().first, members.front().second);
+      std::string kind;
+      auto stronger = [&](const std::string& k) {
+        static const std::vector<std::string> order = {"dtypes", "sizes", "op"};
+        const auto rank_of = [&](const std::string& x) {
+          return std::find(order.begin(), order.end(), x) - order.begin();
+        };
+        if (kind.empty() || rank_of(k) > rank_of(kind)) kind = k;
+      };
+      std::map<std::string, std::vector<int64_t>> by_text;
+      int64_t in_total = 0, out_total = 0;
+      for (const auto& [rank, i] : members) {
+        const FrEntry& e = entry(rank, i);
+        by_text[call_text(e)].push_back(rank);
+        in_total += numel(e.input_sizes);
+        out_total += numel(e.output_sizes);
+        if (op_name(e) != op_name(first))
+          stronger("op");
+        else if (agreed_sizes(e) != agreed_sizes(first))
+          stronger("sizes");
+        else if (agreed_dtypes(e) != agreed_dtypes(first))
+          stronger("dtypes");
+      }
+      // All-to-all sizes differ by rank; together, what the members send must be what they
+      // receive.
+      const bool uneven = all_to_all(op_name(first)) && kind.empty() &&
+                          members.size() == group(key.first).members.size() &&
+                          in_total != out_total;
+      if (kind.empty() && !uneven) continue;
+      FrMismatch m{key.first,
+                   key.second,
+                   uneven ? "sizes" : kind,
+                   variants_of(std::move(by_text), true),
+                   {},
+                   created(members)};
+      if (!uneven)
+        for (size_t v = 1; v < m.variants.size(); ++v)
+          m.culprits.insert(m.culprits.end(), m.variants[v].ranks.begin(),
+                            m.variants[v].ranks.end());
+      std::sort(m.culprits.begin(), m.culprits.end());
+      out_.mismatches.push_back(std::move(m));
+    }
+    std::stable_sort(out_.mismatches.begin(), out_.mismatches.end(),
+                     [](const FrMismatch& a, const FrMismatch& b) {
+                       return std::tie(a.created_ns, a.group, a.seq) <
+                              std::tie(b.created_ns, b.group, b.seq);
+                     });
+  }
+
+  // Each group's first collective whose members came from different lines (dumps with frames).
+  void find_divergences() {
+    std::set<size_t> seen;
+    for (const auto& [key, members] : calls_) {
+      if (seen.count(key.first) != 0) continue;
+      std::map<std::string, std::vector<int64_t>> by_site;
+      for (const auto& [rank, i] : members) {
+        const FrEntry& e = entry(rank, i);
+        if (!e.frames.empty()) by_site[site_text(e)].push_back(rank);
+      }
+      if (by_site.size() < 2) continue;
+      seen.insert(key.first);
+      out_.divergences.push_back(
+          {key.first, key.second, variants_of(std::move(by_site), false), created(members)});
+    }
+    std::stable_sort(out_.divergences.begin(), out_.divergences.end(),
+                     [](const FrDivergence& a, const FrDivergence& b) {
+                       return std::tie(a.created_ns, a.group, a.seq) <
+                              std::tie(b.created_ns, b.group, b.seq);
+                     });
+  }
+
+  // Where a member stands against collective (g, seq) that others wait in.
+  void place_member(FrOpenCall& call, int64_t member) const {
+    if (!has_dump(member)) return call.no_dump.push_back(member);
+    const std::optional<int64_t> reached = progress(member, call.group);
+    if (!reached) return call.no_dump.push_back(member);
+    if (*reached < call.seq) return call.missing.push_back(member);
+    const RankView& v = views_[static_cast<size_t>(member)];
+    if (!v.oldest_open) return;  // it finished the call, or went past it
+    const FrEntry& open = entry(member, *v.oldest_open);
+    if (!open.is_p2p && group_index_.at(open.pg_name) == call.group &&
+        open.collective_seq_id == call.seq)
+      return;  // waiting in it too
+    const auto here = calls_.find({call.group, call.seq});
+    if (here == calls_.end()) return;
+    for (const auto& [rank, i] : here->second)
+      if (rank == member && !finished(entry(rank, i)) && i > *v.oldest_open)
+        call.elsewhere.push_back(member);
+  }
+
+  // Whether `peer` waits in the send or recv that matches `rank`'s open one on group g.
+  bool peer_posted_match(int64_t rank, size_t g, bool send, int64_t peer) const {
+    const RankView& v = views_[static_cast<size_t>(peer)];
+    if (!v.oldest_open) return false;
+    const FrEntry& open = entry(peer, *v.oldest_open);
+    if (!open.is_p2p || group_index_.at(open.pg_name) != g) return false;
+    const std::optional<P2pEnds> ends = p2p_ends(open);
+    const auto& members = group(g).members;
+    if (!ends || (op_name(open) == "send") == send) return false;
+    const int64_t other = send ? (ends->src ? *ends->src : -1) : ends->dst;
+    return other >= 0 && static_cast<size_t>(other) < members.size() &&
+           members[static_cast<size_t>(other)] == rank;
+  }
+
+  void find_open_calls() {
+    std::map<CallKey, size_t> collective_call;
+    for (int64_t r = 0; r < out_.world_size; ++r) {
+      const RankView& v = views_[static_cast<size_t>(r)];
+      if (!v.oldest_open) continue;
+      const FrEntry& e = entry(r, *v.oldest_open);
+      const size_t g = group_index_.at(e.pg_name);
+      FrRank& me = rank_record(r);
+      if (!e.is_p2p) {
+        auto [it, fresh] =
+            collective_call.emplace(CallKey{g, e.collective_seq_id}, out_.open_calls.size());
+        if (fresh) {
+          FrOpenCall call;
+          call.group = g;
+          call.seq = e.collective_seq_id;
+          call.call = call_text(e);
+          call.site = site_text(e);
+          for (const int64_t m : group(g).members) place_member(call, m);
+          call.unnamed = group(g).unnamed_members;
+          if (std::find(group(g).members.begin(), group(g).members.end(), r) ==
+              group(g).members.end())
+            odd_.push_back(fmt::format("rank {} calls on {}, whose members [{}] leave it out", r,
+                                       group(g).label, rank_ranges(group(g).members)));
+          out_.open_calls.push_back(std::move(call));
+        }
+        FrOpenCall& call = out_.open_calls[it->second];
+        call.waiting.push_back(r);
+        me.open_call = it->second;
+        for (const auto* list : {&call.missing, &call.elsewhere, &call.no_dump})
+          for (const int64_t m : *list)
+            if (m != r) me.waits_for.push_back(m);
+      } else {
+        const bool send = op_name(e) == "send";
+        const std::optional<P2pEnds> ends = p2p_ends(e);
+        const auto& members = group(g).members;
+        std::optional<int64_t> peer;
+        if (ends) {
+          const std::optional<int64_t> local = send ? std::optional(ends->dst) : ends->src;
+          if (local && static_cast<size_t>(*local) < members.size())
+            peer = members[static_cast<size_t>(*local)];
+        }
+        FrOpenCall call;
+        call.group = g;
+        call.seq = e.p2p_seq_id;
+        call.call = call_text(e);
+        call.site = site_text(e);
+        call.p2p = true;
+        call.waiting = {r};
+        if (!peer) {
+          odd_.push_back(fmt::format("rank {}'s {} on {} names no peer the analysis can place", r,
+                                     e.profiling_name, group(g).label));
+        } else {
+          call.call += fmt::format(" {} rank {}", send ? "to" : "from", *peer);
+          if (!has_dump(*peer))
+            call.no_dump.push_back(*peer);
+          else if (!peer_posted_match(r, g, send, *peer)) {
+            (views_[static_cast<size_t>(*peer)].oldest_open ? call.elsewhere : call.missing)
+                .push_back(*peer);
+          }
+          for (const auto* list : {&call.missing, &call.elsewhere, &call.no_dump})
+            me.waits_for.insert(me.waits_for.end(), list->begin(), list->end());
+        }
+        me.open_call = out_.open_calls.size();
+        out_.open_calls.push_back(std::move(call));
+      }
+      std::sort(me.waits_for.begin(), me.waits_for.end());
+      me.waits_for.erase(std::unique(me.waits_for.begin(), me.waits_for.end()), me.waits_for.end());
+    }
+  }
+
+  void init_ranks() {
+    out_.ranks.resize(static_cast<size_t>(out_.world_size));
+    for (int64_t i = 0; i < out_.world_size; ++i) {
+      FrRank& r = out_.ranks[static_cast<size_t>(i)];
+      r.rank = i;
+      const RankView& v = views_[static_cast<size_t>(i)];
+      if (v.dump == nullptr) continue;
+      const auto& entries = v.dump->dump.entries;
+      r.state = v.oldest_open ? FrRank::State::kBlocked : FrRank::State::kIdle;
+      r.file = v.dump->file;
+      r.entries = entries.size();
+      r.first_record = entries.empty() ? 0 : entries.front().record_id;
+    }
+  }
+
+  FrRank& rank_record(int64_t r) { return out_.ranks[static_cast<size_t>(r)]; }
+
+  // The ranks the blocked ones wait for, followed to those that wait for nobody: the culprits;
+  // failing those, a cycle of waits.
+  void blame() {
+    index_missing();
+    // A rank alone in a call every other member finished, that nobody waits for, is a dump taken
+    // as the call finished (or a rank held outside torch.distributed): said, not blamed.
+    std::vector<int64_t> blocked, alone;
+    std::vector<char> waited_for(out_.ranks.size(), 0);
+    for (const FrRank& r : out_.ranks)
+      for (const int64_t w : r.waits_for) waited_for[static_cast<size_t>(w)] = 1;
+    for (const FrRank& r : out_.ranks) {
+      if (r.state != FrRank::State::kBlocked) continue;
+      if (stuck_alone(r) && !waited_for[static_cast<size_t>(r.rank)])
+        alone.push_back(r.rank);
+      else
+        blocked.push_back(r.rank);
+    }
+    for (const int64_t r : alone) {
+      const FrOpenCall& c = out_.open_calls[*out_.ranks[static_cast<size_t>(r)].open_call];
+      odd_.push_back(fmt::format(
+          "rank {}'s {} on {} seq {} is not finished in its dump, though every other member "
+          "finished it (a dump taken as it finished, or the rank is held outside "
+          "torch.distributed)",
+          r, c.call, group(c.group).label, c.seq));
+    }
+    // The ranks the waits lead to that wait for nobody, or only in a call the others finished.
+    std::vector<char> seen(out_.ranks.size(), 0);
+    std::vector<int64_t> stack = blocked, roots;
+    for (const int64_t r : blocked) seen[static_cast<size_t>(r)] = 1;
+    while (!stack.empty()) {
+      const int64_t r = stack.back();
+      stack.pop_back();
+      const FrRank& rr = out_.ranks[static_cast<size_t>(r)];
+      if (waited_for[static_cast<size_t>(r)] &&
+          (rr.state != FrRank::State::kBlocked || stuck_alone(rr)))
+        roots.push_back(r);
+      for (const int64_t w : rr.waits_for)
+        if (!seen[static_cast<size_t>(w)]) {
+          seen[static_cast<size_t>(w)] = 1;
+          stack.push_back(w);
+        }
+    }
+    std::sort(roots.begin(), roots.end());
+    // A rank whose dump shows it went on without the call is the surest culprit; then a cycle of
+    // ranks with dumps; a rank that left no dump only explains what nothing else does.
+    std::vector<int64_t> went_on;
+    for (const int64_t r : roots)
+      if (has_dump(r) && !lost_[static_cast<size_t>(r)]) went_on.push_back(r);
+    const std::vector<int64_t> cycle =
+        went_on.empty() ? find_cycle(blocked) : std::vector<int64_t>{};
+    if (!went_on.empty()) {
+      blame_roots(went_on);
+    } else if (!cycle.empty()) {
+      blame_cycle(cycle);
+    } else if (!roots.empty()) {
+      blame_roots(roots);
+    } else if (const FrOpenCall* unnamed = call_with_unnamed(); unnamed != nullptr) {
+      out_.verdict = FrAnalysis::Verdict::kDeadlock;
+      out_.cause = HangCause::kMissingRank;
+      const FrGroup& g = group(unnamed->group);
+      out_.summary.push_back(fmt::format(
+          "{} {} in {} on {} seq {} for {} member{} that no dump names: its sizes say the group "
+          "has {} members, the dumps name {} ({}), and pg_config lists none",
+          ranks_text(unnamed->waiting), unnamed->waiting.size() > 1 ? "wait" : "waits",
+          unnamed->call, g.label, unnamed->seq, unnamed->unnamed, unnamed->unnamed > 1 ? "s" : "",
+          static_cast<int64_t>(g.members.size()) + unnamed->unnamed, g.members.size(),
+          rank_ranges(g.members)));
+    } else if (!blocked.empty()) {
+      const FrOpenCall& call =
+          out_.open_calls[*out_.ranks[static_cast<size_t>(blocked.front())].open_call];
+      out_.verdict = FrAnalysis::Verdict::kStall;
+      out_.cause = HangCause::kTimeout;
+      out_.summary.push_back(fmt::format(
+          "{} {} blocked in {} on {} seq {} with every member there, called the same way: the "
+          "dumps show no rank at fault",
+          ranks_text(blocked), blocked.size() > 1 ? "are" : "is", call.call,
+          group(call.group).label, call.seq));
+      out_.summary.push_back(
+          "look at what the dumps cannot show: the network, a GPU, or a rank stuck outside "
+          "torch.distributed");
+    }
+    if (!out_.mismatches.empty()) blame_mismatch();
+    if (out_.verdict != FrAnalysis::Verdict::kClean && !out_.divergences.empty()) {
+      const FrDivergence& d = out_.divergences.front();
+      std::vector<std::string> parts;
+      for (const FrVariant& s : d.sites)
+        parts.push_back(fmt::format("{} at {}", ranks_text(s.ranks), s.text));
+      out_.summary.push_back(fmt::format("first divergence: {} seq {} was called by {}",
+                                         group(d.group).label, d.seq, fmt::join(parts, "; ")));
+    }
+  }
+
+  // Per rank, the first open call it is missing from or has no record for (SIZE_MAX: none), and
+  // whether its dump lacks a group it is waited for in: one pass over the open calls.
+  void index_missing() {
+    first_missing_.assign(out_.ranks.size(), SIZE_MAX);
+    lost_.assign(out_.ranks.size(), 0);
+    for (size_t c = 0; c < out_.open_calls.size(); ++c) {
+      const FrOpenCall& call = out_.open_calls[c];
+      for (const auto* list : {&call.missing, &call.no_dump})
+        for (const int64_t r : *list) {
+          size_t& first = first_missing_[static_cast<size_t>(r)];
+          first = std::min(first, c);
+        }
+      for (const int64_t r : call.no_dump) lost_[static_cast<size_t>(r)] = 1;
+    }
+  }
+
+  const FrOpenCall* call_with_unnamed() const {
+    for (const FrOpenCall& c : out_.open_calls)
+      if (c.unnamed > 0) return &c;
+    return nullptr;
+  }
+
+  const FrOpenCall* call_missing(int64_t root) const {
+    const size_t c = first_missing_[static_cast<size_t>(root)];
+    return c == SIZE_MAX ? nullptr : &out_.open_calls[c];
+  }
+
+  // "all_reduce(Float[4]) on WORLD seq 1 at train.py:28 in step": its newest record.
+  std::string last_call_text(int64_t rank) const {
+    const auto& entries = views_[static_cast<size_t>(rank)].dump->dump.entries;
+    if (entries.empty()) return "";
+    const FrEntry& e = entries.back();
+    const FrGroup& g = group(group_index_.at(e.pg_name));
+    return fmt::format("{} on {} {} at {}", call_text(e), g.label,
+                       e.is_p2p ? fmt::format("p2p seq {}", e.p2p_seq_id)
+                                : fmt::format("seq {}", e.collective_seq_id),
+                       site_text(e));
+  }
+
+  void blame_roots(const std::vector<int64_t>& roots) {
+    out_.verdict = FrAnalysis::Verdict::kDeadlock;
+    out_.culprits = roots;
+    bool any_collective = false;
+    // Roots with the same story share a sentence.
+    std::vector<std::pair<std::string, std::vector<int64_t>>> lines;
+    for (const int64_t root : roots) {
+      const FrOpenCall* call = call_missing(root);
+      std::string what;
+      if (call == nullptr) {
+        what = "is waited for";
+      } else {
+        any_collective |= !call->p2p;
+        const std::string where =
+            call->p2p
+                ? fmt::format("{} on {}", call->call, group(call->group).label)
+                : fmt::format("{} on {} seq {}", call->call, group(call->group).label, call->seq);
+        if (!has_dump(root)) {
+          what =
+              fmt::format("left no dump; {} wait for it in {}", ranks_text(call->waiting), where);
+        } else if (!progress(root, call->group)) {
+          what = fmt::format(
+              "has no record of {} in its dump (its buffer wrapped); {} wait for it in {}",
+              group(call->group).label, ranks_text(call->waiting), where);
+        } else {
+          const FrRank& r = out_.ranks[static_cast<size_t>(root)];
+          const std::string last = last_call_text(root);
+          std::string then =
+              last.empty() ? "; it recorded no call" : "; its last call, " + last + ", finished";
+          if (r.open_call) {
+            const FrOpenCall& held = out_.open_calls[*r.open_call];
+            then = fmt::format("; it is held in {} on {} seq {}, which every other member finished",
+                               held.call, group(held.group).label, held.seq);
+          }
+          what = fmt::format("never called {} that {} wait in (at {}){}", where,
+                             ranks_text(call->waiting), call->site, then);
+        }
+      }
+      auto it = std::find_if(lines.begin(), lines.end(),
+                             [&](const auto& line) { return line.first == what; });
+      if (it == lines.end())
+        lines.emplace_back(what, std::vector<int64_t>{root});
+      else
+        it->second.push_back(root);
+    }
+    out_.cause = any_collective ? HangCause::kMissingRank : HangCause::kUnmatchedPointToPoint;
+    constexpr size_t kShown = 4;
+    for (size_t i = 0; i < lines.size() && i < kShown; ++i)
+      out_.summary.push_back(fmt::format("{} {}", ranks_text(lines[i].second), lines[i].first));
+    if (lines.size() > kShown)
+      out_.summary.push_back(
+          fmt::format("and {} more stories (see per rank)", lines.size() - kShown));
+  }
+
+  // A rank whose oldest open collective every other member finished: it waits for nobody there,
+  // so whatever holds it is outside what the dumps show, and ranks waiting for it are held by it.
+  bool stuck_alone(const FrRank& r) const {
+    if (!r.open_call || !r.waits_for.empty()) return false;
+    const FrOpenCall& c = out_.open_calls[*r.open_call];
+    return !c.p2p && c.unnamed == 0 && c.waiting.size() == 1 && group(c.group).members.size() > 1;
+  }
+
+  // A cycle of waits among blocked ranks: a depth-first walk (explicit stack) over every edge
+  // between blocked ranks, lowest first, from each blocked rank in turn; each rank is walked once.
+  std::vector<int64_t> find_cycle(const std::vector<int64_t>& blocked) const {
+    enum : char { kNew, kOnWalk, kDone };
+    std::vector<char> mark(out_.ranks.size(), kNew);
+    auto is_blocked = [&](int64_t r) {
+      return out_.ranks[static_cast<size_t>(r)].state == FrRank::State::kBlocked;
+    };
+    for (const int64_t start : blocked) {
+      if (mark[static_cast<size_t>(start)] != kNew) continue;
+      std::vector<std::pair<int64_t, size_t>> stack{{start, 0}};  // rank, next edge
+      mark[static_cast<size_t>(start)] = kOnWalk;
+      while (!stack.empty()) {
+        auto& [r, next] = stack.back();
+        const auto& waits = out_.ranks[static_cast<size_t>(r)].waits_for;
+        if (next == waits.size()) {
+          mark[static_cast<size_t>(r)] = kDone;
+          stack.pop_back();
+          continue;
+        }
+        const int64_t to = waits[next++];
+        if (!is_blocked(to) || mark[static_cast<size_t>(to)] == kDone) continue;
+        if (mark[static_cast<size_t>(to)] == kOnWalk) {
+          std::vector<int64_t> cycle;
+          for (auto it = stack.rbegin(); it != stack.rend(); ++it) {
+            cycle.push_back(it->first);
+            if (it->first == to) break;
+          }
+          std::reverse(cycle.begin(), cycle.end());
+          return cycle;
+        }
+        mark[static_cast<size_t>(to)] = kOnWalk;
+        stack.emplace_back(to, 0);
+      }
+    }
+    return {};
+  }
+
+  void blame_cycle(const std::vector<int64_t>& cycle) {
+    out_.verdict = FrAnalysis::Verdict::kDeadlock;
+    out_.cycles.push_back(cycle);
+    // Rank b, which rank a waits for, went ahead when the program calls a's call before b's:
+    // it skipped a's. Without frames to order the calls, every member is named.
+    std::vector<std::string> ahead;
+    for (size_t i = 0; i < cycle.size(); ++i) {
+      const int64_t a = cycle[i], b = cycle[(i + 1) % cycle.size()];
+      const std::string site_a = open_site(a), site_b = open_site(b);
+      if (site_a == site_b || program_order(site_a, site_b) <= 0) continue;
+      out_.culprits.push_back(b);
+      ahead.push_back(fmt::format(
+          "rank {} went ahead: it waits at {}, and the ranks' histories call {} (where rank {} "
+          "waits for it) first",
+          b, site_b, site_a, a));
+    }
+    if (out_.culprits.empty()) out_.culprits = cycle;
+    std::sort(out_.culprits.begin(), out_.culprits.end());
+    out_.culprits.erase(std::unique(out_.culprits.begin(), out_.culprits.end()),
+                        out_.culprits.end());
+    bool all_p2p = true, all_send = true, all_recv = true;
+    std::vector<std::string> parts;
+    for (size_t i = 0; i < cycle.size(); ++i) {
+      const FrRank& r = out_.ranks[static_cast<size_t>(cycle[i])];
+      const FrOpenCall& c = out_.open_calls[*r.open_call];
+      all_p2p &= c.p2p;
+      all_send &= c.call.starts_with("send");
+      all_recv &= c.call.starts_with("recv");
+      parts.push_back(fmt::format("rank {} waits in {} on {}{} for rank {}", r.rank, c.call,
+                                  group(c.group).label, c.p2p ? "" : fmt::format(" seq {}", c.seq),
+                                  cycle[(i + 1) % cycle.size()]));
+    }
+    out_.cause = !all_p2p                        ? HangCause::kOrderInversion
+                 : cycle.size() == 2 && all_send ? HangCause::kHeadToHeadSend
+                 : cycle.size() == 2 && all_recv ? HangCause::kHeadToHeadRecv
+                                                 : HangCause::kPointToPointCycle;
+    std::vector<int64_t> members = cycle;
+    std::sort(members.begin(), members.end());
+    out_.summary.push_back(fmt::format("{} wait for each other:", ranks_text(members)));
+    for (const std::string& p : parts) out_.summary.push_back("  " + p);
+    for (std::string& line : ahead) out_.summary.push_back(std::move(line));
+  }
+
+  std::string open_site(int64_t rank) const {
+    return site_text(entry(rank, *views_[static_cast<size_t>(rank)].oldest_open));
+  }
+
+  // Whether the program calls site `a` before site `b` (1), after it (-1), or the dumps cannot
+  // tell (0, also without frames). A loop calls both in turn, so per rank the shortest run of
+  // calls from an `a` to the next `b` is set against the shortest from a `b` to the next `a`:
+  // the shorter way round is the program's order. The ranks vote.
+  int program_order(const std::string& a, const std::string& b) const {
+    int64_t votes = 0;
+    for (const FrRankDump& d : dumps_) {
+      size_t a_to_b = SIZE_MAX, b_to_a = SIZE_MAX;
+      std::optional<size_t> last_a, last_b;
+      const auto& entries = d.dump.entries;
+      for (size_t i = 0; i < entries.size(); ++i) {
+        if (entries[i].frames.empty()) continue;
+        const std::string site = site_text(entries[i]);
+        if (site == a) {
+          if (last_b) b_to_a = std::min(b_to_a, i - *last_b);
+          last_a = i;
+        } else if (site == b) {
+          if (last_a) a_to_b = std::min(a_to_b, i - *last_a);
+          last_b = i;
+        }
+      }
+      votes += a_to_b < b_to_a ? 1 : b_to_a < a_to_b ? -1 : 0;
+    }
+    return votes > 0 ? 1 : votes < 0 ? -1 : 0;
+  }
+
+  void blame_mismatch() {
+    const FrMismatch& m = out_.mismatches.front();
+    std::vector<std::string> summary;
+    std::vector<std::string> parts;
+    for (const FrVariant& v : m.variants)
+      parts.push_back(fmt::format("{} {}", ranks_text(v.ranks), v.text));
+    summary.push_back(fmt::format("members of {} called seq {} with different {}: {}",
+                                  group(m.group).label, m.seq, m.kind, fmt::join(parts, "; ")));
+    if (m.culprits.empty())
+      summary.push_back("what each member sends and receives does not add up");
+    if (out_.mismatches.size() > 1)
+      summary.push_back(fmt::format("{} more mismatched collectives follow (see mismatches)",
+                                    out_.mismatches.size() - 1));
+    if (out_.verdict == FrAnalysis::Verdict::kDeadlock)
+      summary.push_back(fmt::format("then a deadlock: {} ({})", hang_cause_name(out_.cause),
+                                    ranks_text(out_.culprits)));
+    out_.verdict = FrAnalysis::Verdict::kDesync;
+    out_.cause = HangCause::kSignatureMismatch;
+    out_.culprits = m.culprits;
+    out_.summary = std::move(summary);
+  }
+
+  std::string call_line(int64_t rank, const FrEntry& e) const {
+    const FrGroup& g = group(group_index_.at(e.pg_name));
+    const std::string where = e.is_p2p ? fmt::format("{} p2p seq {}", g.label, e.p2p_seq_id)
+                                       : fmt::format("{} seq {}", g.label, e.collective_seq_id);
+    (void)rank;
+    return fmt::format("{}: {} at {}, {}", where, call_text(e), site_text(e), state_text(e));
+  }
+
+  void tell_ranks() {
+    constexpr size_t kLastCalls = 4;
+    for (FrRank& r : out_.ranks) {
+      const RankView& v = views_[static_cast<size_t>(r.rank)];
+      if (v.dump == nullptr) {
+        r.story = "no dump";
+        continue;
+      }
+      const auto& entries = v.dump->dump.entries;
+      const size_t from = entries.size() > kLastCalls ? entries.size() - kLastCalls : 0;
+      for (size_t i = from; i < entries.size(); ++i)
+        r.last_calls.push_back(call_line(r.rank, entries[i]));
+      if (r.state == FrRank::State::kIdle) {
+        r.story = entries.empty() ? "no call recorded"
+                                  : "idle: its last call, " + last_call_text(r.rank) + ", finished";
+        continue;
+      }
+      const FrOpenCall& c = out_.open_calls[*r.open_call];
+      const FrEntry& e = entries[*v.oldest_open];
+      r.story = fmt::format("blocked in {} on {}{} at {}", c.call, group(c.group).label,
+                            c.p2p ? "" : fmt::format(" seq {}", c.seq), site_text(e));
+      if (!r.waits_for.empty()) r.story += ", waiting for " + ranks_text(r.waits_for);
+      if (c.unnamed > 0)
+        r.story += fmt::format("{} {} member{} no dump names",
+                               r.waits_for.empty() ? ", waiting for" : " and", c.unnamed,
+                               c.unnamed > 1 ? "s" : "");
+      if (r.waits_for.empty() && c.unnamed == 0) r.story += ", with every member there";
+    }
+  }
+
+  void note_evidence() {
+    std::vector<int64_t> no_dump, wrapped;
+    int64_t first_low = INT64_MAX, first_high = 0;
+    std::set<std::string> versions;
+    for (const FrRank& r : out_.ranks) {
+      const RankView& v = views_[static_cast<size_t>(r.rank)];
+      if (v.dump == nullptr) {
+        no_dump.push_back(r.rank);
+        continue;
+      }
+      versions.insert(v.dump->dump.version);
+      if (v.wrapped) {
+        wrapped.push_back(r.rank);
+        first_low = std::min(first_low, r.first_record);
+        first_high = std::max(first_high, r.first_record);
+      }
+    }
+    if (!no_dump.empty())
+      out_.evidence.push_back(
+          fmt::format("no dump from rank{} {} ({} of {} ranks): what {} called is unknown",
+                      no_dump.size() > 1 ? "s" : "", rank_ranges(no_dump), no_dump.size(),
+                      out_.world_size, no_dump.size() > 1 ? "they" : "it"));
+    if (!wrapped.empty())
+      out_.evidence.push_back(fmt::format(
+          "the ring buffers of {} wrapped (their dumps start at record {}): older calls are "
+          "unknown, and collectives are matched by group and seq over what remains",
+          ranks_text(wrapped),
+          first_low == first_high ? std::to_string(first_low)
+                                  : fmt::format("{}-{}", first_low, first_high)));
+    std::vector<std::string> inferred;
+    for (const FrGroup& g : out_.groups)
+      if (!g.members_from_config) inferred.push_back(g.label);
+    if (!inferred.empty())
+      out_.evidence.push_back(fmt::format(
+          "pg_config lists no members for {} (Gloo keeps none): their members are taken to be "
+          "the ranks whose dumps name them, so a member that never called on one is not seen",
+          fmt::join(inferred, ", ")));
+    if (versions.size() > 1)
+      out_.evidence.push_back(
+          fmt::format("the dumps are of different versions: {}", fmt::join(versions, ", ")));
+    for (std::string& c : conflicts_) out_.evidence.push_back(std::move(c));
+    for (std::string& o : odd_) out_.evidence.push_back(std::move(o));
+  }
+
+  std::vector<FrRankDump> dumps_;
+  FrAnalysis out_;
+  std::map<std::string, size_t> group_index_;
+  std::vector<RankView> views_;
+  std::map<CallKey, std::vector<RankEntry>> calls_;  // each rank's first entry at (group, seq)
+  std::vector<std::string> conflicts_, odd_;
+  std::vector<size_t> first_missing_;  // by rank (index_missing)
+  std::vector<char> lost_;
+};
+
+}  // namespace
+
+FrAnalysis analyze_fr_dumps(std::vector<FrRankDump> dumps, int64_t world_size_hint) {
+  return Analyzer(std::move(dumps), world_size_hint).run();
+}
+
+}  // namespace meshsim::sim
