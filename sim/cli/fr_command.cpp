@@ -40,10 +40,12 @@ std::vector<DumpFile> dump_files(const std::vector<std::string>& paths, size_t& 
     std::error_code error;
     if (fs::is_directory(path, error)) {
       std::vector<std::string> names;
-      for (const fs::directory_entry& e : fs::directory_iterator(path, error)) {
+      // Error codes throughout: a directory that changes or refuses a read is a message.
+      for (fs::directory_iterator it(path, error), end; !error && it != end; it.increment(error)) {
         if (names.size() == kMaxDumpFiles)
           throw runtime_error(fmt::format("{}: more than {} files", path, kMaxDumpFiles));
-        if (e.is_regular_file(error)) names.push_back(e.path().filename().string());
+        std::error_code kind_error;
+        if (it->is_regular_file(kind_error)) names.push_back(it->path().filename().string());
       }
       if (error) throw runtime_error(fmt::format("{}: cannot list it: {}", path, error.message()));
       std::sort(names.begin(), names.end());
@@ -60,7 +62,8 @@ std::vector<DumpFile> dump_files(const std::vector<std::string>& paths, size_t& 
             "{}: its name does not end with a rank (as rank3.pkl or nccl_trace_rank_3)", path));
       out.push_back({*rank, path});
     } else {
-      throw runtime_error(fmt::format("{}: no such file or directory", path));
+      throw runtime_error(fmt::format(
+          "{}: {}", path, error ? error.message() : std::string("no such file or directory")));
     }
   }
   std::stable_sort(out.begin(), out.end(), [](const DumpFile& a, const DumpFile& b) {
@@ -130,25 +133,35 @@ int run_fr_analyze(const FrAnalyzeFlags& flags) {
   std::vector<std::string> evidence;
   bool unreadable = false;
   const FrDumpLimits limits;
-  std::vector<int64_t> second_encoding;  // ranks with a pickle and a JSON dump: the pickle is read
-  for (size_t i = 0; i < files.size(); ++i) {
-    const DumpFile& f = files[i];
-    if (i > 0 && files[i - 1].rank == f.rank) {
-      if (files[i - 1].path.ends_with(".json") == f.path.ends_with(".json"))
-        evidence.push_back(fmt::format("{} is not read: rank {} is read from {}", f.path, f.rank,
-                                       files[i - 1].path));
-      else
-        second_encoding.push_back(f.rank);
-      continue;
+  // A rank's files in order (its pickle first): the first that reads is its dump; the others
+  // are said.
+  std::vector<int64_t> second_encoding;  // ranks whose JSON dump is not read: their pickle is
+  for (size_t i = 0; i < files.size();) {
+    size_t end = i;
+    while (end < files.size() && files[end].rank == files[i].rank) ++end;
+    bool read = false;
+    for (size_t j = i; j < end; ++j) {
+      const DumpFile& f = files[j];
+      if (read) {
+        if (f.path.ends_with(".json") && !files[i].path.ends_with(".json"))
+          second_encoding.push_back(f.rank);
+        else
+          evidence.push_back(fmt::format("{} is not read: rank {} is read from {}", f.path, f.rank,
+                                         dumps.back().file));
+        continue;
+      }
+      try {
+        dumps.push_back(
+            {f.rank, f.path,
+             read_fr_dump(read_file_bounded(f.path, limits.max_bytes), f.path, limits)});
+        read = true;
+      } catch (const Error& e) {
+        std::cerr << "meshsim fr analyze: " << e.what() << "\n";
+        evidence.push_back(fmt::format("rank {}'s dump cannot be read: {}", f.rank, e.what()));
+        unreadable = true;
+      }
     }
-    try {
-      dumps.push_back({f.rank, f.path,
-                       read_fr_dump(read_file_bounded(f.path, limits.max_bytes), f.path, limits)});
-    } catch (const Error& e) {
-      std::cerr << "meshsim fr analyze: " << e.what() << "\n";
-      evidence.push_back(fmt::format("rank {}'s dump cannot be read: {}", f.rank, e.what()));
-      unreadable = true;
-    }
+    i = end;
   }
   if (!second_encoding.empty())
     evidence.push_back(fmt::format(
@@ -170,15 +183,17 @@ int run_fr_analyze(const FrAnalyzeFlags& flags) {
     return kExitUnusable;
   }
   analysis.evidence.insert(analysis.evidence.begin(), evidence.begin(), evidence.end());
-  if (flags.json)
-    std::cout << fr_analysis_json(analysis).dump(2) << "\n";
+  if (flags.json)  // strings from the dumps that are not UTF-8 are replaced, not refused
+    std::cout << fr_analysis_json(analysis).dump(2, ' ', false,
+                                                 nlohmann::json::error_handler_t::replace)
+              << "\n";
   else
     std::cout << fr_analysis_text(analysis);
   if (!flags.graph.empty()) {
-    std::ofstream out(flags.graph, std::ios::binary);
-    out << fr_analysis_dot(analysis);
-    if (!out.flush()) {
-      std::cerr << "meshsim fr analyze: --graph: cannot write " << flags.graph << "\n";
+    try {
+      write_file_atomically(flags.graph, fr_analysis_dot(analysis));
+    } catch (const Error& e) {
+      std::cerr << "meshsim fr analyze: --graph: " << e.what() << "\n";
       return kExitUnusable;
     }
   }

@@ -11,6 +11,7 @@
 #include "sim/runtime/group_label.hpp"
 #include "sim/runtime/hang_phrases.hpp"
 #include "src/error.hpp"
+#include "src/printable.hpp"
 
 namespace meshsim::sim {
 
@@ -35,12 +36,23 @@ bool finished(const FrEntry& e) {
   return e.retired || e.state == "completed";
 }
 
-// "all_reduce" of "nccl:all_reduce", "send" of "nccl:send 0->1".
-std::string_view op_name(const FrEntry& e) {
+// "all_reduce 0->1" of "nccl:all_reduce 0->1": the name without the library.
+std::string_view op_and_peers(const FrEntry& e) {
   std::string_view name = e.profiling_name;
   if (const size_t colon = name.rfind(':'); colon != std::string_view::npos)
     name.remove_prefix(colon + 1);
+  return name;
+}
+
+// "all_reduce" of "nccl:all_reduce", "send" of "nccl:send 0->1".
+std::string_view op_name(const FrEntry& e) {
+  const std::string_view name = op_and_peers(e);
   return name.substr(0, name.find(' '));
+}
+
+// A coalescing group's closing entry: the calls before it with its seq run as one.
+bool closes_coalesced(const FrEntry& e) {
+  return op_name(e).ends_with("coalesced");
 }
 
 std::optional<int64_t> parse_rank(std::string_view text) {
@@ -58,9 +70,7 @@ struct P2pEnds {
 };
 
 std::optional<P2pEnds> p2p_ends(const FrEntry& e) {
-  std::string_view name = e.profiling_name;
-  if (const size_t colon = name.rfind(':'); colon != std::string_view::npos)
-    name.remove_prefix(colon + 1);
+  const std::string_view name = op_and_peers(e);
   const size_t space = name.find(' ');
   if (space == std::string_view::npos) return std::nullopt;
   const std::string_view op = name.substr(0, space), meta = name.substr(space + 1);
@@ -82,7 +92,8 @@ std::string tensors_text(const std::vector<std::vector<int64_t>>& sizes,
   std::string out;
   for (size_t i = 0; i < sizes.size() && i < kShown; ++i) {
     if (i > 0) out += ", ";
-    out += fmt::format("{}[{}]", i < dtypes.size() ? dtypes[i] : "?", fmt::join(sizes[i], ", "));
+    out += fmt::format("{}[{}]", i < dtypes.size() ? printable(dtypes[i], 16) : "?",
+                       fmt::join(sizes[i], ", "));
   }
   if (sizes.size() > kShown) out += fmt::format(", ... ({} tensors)", sizes.size());
   return out;
@@ -90,7 +101,7 @@ std::string tensors_text(const std::vector<std::vector<int64_t>>& sizes,
 
 // "all_reduce(Float[4])", "all_gather(Float[4] → Float[4, 4])", "send(Float[4])".
 std::string call_text(const FrEntry& e) {
-  const std::string_view op = op_name(e);
+  const std::string op = printable(op_name(e), 48);
   const std::string in = tensors_text(e.input_sizes, e.input_dtypes);
   const std::string out = tensors_text(e.output_sizes, e.output_dtypes);
   if (op == "send") return fmt::format("send({})", in);
@@ -105,33 +116,42 @@ bool torch_internal(const FrFrame& f) {
   return f.filename.find("/torch/") != std::string::npos || f.filename.starts_with("<");
 }
 
+std::string frame_text(const FrFrame& f) {
+  return fmt::format("{}:{} in {}", printable(f.filename, 160), f.line, printable(f.name, 64));
+}
+
 // The user's line that made the call, "train.py:30 in step"; without frames (JSON dumps), the
 // record's number.
 std::string site_text(const FrEntry& e) {
   for (const FrFrame& f : e.frames)
-    if (!torch_internal(f)) return fmt::format("{}:{} in {}", f.filename, f.line, f.name);
-  if (!e.frames.empty())
-    return fmt::format("{}:{} in {}", e.frames.front().filename, e.frames.front().line,
-                       e.frames.front().name);
+    if (!torch_internal(f)) return frame_text(f);
+  if (!e.frames.empty()) return frame_text(e.frames.front());
   return fmt::format("record {}", e.record_id);
 }
 
 std::string state_text(const FrEntry& e) {
-  return e.retired && e.state != "completed" ? e.state + ", retired" : e.state;
+  const std::string state = printable(e.state, 16);
+  return e.retired && e.state != "completed" ? state + ", retired" : state;
 }
 
 std::string label_of(const std::string& name, const std::string& desc) {
   if (desc == "default_pg") return "WORLD";
-  if (desc.empty() || desc == "undefined") return "pg " + name;
-  return fmt::format("{} (pg {})", desc, name);
+  if (desc.empty() || desc == "undefined") return "pg " + printable(name, 32);
+  return fmt::format("{} (pg {})", printable(desc, 48), printable(name, 32));
 }
 
+int64_t saturating_add(int64_t a, int64_t b) {
+  return a > INT64_MAX - b ? INT64_MAX : a + b;
+}
+
+// Elements in all the tensors, saturating at INT64_MAX (sizes come from the dump); a negative
+// size counts as 0.
 int64_t numel(const std::vector<std::vector<int64_t>>& sizes) {
   int64_t total = 0;
   for (const auto& shape : sizes) {
     int64_t n = 1;
-    for (const int64_t d : shape) n = d > 0 && n <= INT64_MAX / d ? n * d : (d == 0 ? 0 : n);
-    total = total <= INT64_MAX - n ? total + n : total;
+    for (const int64_t d : shape) n = d <= 0 ? 0 : (n > INT64_MAX / d ? INT64_MAX : n * d);
+    total = saturating_add(total, n);
   }
   return total;
 }
@@ -153,19 +173,31 @@ std::string agreed_sizes(const FrEntry& e) {
 }
 
 std::string agreed_dtypes(const FrEntry& e) {
-  return fmt::format("{}|{}", fmt::join(e.input_dtypes, ","), fmt::join(e.output_dtypes, ","));
+  const std::string_view op = op_name(e);
+  return fmt::format("{}|{}",
+                     op == "scatter" ? "" : fmt::format("{}", fmt::join(e.input_dtypes, ",")),
+                     op == "gather" ? "" : fmt::format("{}", fmt::join(e.output_dtypes, ",")));
+}
+
+// What members of one collective must agree on, as one key.
+std::string agreed(const FrEntry& e) {
+  return fmt::format("{}|{}|{}", op_name(e), agreed_sizes(e), agreed_dtypes(e));
 }
 
 // One rank's view of its dump: where it stands on each group.
 struct RankView {
   const FrRankDump* dump = nullptr;
   std::map<size_t, int64_t> recorded_seq;  // group -> highest collective seq in the buffer
-  std::map<size_t, int64_t> enqueued;      // group -> pg_status's last enqueued collective
+  std::vector<char> done;                  // per entry: it finished (its coalescing group did)
   std::optional<size_t> oldest_open;       // entry index
   bool wrapped = false;
 };
 
-using CallKey = std::pair<size_t, int64_t>;    // (group, collective seq)
+using CallKey = std::pair<size_t, int64_t>;  // (group, collective seq)
+
+// How members of one collective differ, weakest first (a difference in op explains the rest).
+enum class MismatchKind { kNone, kDtypes, kSizes, kOp };
+constexpr const char* kMismatchKindNames[] = {"", "dtypes", "sizes", "op"};
 using RankEntry = std::pair<int64_t, size_t>;  // (rank, entry index)
 
 class Analyzer {
@@ -173,8 +205,18 @@ class Analyzer {
   Analyzer(std::vector<FrRankDump> dumps, int64_t world_hint) : dumps_(std::move(dumps)) {
     std::stable_sort(dumps_.begin(), dumps_.end(),
                      [](const FrRankDump& a, const FrRankDump& b) { return a.rank < b.rank; });
-    out_.world_size = std::max<int64_t>(world_hint, 0);
-    for (const FrRankDump& d : dumps_) grow_world(d.rank + 1, d.file);
+    // One dump per rank: a second is said and left out of everything.
+    for (size_t i = 1; i < dumps_.size();) {
+      if (dumps_[i].rank != dumps_[i - 1].rank) {
+        ++i;
+        continue;
+      }
+      conflicts_.push_back(fmt::format("rank {} has two dumps ({} and {}); the first is used",
+                                       dumps_[i].rank, dumps_[i - 1].file, dumps_[i].file));
+      dumps_.erase(dumps_.begin() + static_cast<ptrdiff_t>(i));
+    }
+    grow_world(std::max<int64_t>(world_hint, 0) - 1, "the world size");
+    for (const FrRankDump& d : dumps_) grow_world(d.rank, d.file);
   }
 
   FrAnalysis run() {
@@ -191,11 +233,12 @@ class Analyzer {
   }
 
  private:
-  void grow_world(int64_t size, const std::string& where) {
-    if (size > kMaxFrWorld)
-      throw value_error(fmt::format("{}: rank {} is past the {} ranks fr analyze handles", where,
-                                    size - 1, kMaxFrWorld));
-    out_.world_size = std::max(out_.world_size, size);
+  // Makes the world hold `rank`, refusing ranks outside [0, kMaxFrWorld) (-1: nothing to hold).
+  void grow_world(int64_t rank, const std::string& where) {
+    if (rank < -1 || rank >= kMaxFrWorld)
+      throw value_error(fmt::format("{}: rank {} is outside the 0 to {} ranks fr analyze handles",
+                                    where, rank, kMaxFrWorld - 1));
+    out_.world_size = std::max(out_.world_size, rank + 1);
   }
 
   const FrGroup& group(size_t g) const { return out_.groups[g]; }
@@ -212,7 +255,7 @@ class Analyzer {
       for (const FrEntry& e : d.dump.entries) {
         auto [it, fresh] = group_index_.emplace(e.pg_name, out_.groups.size());
         if (fresh)
-          out_.groups.push_back({e.pg_name, e.pg_desc, label_of(e.pg_name, e.pg_desc), {}});
+          out_.groups.push_back({e.pg_name, e.pg_desc, label_of(e.pg_name, e.pg_desc), {}, "", 0});
         naming[it->second].insert(d.rank);
       }
     }
@@ -223,7 +266,8 @@ class Analyzer {
         std::vector<int64_t> members = cfg.ranks;
         std::sort(members.begin(), members.end());
         members.erase(std::unique(members.begin(), members.end()), members.end());
-        grow_world(members.back() + 1, d.file + " pg_config");
+        grow_world(members.front(), d.file + " pg_config");
+        grow_world(members.back(), d.file + " pg_config");
         auto [known, fresh] = config.emplace(it->second, std::pair(members, d.rank));
         if (!fresh && known->second.first != members)
           conflicts_.push_back(fmt::format(
@@ -238,12 +282,13 @@ class Analyzer {
       FrGroup& grp = out_.groups[g];
       if (const auto it = config.find(g); it != config.end()) {
         grp.members = it->second.first;
-        grp.members_from_config = true;
+        grp.members_from = "pg_config";
       } else if (grp.desc == "default_pg") {
         grp.members.resize(static_cast<size_t>(out_.world_size));
         for (int64_t r = 0; r < out_.world_size; ++r) grp.members[static_cast<size_t>(r)] = r;
-        grp.members_from_config = true;
+        grp.members_from = "world";
       } else {
+        grp.members_from = "dumps";
         grp.members.assign(naming[g].begin(), naming[g].end());
         if (sizes[g] > static_cast<int64_t>(grp.members.size()))
           grp.unnamed_members = sizes[g] - static_cast<int64_t>(grp.members.size());
@@ -276,45 +321,41 @@ class Analyzer {
     views_.resize(static_cast<size_t>(out_.world_size));
     for (const FrRankDump& d : dumps_) {
       RankView& v = views_[static_cast<size_t>(d.rank)];
-      if (v.dump != nullptr) {
-        conflicts_.push_back(fmt::format("rank {} has two dumps ({} and {}); the first is used",
-                                         d.rank, v.dump->file, d.file));
-        continue;
-      }
       v.dump = &d;
       const auto& entries = d.dump.entries;
       v.wrapped = !entries.empty() && entries.front().record_id > 0;
-      std::map<size_t, int64_t> pg_id;
+      // NCCL leaves the calls inside a coalescing group "scheduled" for ever and finishes only
+      // the group's closing entry (same group and seq): they finish with it.
+      std::set<std::tuple<size_t, bool, int64_t>> finished_groups;
+      auto key = [&](const FrEntry& e) {
+        return std::tuple(group_index_.at(e.pg_name), e.is_p2p,
+                          e.is_p2p ? e.p2p_seq_id : e.collective_seq_id);
+      };
+      for (const FrEntry& e : entries)
+        if (closes_coalesced(e) && finished(e)) finished_groups.insert(key(e));
+      v.done.resize(entries.size());
       for (size_t i = 0; i < entries.size(); ++i) {
         const FrEntry& e = entries[i];
-        if (!v.oldest_open && !finished(e)) v.oldest_open = i;
+        v.done[i] = finished(e) || finished_groups.count(key(e)) != 0;
+        if (!v.oldest_open && !v.done[i]) v.oldest_open = i;
+        if (e.is_p2p || closes_coalesced(e)) continue;
         const size_t g = group_index_.at(e.pg_name);
-        pg_id.emplace(g, e.pg_id);
-        if (e.is_p2p) continue;
         int64_t& seq = v.recorded_seq[g];
         seq = std::max(seq, e.collective_seq_id);
         std::vector<RankEntry>& members = calls_[{g, e.collective_seq_id}];
         if (members.empty() || members.back().first != d.rank) members.emplace_back(d.rank, i);
       }
-      for (const auto& [g, id] : pg_id) {
-        const auto status = d.dump.pg_status.find(std::to_string(id));
-        if (status != d.dump.pg_status.end() && status->second.last_enqueued >= 0)
-          v.enqueued[g] = status->second.last_enqueued;
-      }
     }
   }
 
-  // How far `rank` got on group `g`: its last collective seq there, or nothing when its buffer
-  // wrapped past every call it made on the group.
+  // How far `rank` got on group `g`: its last collective seq there; nothing when its buffer
+  // wrapped past every call it made on the group, or holds no call at all. (pg_status's counters
+  // would survive a wrap, but they count sends and recvs too.)
   std::optional<int64_t> progress(int64_t rank, size_t g) const {
     const RankView& v = views_[static_cast<size_t>(rank)];
-    int64_t seq = 0;
-    if (const auto it = v.recorded_seq.find(g); it != v.recorded_seq.end())
-      seq = it->second;
-    else if (v.wrapped)
-      return std::nullopt;
-    if (const auto it = v.enqueued.find(g); it != v.enqueued.end()) seq = std::max(seq, it->second);
-    return seq;
+    if (const auto it = v.recorded_seq.find(g); it != v.recorded_seq.end()) return it->second;
+    if (v.wrapped || v.dump->dump.entries.empty()) return std::nullopt;
+    return 0;
   }
 
   static std::vector<FrVariant> variants_of(std::map<std::string, std::vector<int64_t>> by_text,
@@ -340,42 +381,53 @@ class Analyzer {
     for (const auto& [key, members] : calls_) {
       if (members.size() < 2) continue;
       const FrEntry& first = entry(members.front().first, members.front().second);
-      std::string kind;
-      auto stronger = [&](const std::string& k) {
-        static const std::vector<std::string> order = {"dtypes", "sizes", "op"};
-        const auto rank_of = [&](const std::string& x) {
-          return std::find(order.begin(), order.end(), x) - order.begin();
-        };
-        if (kind.empty() || rank_of(k) > rank_of(kind)) kind = k;
-      };
-      std::map<std::string, std::vector<int64_t>> by_text;
-      int64_t in_total = 0, out_total = 0;
+      // Members are told apart by what they must agree on; each side shows its first rank's call.
+      std::map<std::string, std::vector<int64_t>> by_key;
+      std::map<std::string, std::string> text;
+      MismatchKind kind = MismatchKind::kNone;
       for (const auto& [rank, i] : members) {
         const FrEntry& e = entry(rank, i);
-        by_text[call_text(e)].push_back(rank);
-        in_total += numel(e.input_sizes);
-        out_total += numel(e.output_sizes);
+        const std::string k = agreed(e);
+        by_key[k].push_back(rank);
+        text.emplace(k, call_text(e));
         if (op_name(e) != op_name(first))
-          stronger("op");
+          kind = std::max(kind, MismatchKind::kOp);
         else if (agreed_sizes(e) != agreed_sizes(first))
-          stronger("sizes");
+          kind = std::max(kind, MismatchKind::kSizes);
         else if (agreed_dtypes(e) != agreed_dtypes(first))
-          stronger("dtypes");
+          kind = std::max(kind, MismatchKind::kDtypes);
       }
       // All-to-all sizes differ by rank; together, what the members send must be what they
-      // receive.
-      const bool uneven = all_to_all(op_name(first)) && kind.empty() &&
-                          members.size() == group(key.first).members.size() &&
-                          in_total != out_total;
-      if (kind.empty() && !uneven) continue;
-      FrMismatch m{key.first,
-                   key.second,
-                   uneven ? "sizes" : kind,
-                   variants_of(std::move(by_text), true),
-                   {},
-                   created(members)};
+      // receive (when every member recorded the call).
+      bool uneven = false;
+      if (kind == MismatchKind::kNone && all_to_all(op_name(first)) &&
+          members.size() == group(key.first).members.size()) {
+        int64_t in_total = 0, out_total = 0;
+        for (const auto& [rank, i] : members) {
+          in_total = saturating_add(in_total, numel(entry(rank, i).input_sizes));
+          out_total = saturating_add(out_total, numel(entry(rank, i).output_sizes));
+        }
+        uneven = in_total != out_total;
+      }
+      if (kind == MismatchKind::kNone && !uneven) continue;
+      std::map<std::string, std::vector<int64_t>> by_text;
+      for (auto& [k, ranks] : by_key) {
+        auto& side = by_text[text.at(k)];
+        side.insert(side.end(), ranks.begin(), ranks.end());
+        std::sort(side.begin(), side.end());
+      }
+      FrMismatch m;
+      m.group = key.first;
+      m.seq = key.second;
+      m.kind = uneven ? "sizes" : kMismatchKindNames[static_cast<size_t>(kind)];
+      m.variants = variants_of(std::move(by_text), true);
+      m.created_ns = created(members);
+      // The sides other than the largest; an even split names every side (the dumps cannot
+      // say which is wrong).
+      const bool even =
+          m.variants.size() > 1 && m.variants[0].ranks.size() == m.variants[1].ranks.size();
       if (!uneven)
-        for (size_t v = 1; v < m.variants.size(); ++v)
+        for (size_t v = even ? 0 : 1; v < m.variants.size(); ++v)
           m.culprits.insert(m.culprits.end(), m.variants[v].ranks.begin(),
                             m.variants[v].ranks.end());
       std::sort(m.culprits.begin(), m.culprits.end());
@@ -424,23 +476,38 @@ class Analyzer {
       return;  // waiting in it too
     const auto here = calls_.find({call.group, call.seq});
     if (here == calls_.end()) return;
-    for (const auto& [rank, i] : here->second)
-      if (rank == member && !finished(entry(rank, i)) && i > *v.oldest_open)
-        call.elsewhere.push_back(member);
+    // Members are listed in rank order.
+    const auto at =
+        std::lower_bound(here->second.begin(), here->second.end(), RankEntry{member, 0});
+    if (at != here->second.end() && at->first == member && !v.done[at->second] &&
+        at->second > *v.oldest_open)
+      call.elsewhere.push_back(member);
   }
 
-  // Whether `peer` waits in the send or recv that matches `rank`'s open one on group g.
+  // Whether `peer` waits in the send or recv that matches `rank`'s open one on group g: its oldest
+  // open call, or one batched with it (a batch of sends and recvs is posted at once).
   bool peer_posted_match(int64_t rank, size_t g, bool send, int64_t peer) const {
     const RankView& v = views_[static_cast<size_t>(peer)];
-    if (!v.oldest_open) return false;
-    const FrEntry& open = entry(peer, *v.oldest_open);
-    if (!open.is_p2p || group_index_.at(open.pg_name) != g) return false;
-    const std::optional<P2pEnds> ends = p2p_ends(open);
+    if (!v.oldest_open || group(g).members_from == "dumps") return false;
+    const auto& entries = v.dump->dump.entries;
     const auto& members = group(g).members;
-    if (!ends || (op_name(open) == "send") == send) return false;
-    const int64_t other = send ? (ends->src ? *ends->src : -1) : ends->dst;
-    return other >= 0 && static_cast<size_t>(other) < members.size() &&
-           members[static_cast<size_t>(other)] == rank;
+    const FrEntry& oldest = entries[*v.oldest_open];
+    for (size_t i = *v.oldest_open; i < entries.size(); ++i) {
+      const FrEntry& e = entries[i];
+      if (v.done[i] || !e.is_p2p || group_index_.at(e.pg_name) != g) continue;
+      // Calls run in order on a rank's stream: past its oldest open call, only calls batched
+      // with it (one coalescing group: the same p2p seq on the same group) are posted.
+      if (i != *v.oldest_open &&
+          !(oldest.is_p2p && oldest.pg_name == e.pg_name && oldest.p2p_seq_id == e.p2p_seq_id))
+        break;
+      const std::optional<P2pEnds> ends = p2p_ends(e);
+      if (!ends || (op_name(e) == "send") == send) continue;
+      const int64_t other = send ? (ends->src ? *ends->src : -1) : ends->dst;
+      if (other >= 0 && static_cast<size_t>(other) < members.size() &&
+          members[static_cast<size_t>(other)] == rank)
+        return true;
+    }
+    return false;
   }
 
   void find_open_calls() {
@@ -475,11 +542,12 @@ class Analyzer {
           for (const int64_t m : *list)
             if (m != r) me.waits_for.push_back(m);
       } else {
-        const bool send = op_name(e) == "send";
         const std::optional<P2pEnds> ends = p2p_ends(e);
+        const bool send = op_name(e) == "send";
         const auto& members = group(g).members;
         std::optional<int64_t> peer;
-        if (ends) {
+        // Group ranks name members in order, which the dumps alone do not give.
+        if (ends && group(g).members_from != "dumps") {
           const std::optional<int64_t> local = send ? std::optional(ends->dst) : ends->src;
           if (local && static_cast<size_t>(*local) < members.size())
             peer = members[static_cast<size_t>(*local)];
@@ -493,7 +561,7 @@ class Analyzer {
         call.waiting = {r};
         if (!peer) {
           odd_.push_back(fmt::format("rank {}'s {} on {} names no peer the analysis can place", r,
-                                     e.profiling_name, group(g).label));
+                                     printable(e.profiling_name, 64), group(g).label));
         } else {
           call.call += fmt::format(" {} rank {}", send ? "to" : "from", *peer);
           if (!has_dump(*peer))
@@ -674,10 +742,18 @@ class Analyzer {
         what = "is waited for";
       } else {
         any_collective |= !call->p2p;
+        // A collective is waited in by its members; a send waits for the peer's recv (and a
+        // recv for its send): "the recv from rank 0 on WORLD that rank 0's send(...) waits for".
+        const bool send = call->call.starts_with("send");
         const std::string where =
             call->p2p
-                ? fmt::format("{} on {}", call->call, group(call->group).label)
+                ? fmt::format("the {} {} rank {} on {}", send ? "recv" : "send",
+                              send ? "from" : "to", call->waiting.front(), group(call->group).label)
                 : fmt::format("{} on {} seq {}", call->call, group(call->group).label, call->seq);
+        const std::string waited =
+            call->p2p
+                ? fmt::format("that rank {}'s {} waits for", call->waiting.front(), call->call)
+                : fmt::format("that {} wait in", ranks_text(call->waiting));
         if (!has_dump(root)) {
           what =
               fmt::format("left no dump; {} wait for it in {}", ranks_text(call->waiting), where);
@@ -695,8 +771,7 @@ class Analyzer {
             then = fmt::format("; it is held in {} on {} seq {}, which every other member finished",
                                held.call, group(held.group).label, held.seq);
           }
-          what = fmt::format("never called {} that {} wait in (at {}){}", where,
-                             ranks_text(call->waiting), call->site, then);
+          what = fmt::format("never called {} {} (at {}){}", where, waited, call->site, then);
         }
       }
       auto it = std::find_if(lines.begin(), lines.end(),
@@ -925,7 +1000,7 @@ class Analyzer {
                                   : fmt::format("{}-{}", first_low, first_high)));
     std::vector<std::string> inferred;
     for (const FrGroup& g : out_.groups)
-      if (!g.members_from_config) inferred.push_back(g.label);
+      if (g.members_from == "dumps") inferred.push_back(g.label);
     if (!inferred.empty())
       out_.evidence.push_back(fmt::format(
           "pg_config lists no members for {} (Gloo keeps none): their members are taken to be "

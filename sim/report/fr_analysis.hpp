@@ -31,9 +31,10 @@ struct FrGroup {
   std::string desc;              // "default_pg", "undefined", a mesh dim's description
   std::string label;             // what reports call it: "WORLD", "pg 3", "mesh_tp (pg 3)"
   std::vector<int64_t> members;  // global ranks, sorted
-  // pg_config listed the members; otherwise they are the ranks whose dumps name the group (Gloo
-  // keeps no usable pg_config), and a member that never called on it is not known.
-  bool members_from_config = false;
+  // Where the members come from: "pg_config" (it lists them), "world" (the default group: every
+  // rank), or "dumps": the ranks whose dumps name the group (Gloo keeps no usable pg_config), so
+  // a member that never called on it is not known, and group ranks cannot be mapped to them.
+  std::string members_from;
   // Members the group has that no dump names: a gather's or reduce-scatter's sizes say how many
   // members a group has, when pg_config does not list them.
   int64_t unnamed_members = 0;

@@ -13,6 +13,12 @@ namespace meshsim::sim {
 
 namespace {
 
+bool has_culprit(const FrAnalysis& a, const std::vector<int64_t>& ranks) {
+  return std::any_of(ranks.begin(), ranks.end(), [&](int64_t r) {
+    return std::binary_search(a.culprits.begin(), a.culprits.end(), r);
+  });
+}
+
 // Ranks that tell the same story, the culprits' first, then by lowest rank.
 std::vector<std::pair<std::string, std::vector<int64_t>>> stories(const FrAnalysis& a) {
   std::vector<std::pair<std::string, std::vector<int64_t>>> lines;
@@ -22,9 +28,8 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> stories(const FrAnalys
     if (fresh) lines.emplace_back(r.story, std::vector<int64_t>{});
     lines[it->second].second.push_back(r.rank);
   }
-  std::stable_partition(lines.begin(), lines.end(), [&](const auto& line) {
-    return std::binary_search(a.culprits.begin(), a.culprits.end(), line.second.front());
-  });
+  std::stable_partition(lines.begin(), lines.end(),
+                        [&](const auto& line) { return has_culprit(a, line.second); });
   return lines;
 }
 
@@ -111,7 +116,7 @@ nlohmann::json fr_analysis_json(const FrAnalysis& a) {
                              {"desc", g.desc},
                              {"label", g.label},
                              {"members", g.members},
-                             {"members_from", g.members_from_config ? "pg_config" : "dumps"},
+                             {"members_from", g.members_from},
                              {"unnamed_members", g.unnamed_members}});
   auto group_name = [&](size_t g) { return a.groups[g].name; };
   out["ranks"] = nlohmann::json::array();
@@ -168,7 +173,7 @@ std::string fr_analysis_dot(const FrAnalysis& a) {
   std::string out = "digraph waits {\n  rankdir=LR;\n  node [shape=box, fontname=\"monospace\"];\n";
   for (size_t b = 0; b < lines.size(); ++b) {
     const auto& [what, who] = lines[b];
-    const bool culprit = std::binary_search(a.culprits.begin(), a.culprits.end(), who.front());
+    const bool culprit = has_culprit(a, who);
     out += fmt::format("  s{} [label=\"{}\\n{}\"{}];\n", b, dot_escape(ranks_text(who)),
                        dot_escape(what), culprit ? ", color=red, penwidth=2" : "");
   }

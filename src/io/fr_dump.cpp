@@ -206,7 +206,10 @@ class Field {
 std::vector<int64_t> group_ranks(const Field& f) {
   if (f.value().is_array()) {
     std::vector<int64_t> out;
-    for (const Field& r : f.items()) out.push_back(r.integer());
+    for (const Field& r : f.items()) {
+      out.push_back(r.integer());
+      if (out.back() < 0) r.fail("a rank (0 or more)");
+    }
     return out;
   }
   const std::string s = f.text();

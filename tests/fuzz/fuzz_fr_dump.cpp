@@ -27,7 +27,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const meshsim::sim::FrAnalysis analysis = meshsim::sim::analyze_fr_dumps(std::move(job));
     if (analysis.ranks.size() != static_cast<size_t>(analysis.world_size)) __builtin_trap();
     (void)meshsim::sim::fr_analysis_text(analysis);
-    (void)meshsim::sim::fr_analysis_json(analysis).dump();
+    (void)meshsim::sim::fr_analysis_json(analysis).dump(-1, ' ', false,
+                                                        nlohmann::json::error_handler_t::replace);
     (void)meshsim::sim::fr_analysis_dot(analysis);
   } catch (const meshsim::Error&) {
   }
