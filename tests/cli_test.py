@@ -119,6 +119,8 @@ bad = {
     "bad_expression.toml": ":5:16: bad expression in value: unexpected '*'",
     "bad_view_index.toml": ":7:54: index \"[:, 1::coord(m, 0)]\": unknown mesh 'm'",
     "toml_syntax.toml": ":6:15: TOML syntax error",
+    "collective_two_peers.toml": ":5:13: broadcast needs exactly one of src (a global rank) and "
+                                 "group_src (a rank of the group)",
     # Each a load-time error at its place, never a crash or a wrong value.
     "deep_parens.toml": ":5:74: bad expression in value: expression nests deeper than 64 levels",
     "unary_chain.toml": ":5:73: bad expression in value: expression nests deeper than 64 levels",
@@ -647,6 +649,36 @@ with tempfile.TemporaryDirectory() as tmp:
     r = run("fr", "analyze", in_root("scenarios"))
     check(r.returncode == 2 and "no readable dump" in r.stderr,
           f"fr analyze on a directory without dumps: {r.stderr!r}")
+
+    # `fr to-scenario`: the same dumps as a scenario every rank of which makes its recorded calls;
+    # `meshsim run` on it holds the hang the dumps show.
+    for case in ("ok", "skipped", "mismatch", "wrapped", "mesh_skipped"):
+        written = os.path.join(tmp, f"replay_{case}.toml")
+        r = run("fr", "to-scenario", os.path.join(fr, case), "-o", written)
+        ran = run("run", "--no-time", written) if r.returncode == 0 else r
+        check(r.returncode == 0 and "run it with: meshsim run" in r.stderr and
+              ran.returncode == 0 and "1 passed, 0 failed" in ran.stdout,
+              f"fr to-scenario {case}, then run: {r.returncode} {r.stderr!r} {ran.stdout!r}")
+    text = open(os.path.join(tmp, "replay_mesh_skipped.toml")).read()
+    check('dims = ["g1", "g3"]' in text and 'repeat = { var = "loop1", count = 2 }' in text and
+          'when = "rank <= 2"' in text and "fr_writer.py:57 in _calls" in text,
+          f"fr to-scenario makes a 2x2 mesh of the row and column groups, folds the loop and "
+          f"writes the skipped call's line: {text!r}")
+    text = open(os.path.join(tmp, "replay_skipped.toml")).read()
+    check('deadlock = { cause = "rank exited early", culprits = [3], waiting = [0, 1, 2]' in text,
+          f"fr to-scenario expects the hang the dumps show: {text!r}")
+    r = run("fr", "to-scenario", os.path.join(fr, "mismatch"))
+    again = run("fr", "to-scenario", os.path.join(fr, "mismatch"))
+    check(r.returncode == 0 and r.stdout == again.stdout and
+          'desync = { cause = "signature mismatch", group = "WORLD", seq = 2, culprits = [2] }'
+          in r.stdout, f"fr to-scenario to standard output, twice the same: {r.stdout!r}")
+    r = run("fr", "to-scenario", os.path.join(fr, "ok"), "-o",
+            os.path.join(tmp, "no_such_dir", "x.toml"))
+    check(r.returncode == 2 and "no_such_dir" in r.stderr,
+          f"fr to-scenario into a directory that does not exist: {r.returncode} {r.stderr!r}")
+    r = run("fr", "to-scenario", in_root("scenarios"))
+    check(r.returncode == 2 and "no readable dump" in r.stderr,
+          f"fr to-scenario on a directory without dumps: {r.stderr!r}")
 
     # A DCP checkpoint torch wrote, damaged on disk: the load fails on every rank naming the file,
     # the chunk and the CRC-32, never loading the flipped value.

@@ -28,6 +28,9 @@ Checks:
 - clean jobs: both find nothing; faulty jobs: meshsim names the planted rank (a culprit, the odd
   one of the first divergence, or one side of a two-way tie) unless its report says the evidence
   lacks it (the planted rank left no dump).
+- both forms of the dumps are replayed: `meshsim fr to-scenario` writes a scenario, the same
+  file twice, and `meshsim run` on it holds the expectations it states (the hang fr analyze
+  saw), with the same report twice.
 Skips (exit 77) without PyTorch.
 
 Usage: fr_analyze_diff_test.py MESHSIM [CASES] [SEED]
@@ -306,6 +309,38 @@ def meshsim_report(meshsim, directory):
     return json.loads(run.stdout)
 
 
+def replay_problems(meshsim, dumps, report, form, world):
+    """`fr to-scenario` on the dumps, then `meshsim run` on what it wrote: the run must hold the
+    written expectations (the hang the analysis saw: its kind, cause, culprits, blocked ranks or
+    first mismatch), and writing and running are deterministic."""
+    problems = []
+    scenario = os.path.join(os.path.dirname(dumps), f"replay-{form.split()[0][:4].lower()}.toml")
+    texts = []
+    for _ in range(2):
+        # The job's size, as its engineer would give it: Gloo's dumps do not say it when the last
+        # rank's dump is lost.
+        w = subprocess.run([meshsim, "fr", "to-scenario", "--world-size", str(world), dumps,
+                            "-o", scenario],
+                           capture_output=True, text=True, timeout=120)
+        if w.returncode != 0:
+            return [f"{form}: fr to-scenario exited {w.returncode}: {w.stderr}"]
+        texts.append(open(scenario).read())
+    if texts[0] != texts[1]:
+        problems.append(f"{form}: fr to-scenario wrote two different files from the same dumps")
+    runs = [subprocess.run([meshsim, "run", "--no-time", scenario], capture_output=True,
+                           text=True, timeout=120) for _ in range(2)]
+    if runs[0].returncode != 0:
+        problems.append(f"{form}: the replay does not reproduce what fr analyze saw "
+                        f"({report['verdict']}: {report['cause']}):\n{runs[0].stdout}\n"
+                        f"{texts[0]}")
+    elif runs[0].stdout != runs[1].stdout:
+        problems.append(f"{form}: two runs of the replay report differently")
+    expect = texts[0][texts[0].rindex("[[expect]]"):]
+    if report["verdict"] != "no hang" and "no_hang" in expect and report["verdict"] != "stall":
+        problems.append(f"{form}: the replay of a hang expects none:\n{expect}")
+    return problems
+
+
 def check_case(meshsim, job, directory):
     problems = []
     missing, mismatches, log = torch_findings(directory, job)
@@ -347,6 +382,9 @@ def check_case(meshsim, job, directory):
                                 f"{m['variants']}")
     extra = [m for m in report["mismatches"]
              if not any((m["group"], m["seq"]) == (g, s) for g, s, _, _ in mismatches)]
+    problems += replay_problems(meshsim, dumps, report, "NCCL's pg_config", job["world"])
+    problems += replay_problems(meshsim, os.path.join(directory, "raw"), raw, "Gloo's pg_config",
+                                job["world"])
     faulty = job["fault"] != "none"
     if not faulty:
         if report["verdict"] != "no hang" or missing or mismatches:
@@ -361,7 +399,9 @@ def check_case(meshsim, job, directory):
             if len(m["variants"]) == 2 and len(m["variants"][0]["ranks"]) == len(
                     m["variants"][1]["ranks"]):
                 named.update(m["variants"][0]["ranks"])
-        lost = not os.path.exists(os.path.join(dumps, f"rank_{f}"))
+        # the evidence lacks the fault when the planted rank's dump, or the dump of a rank the
+        # analysis then names (it waits for it), is the one lost
+        lost = any(not os.path.exists(os.path.join(dumps, f"rank_{r}")) for r in named | {f})
         if report["verdict"] == "no hang":
             problems.append("a planted fault, and meshsim finds no hang")
         elif f not in named and not lost:

@@ -9,9 +9,12 @@ Cases:
   group of all ranks, reduce_scatter_tensor and broadcast on two 2-rank groups);
 - skipped: rank 3 skips the second all_reduce (the others enqueue it and wait);
 - mismatch: rank 2's all_reduce has 5 elements where the others have 4;
-- wrapped: a ring buffer of 4 entries over 7 calls (the dump starts at record 3).
+- wrapped: a ring buffer of 4 entries over 7 calls (the dump starts at record 3);
+- mesh_skipped: a 2x2 mesh's row and column groups (as DeviceMesh creates them, columns
+  first) and a training loop of 3 steps (all_reduce over the row, all_gather_into_tensor over
+  the column, all_reduce over WORLD); rank 3 skips the column all-gather of the last step.
 
-Run as a program: fr_writer.py DIR (tests/io/data/fr was made so, by torch 2.15.0).
+Run as a program: fr_writer.py DIR [CASE...] (tests/io/data/fr was made so, by torch 2.15.0).
 """
 import os
 import sys
@@ -42,6 +45,18 @@ def _calls(case, rank, torch, dist):
             works.append(dist.all_reduce(t, async_op=True))
     elif case == "mismatch":
         works.append(dist.all_reduce(torch.ones(5 if rank == 2 else 4), async_op=True))
+    elif case == "mesh_skipped":
+        columns = [dist.new_group([0, 2]), dist.new_group([1, 3])]
+        rows = [dist.new_group([0, 1]), dist.new_group([2, 3])]
+        row, column = rows[rank // 2], columns[rank % 2]
+        for step in range(3):
+            dist.all_reduce(torch.ones(8), group=row)
+            # rank 1 waits for rank 3 there at the last step: it does not block on it
+            waits = rank == 1 and step == 2
+            if not (rank == 3 and step == 2):
+                works.append(dist.all_gather_into_tensor(torch.zeros(8), torch.ones(4),
+                                                         group=column, async_op=waits))
+            dist.all_reduce(torch.ones(2))
     return works
 
 
@@ -79,4 +94,4 @@ def write(directory, cases=CASES):
 
 
 if __name__ == "__main__":
-    write(sys.argv[1])
+    write(sys.argv[1], sys.argv[2:] or CASES)

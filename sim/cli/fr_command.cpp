@@ -11,6 +11,7 @@
 
 #include "sim/cli/cli_numbers.hpp"
 #include "sim/report/fr_render.hpp"
+#include "sim/report/fr_replay.hpp"
 #include "sim/runtime/hang_phrases.hpp"
 #include "src/error.hpp"
 #include "src/io/atomic_file.hpp"
@@ -91,7 +92,7 @@ std::optional<int64_t> rank_in_dump_name(std::string_view name) {
   return rank;
 }
 
-CLI::App* add_fr_command(CLI::App& app, FrAnalyzeFlags& flags) {
+CLI::App* add_fr_command(CLI::App& app, FrFlags& flags) {
   CLI::App* fr = app.add_subcommand("fr", "read PyTorch Flight Recorder dumps of a real job");
   fr->require_subcommand(1);
   CLI::App* analyze = fr->add_subcommand(
@@ -100,25 +101,47 @@ CLI::App* add_fr_command(CLI::App& app, FrAnalyzeFlags& flags) {
       "collectives some members never reached, members that disagreed on op, sizes or dtypes, "
       "sends and recvs whose peer went elsewhere, cycles of waits, the first call members made "
       "from different lines; ranks without a dump and buffers that wrapped are said");
-  analyze
-      ->add_option("paths", flags.paths,
-                   "dump files, or directories of them; a file's name ends with its rank "
-                   "(rank3.pkl, nccl_trace_rank_3)")
-      ->required();
+  CLI::App* to_scenario = fr->add_subcommand(
+      "to-scenario",
+      "write a scenario that replays the job: every rank makes the calls its dump recorded, on "
+      "the recorded groups, with tensors of the recorded sizes and dtypes, and the file expects "
+      "the hang the dumps show; ranks with the same history share steps");
+  for (CLI::App* command : {analyze, to_scenario}) {
+    command
+        ->add_option("paths", flags.paths,
+                     "dump files, or directories of them; a file's name ends with its rank "
+                     "(rank3.pkl, nccl_trace_rank_3)")
+        ->required();
+    command->add_option("--world-size", flags.world_size,
+                        "ranks in the job, when the last ranks left no dump");
+  }
   analyze->add_flag("--json", flags.json, "print JSON (schema in docs/flight-recorder.md)");
   analyze->add_option("--graph", flags.graph, "write the wait-for graph as Graphviz DOT to FILE");
-  analyze->add_option("--world-size", flags.world_size,
-                      "ranks in the job, when the last ranks left no dump");
-  return analyze;
+  to_scenario->add_option("-o,--output", flags.output,
+                          "the scenario file to write (default: standard output)");
+  to_scenario->add_option("--name", flags.name,
+                          "the scenario's name (default: the output file's name)");
+  return fr;
 }
 
-int run_fr_analyze(const FrAnalyzeFlags& flags) {
+namespace {
+
+// The dumps `flags.paths` name, one per rank, read; what could not be read is said on stderr
+// (prefixed with `command`) and in `evidence`. None when nothing usable is there.
+struct LoadedDumps {
+  std::vector<FrRankDump> dumps;
+  std::vector<std::string> evidence;
   uint64_t world = 0;
+  bool unreadable = false;
+};
+
+std::optional<LoadedDumps> load_dumps(const FrFlags& flags, std::string_view command) {
+  LoadedDumps loaded;
   if (!flags.world_size.empty()) {
-    if (const std::string error = parse_unsigned(flags.world_size, 1, kMaxFrWorld, world);
+    if (const std::string error = parse_unsigned(flags.world_size, 1, kMaxFrWorld, loaded.world);
         !error.empty()) {
-      std::cerr << "meshsim fr analyze: --world-size: " << error << "\n";
-      return kExitUnusable;
+      std::cerr << command << ": --world-size: " << error << "\n";
+      return std::nullopt;
     }
   }
   std::vector<DumpFile> files;
@@ -126,12 +149,10 @@ int run_fr_analyze(const FrAnalyzeFlags& flags) {
   try {
     files = dump_files(flags.paths, skipped);
   } catch (const Error& e) {
-    std::cerr << "meshsim fr analyze: " << e.what() << "\n";
-    return kExitUnusable;
+    std::cerr << command << ": " << e.what() << "\n";
+    return std::nullopt;
   }
-  std::vector<FrRankDump> dumps;
-  std::vector<std::string> evidence;
-  bool unreadable = false;
+  std::vector<FrRankDump>& dumps = loaded.dumps;
   const FrDumpLimits limits;
   // A rank's files in order (its pickle first): the first that reads is its dump; the others
   // are said.
@@ -146,8 +167,8 @@ int run_fr_analyze(const FrAnalyzeFlags& flags) {
         if (f.path.ends_with(".json") && !files[i].path.ends_with(".json"))
           second_encoding.push_back(f.rank);
         else
-          evidence.push_back(fmt::format("{} is not read: rank {} is read from {}", f.path, f.rank,
-                                         dumps.back().file));
+          loaded.evidence.push_back(fmt::format("{} is not read: rank {} is read from {}", f.path,
+                                                f.rank, dumps.back().file));
         continue;
       }
       try {
@@ -156,49 +177,100 @@ int run_fr_analyze(const FrAnalyzeFlags& flags) {
              read_fr_dump(read_file_bounded(f.path, limits.max_bytes), f.path, limits)});
         read = true;
       } catch (const Error& e) {
-        std::cerr << "meshsim fr analyze: " << e.what() << "\n";
-        evidence.push_back(fmt::format("rank {}'s dump cannot be read: {}", f.rank, e.what()));
-        unreadable = true;
+        std::cerr << command << ": " << e.what() << "\n";
+        loaded.evidence.push_back(
+            fmt::format("rank {}'s dump cannot be read: {}", f.rank, e.what()));
+        loaded.unreadable = true;
       }
     }
     i = end;
   }
   if (!second_encoding.empty())
-    evidence.push_back(fmt::format(
+    loaded.evidence.push_back(fmt::format(
         "the JSON dumps of {} are not read: their pickles are (they carry the Python frames)",
         ranks_text(second_encoding)));
   if (dumps.empty()) {
-    std::cerr << "meshsim fr analyze: no readable dump"
+    std::cerr << command << ": no readable dump"
               << (skipped > 0
                       ? fmt::format(" ({} files without a rank in their name skipped)", skipped)
                       : std::string())
               << "\n";
-    return kExitUnusable;
+    return std::nullopt;
   }
-  FrAnalysis analysis;
+  return loaded;
+}
+
+// The analysis of `dumps` (loaded's, moved or copied), with what loading found said first.
+std::optional<FrAnalysis> analyze(std::vector<FrRankDump> dumps, const LoadedDumps& loaded,
+                                  std::string_view command) {
   try {
-    analysis = analyze_fr_dumps(std::move(dumps), static_cast<int64_t>(world));
+    FrAnalysis analysis = analyze_fr_dumps(std::move(dumps), static_cast<int64_t>(loaded.world));
+    analysis.evidence.insert(analysis.evidence.begin(), loaded.evidence.begin(),
+                             loaded.evidence.end());
+    return analysis;
   } catch (const Error& e) {
-    std::cerr << "meshsim fr analyze: " << e.what() << "\n";
-    return kExitUnusable;
+    std::cerr << command << ": " << e.what() << "\n";
+    return std::nullopt;
   }
-  analysis.evidence.insert(analysis.evidence.begin(), evidence.begin(), evidence.end());
+}
+
+int run_fr_analyze(const FrFlags& flags) {
+  constexpr std::string_view kCommand = "meshsim fr analyze";
+  std::optional<LoadedDumps> loaded = load_dumps(flags, kCommand);
+  if (!loaded) return kExitUnusable;
+  const std::optional<FrAnalysis> analysis = analyze(std::move(loaded->dumps), *loaded, kCommand);
+  if (!analysis) return kExitUnusable;
   if (flags.json)  // strings from the dumps that are not UTF-8 are replaced, not refused
-    std::cout << fr_analysis_json(analysis).dump(2, ' ', false,
-                                                 nlohmann::json::error_handler_t::replace)
+    std::cout << fr_analysis_json(*analysis).dump(2, ' ', false,
+                                                  nlohmann::json::error_handler_t::replace)
               << "\n";
   else
-    std::cout << fr_analysis_text(analysis);
+    std::cout << fr_analysis_text(*analysis);
   if (!flags.graph.empty()) {
     try {
-      write_file_atomically(flags.graph, fr_analysis_dot(analysis));
+      write_file_atomically(flags.graph, fr_analysis_dot(*analysis));
     } catch (const Error& e) {
-      std::cerr << "meshsim fr analyze: --graph: " << e.what() << "\n";
+      std::cerr << kCommand << ": --graph: " << e.what() << "\n";
       return kExitUnusable;
     }
   }
-  if (unreadable) return kExitUnusable;
-  return analysis.verdict == FrAnalysis::Verdict::kClean ? 0 : kExitHang;
+  if (loaded->unreadable) return kExitUnusable;
+  return analysis->verdict == FrAnalysis::Verdict::kClean ? 0 : kExitHang;
+}
+
+int run_fr_to_scenario(const FrFlags& flags) {
+  constexpr std::string_view kCommand = "meshsim fr to-scenario";
+  const std::optional<LoadedDumps> loaded = load_dumps(flags, kCommand);
+  if (!loaded) return kExitUnusable;
+  const std::optional<FrAnalysis> analysis = analyze(loaded->dumps, *loaded, kCommand);
+  if (!analysis) return kExitUnusable;
+  const bool to_stdout = flags.output.empty() || flags.output == "-";
+  FrReplayOptions options;
+  options.name = !flags.name.empty() ? flags.name
+                 : to_stdout         ? std::string("fr-replay")
+                                     : fs::path(flags.output).stem().string();
+  options.source = fmt::format("{}", fmt::join(flags.paths, " "));
+  const std::string scenario = fr_replay_scenario(loaded->dumps, *analysis, options);
+  if (to_stdout) {
+    std::cout << scenario;
+  } else {
+    try {
+      write_file_atomically(flags.output, scenario);
+    } catch (const Error& e) {
+      std::cerr << kCommand << ": " << e.what() << "\n";
+      return kExitUnusable;
+    }
+    std::cerr << fmt::format("{}: wrote {} ({}); run it with: meshsim run {}\n", kCommand,
+                             flags.output, fr_verdict_name(analysis->verdict), flags.output);
+  }
+  return loaded->unreadable ? kExitUnusable : 0;
+}
+
+}  // namespace
+
+int run_fr_command(const CLI::App& fr, const FrFlags& flags) {
+  if (fr.get_subcommand("to-scenario")->parsed()) return run_fr_to_scenario(flags);
+  return run_fr_analyze(flags);
 }
 
 }  // namespace meshsim::sim

@@ -392,8 +392,8 @@ int main(int argc, char** argv) {
   CkptInspectFlags inspect_flags;
   CkptPlanFlags plan_flags;
   const CkptCommands ckpt = add_ckpt_command(app, inspect_flags, plan_flags);
-  FrAnalyzeFlags fr_flags;
-  CLI::App* fr_analyze = add_fr_command(app, fr_flags);
+  FrFlags fr_flags;
+  CLI::App* fr = add_fr_command(app, fr_flags);
 
   try {
     app.parse(argc, argv);
@@ -433,7 +433,7 @@ int main(int argc, char** argv) {
   if (rng.offsets->parsed()) return run_rng_offsets(offsets_flags);
   if (ckpt.inspect->parsed()) return run_ckpt_inspect(inspect_flags);
   if (ckpt.plan->parsed()) return run_ckpt_plan(plan_flags);
-  if (fr_analyze->parsed()) return run_fr_analyze(fr_flags);
+  if (fr->parsed()) return run_fr_command(*fr, fr_flags);
   for (const auto& [flag, path] : output_flags(flags)) {
     if (run->count(flag) > 0 && path->empty()) return bad_flag(flag, "needs a path (it was empty)");
   }

@@ -1,13 +1,13 @@
 #include "sim/report/fr_analysis.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <map>
 #include <set>
 #include <tuple>
 
 #include <fmt/format.h>
 
+#include "sim/report/fr_entry.hpp"
 #include "sim/runtime/group_label.hpp"
 #include "sim/runtime/hang_phrases.hpp"
 #include "src/error.hpp"
@@ -30,104 +30,6 @@ std::string_view fr_verdict_name(FrAnalysis::Verdict verdict) {
 }
 
 namespace {
-
-// NCCL marks a call completed; Gloo leaves every call "scheduled" and retires it when it ends.
-bool finished(const FrEntry& e) {
-  return e.retired || e.state == "completed";
-}
-
-// "all_reduce 0->1" of "nccl:all_reduce 0->1": the name without the library.
-std::string_view op_and_peers(const FrEntry& e) {
-  std::string_view name = e.profiling_name;
-  if (const size_t colon = name.rfind(':'); colon != std::string_view::npos)
-    name.remove_prefix(colon + 1);
-  return name;
-}
-
-// "all_reduce" of "nccl:all_reduce", "send" of "nccl:send 0->1".
-std::string_view op_name(const FrEntry& e) {
-  const std::string_view name = op_and_peers(e);
-  return name.substr(0, name.find(' '));
-}
-
-// A coalescing group's closing entry: the calls before it with its seq run as one.
-bool closes_coalesced(const FrEntry& e) {
-  return op_name(e).ends_with("coalesced");
-}
-
-std::optional<int64_t> parse_rank(std::string_view text) {
-  int64_t value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size() || value < 0) return std::nullopt;
-  return value;
-}
-
-// The group ranks a send ("send 0->1") or recv ("recv 1<-0") names; a recv from any source
-// ("recv 1<-?") has no src.
-struct P2pEnds {
-  std::optional<int64_t> src;
-  int64_t dst = 0;
-};
-
-std::optional<P2pEnds> p2p_ends(const FrEntry& e) {
-  const std::string_view name = op_and_peers(e);
-  const size_t space = name.find(' ');
-  if (space == std::string_view::npos) return std::nullopt;
-  const std::string_view op = name.substr(0, space), meta = name.substr(space + 1);
-  const bool send = op == "send";
-  if (!send && op != "recv") return std::nullopt;
-  const size_t arrow = meta.find(send ? "->" : "<-");
-  if (arrow == std::string_view::npos) return std::nullopt;
-  const std::optional<int64_t> left = parse_rank(meta.substr(0, arrow));
-  const std::string_view right_text = meta.substr(arrow + 2);
-  const std::optional<int64_t> right = parse_rank(right_text);
-  if (!left || (!right && !(!send && right_text == "?"))) return std::nullopt;
-  if (send) return P2pEnds{left, *right};
-  return P2pEnds{right, *left};
-}
-
-std::string tensors_text(const std::vector<std::vector<int64_t>>& sizes,
-                         const std::vector<std::string>& dtypes) {
-  constexpr size_t kShown = 4;
-  std::string out;
-  for (size_t i = 0; i < sizes.size() && i < kShown; ++i) {
-    if (i > 0) out += ", ";
-    out += fmt::format("{}[{}]", i < dtypes.size() ? printable(dtypes[i], 16) : "?",
-                       fmt::join(sizes[i], ", "));
-  }
-  if (sizes.size() > kShown) out += fmt::format(", ... ({} tensors)", sizes.size());
-  return out;
-}
-
-// "all_reduce(Float[4])", "all_gather(Float[4] → Float[4, 4])", "send(Float[4])".
-std::string call_text(const FrEntry& e) {
-  const std::string op = printable(op_name(e), 48);
-  const std::string in = tensors_text(e.input_sizes, e.input_dtypes);
-  const std::string out = tensors_text(e.output_sizes, e.output_dtypes);
-  if (op == "send") return fmt::format("send({})", in);
-  if (op == "recv") return fmt::format("recv({})", out);
-  if (out.empty() || in == out) return fmt::format("{}({})", op, in);
-  return fmt::format("{}({} → {})", op, in, out);
-}
-
-// Frames inside torch itself (distributed_c10d.py, c10d_logger.py, FSDP's own calls) say nothing
-// about which line of the user's program made the call.
-bool torch_internal(const FrFrame& f) {
-  return f.filename.find("/torch/") != std::string::npos || f.filename.starts_with("<");
-}
-
-std::string frame_text(const FrFrame& f) {
-  return fmt::format("{}:{} in {}", printable(f.filename, 160), f.line, printable(f.name, 64));
-}
-
-// The user's line that made the call, "train.py:30 in step"; without frames (JSON dumps), the
-// record's number.
-std::string site_text(const FrEntry& e) {
-  for (const FrFrame& f : e.frames)
-    if (!torch_internal(f)) return frame_text(f);
-  if (!e.frames.empty()) return frame_text(e.frames.front());
-  return fmt::format("record {}", e.record_id);
-}
 
 std::string state_text(const FrEntry& e) {
   const std::string state = printable(e.state, 16);
@@ -278,6 +180,16 @@ class Analyzer {
       }
     }
     const std::vector<int64_t> sizes = sizes_from_calls();
+    // Without pg_config (Gloo), a last rank that left no dump is counted only by WORLD's
+    // gathers and reduce-scatters.
+    for (size_t g = 0; g < out_.groups.size(); ++g)
+      if (out_.groups[g].desc == "default_pg" && !config.contains(g) &&
+          sizes[g] > out_.world_size) {
+        conflicts_.push_back(fmt::format(
+            "the sizes of WORLD's collectives say the job has {} ranks; the dumps name {}",
+            sizes[g], out_.world_size));
+        grow_world(sizes[g] - 1, "the sizes of WORLD's collectives");
+      }
     for (size_t g = 0; g < out_.groups.size(); ++g) {
       FrGroup& grp = out_.groups[g];
       if (const auto it = config.find(g); it != config.end()) {

@@ -87,10 +87,10 @@ class CollectiveStep final : public Step {
         b.barrier(group);
         return;
       case CollectiveOp::kSend:
-        b.send(input(), peer_->evaluate(rank), group);
+        b.send(input(), peer_of(rank, group), group);
         return;
       case CollectiveOp::kRecv:
-        store(b.recv(input(), peer_->evaluate(rank), group));
+        store(b.recv(input(), peer_of(rank, group), group));
         return;
       case CollectiveOp::kBroadcastObjectList:
       case CollectiveOp::kAllGatherObject: {
@@ -99,7 +99,7 @@ class CollectiveStep final : public Step {
         for (const Expression& v : values_) objects.push_back(std::to_string(v.evaluate(rank)));
         const std::vector<std::string> got =
             op_ == CollectiveOp::kBroadcastObjectList
-                ? b.broadcast_object_list(std::move(objects), peer_->evaluate(rank), group)
+                ? b.broadcast_object_list(std::move(objects), peer_of(rank, group), group)
                 : b.all_gather_object(objects.at(0), group);
         Tensor t({static_cast<int64_t>(got.size())}, DType::kInt64);
         for (size_t i = 0; i < got.size(); ++i)
@@ -137,7 +137,7 @@ class CollectiveStep final : public Step {
         if (op_ == CollectiveOp::kAllReduce) {
           b.all_reduce(t, *reduce_op_, group);
         } else {
-          b.broadcast(t, peer_->evaluate(rank), group);
+          b.broadcast(t, peer_of(rank, group), group);
         }
         store(std::move(t));
         return;
@@ -158,7 +158,7 @@ class CollectiveStep final : public Step {
     }
     if (op_ == CollectiveOp::kSend || op_ == CollectiveOp::kRecv) {
       try {
-        const int64_t peer = peer_->evaluate(rank);
+        const int64_t peer = peer_of(rank, rank.group(group_.mesh, group_.dim));
         if (peer >= 0 && peer < rank.world_size()) call.peer = peer;
       } catch (const std::exception&) {
       }
@@ -170,7 +170,19 @@ class CollectiveStep final : public Step {
   TensorOperand tensor_;
   GroupOperand group_;
   std::optional<ReduceOp> reduce_op_;
-  std::optional<Expression> peer_;  // src, dst or root (a global rank)
+  // The global rank of the peer or root: `peer_` itself, or with group_src / group_dst the
+  // group's member at that group rank, as PyTorch's get_global_rank maps it.
+  int64_t peer_of(const RankState& rank, const Group& group) const {
+    const int64_t peer = peer_->evaluate(rank);
+    if (!peer_in_group_) return peer;
+    if (peer < 0 || peer >= group.size())
+      throw value_error(fmt::format("group rank {} is not part of group {} (it has {} ranks)", peer,
+                                    group.name, group.size()));
+    return (*group.ranks)[static_cast<size_t>(peer)];
+  }
+
+  std::optional<Expression> peer_;  // src, dst or root
+  bool peer_in_group_ = false;      // peer_ is a group rank (group_src, group_dst)
   std::vector<Expression> values_;  // object collectives
   std::string out_;
 };
@@ -195,7 +207,10 @@ std::vector<std::string_view> collective_keys(CollectiveOp op) {
     keys.push_back("tensor");
   }
   if (op == CollectiveOp::kAllReduce || op == CollectiveOp::kReduceScatter) keys.push_back("op");
-  if (const char* peer = peer_key_of(op)) keys.push_back(peer);
+  if (const char* peer = peer_key_of(op)) {
+    keys.push_back(peer);
+    keys.push_back(op == CollectiveOp::kSend ? "group_dst" : "group_src");
+  }
   if (op == CollectiveOp::kBroadcastObjectList) keys.push_back("values");
   if (op == CollectiveOp::kAllGatherObject) keys.push_back("value");
   keys.push_back("group");
@@ -244,7 +259,19 @@ StepParser collective_parser(CollectiveOp op) {
         }
       }
     }
-    if (peer_key) step->peer_ = ctx.expression_of(ctx.require(*args, peer_key, name), peer_key);
+    if (peer_key) {
+      // A global rank, or (PyTorch 2.15's group_src / group_dst) a rank of the group.
+      const std::string group_key = fmt::format("group_{}", peer_key);
+      const toml::node* global = args->get(peer_key);
+      const toml::node* in_group = args->get(group_key);
+      if ((global == nullptr) == (in_group == nullptr))
+        ctx.fail(*args, fmt::format("{} needs exactly one of {} (a global rank) and {} (a rank of "
+                                    "the group)",
+                                    name, peer_key, group_key));
+      step->peer_in_group_ = in_group != nullptr;
+      step->peer_ = ctx.expression_of(global ? *global : *in_group,
+                                      global ? std::string_view(peer_key) : group_key);
+    }
     if (op == CollectiveOp::kBroadcastObjectList) {
       const toml::node& v = ctx.require(*args, "values", name);
       const toml::array* items = v.as_array();

@@ -1,13 +1,17 @@
 // libFuzzer target: any bytes as one rank's Flight Recorder dump (pickle or JSON): the pickle
 // reader with nothing allowed, the tree conversion and the schema decoding; then fr analyze's
-// matching and reports on it, as the dump of ranks 0 and 1 of a job. A refusal must be a
-// meshsim::Error; a crash, a hang or any other exception is a bug.
+// matching and reports on it, as the dump of ranks 0 and 1 of a job, and fr to-scenario's replay
+// of it, which is loaded as a scenario (a refusal there is an error message too). A refusal must
+// be a meshsim::Error; a crash, a hang or any other exception is a bug.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
 #include "sim/report/fr_analysis.hpp"
 #include "sim/report/fr_render.hpp"
+#include "sim/report/fr_replay.hpp"
+#include "sim/scenario/scenario_loader.hpp"
+#include "sim/steps/builtin_steps.hpp"
 #include "src/error.hpp"
 #include "src/io/fr_dump.hpp"
 #include "src/tensor/memory_budget.hpp"
@@ -23,13 +27,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         meshsim::read_fr_dump(std::string(reinterpret_cast<const char*>(data), size), "fuzz");
     // Every entry came from the input: never more entries than bytes.
     if (dump.entries.size() > size) __builtin_trap();
-    std::vector<meshsim::sim::FrRankDump> job = {{0, "rank0", dump}, {1, "rank1", dump}};
-    const meshsim::sim::FrAnalysis analysis = meshsim::sim::analyze_fr_dumps(std::move(job));
+    const std::vector<meshsim::sim::FrRankDump> job = {{0, "rank0", dump}, {1, "rank1", dump}};
+    const meshsim::sim::FrAnalysis analysis = meshsim::sim::analyze_fr_dumps(job);
     if (analysis.ranks.size() != static_cast<size_t>(analysis.world_size)) __builtin_trap();
     (void)meshsim::sim::fr_analysis_text(analysis);
     (void)meshsim::sim::fr_analysis_json(analysis).dump(-1, ' ', false,
                                                         nlohmann::json::error_handler_t::replace);
     (void)meshsim::sim::fr_analysis_dot(analysis);
+    const std::string replay = meshsim::sim::fr_replay_scenario(job, analysis, {});
+    (void)meshsim::sim::load_scenario_text(replay, "replay.toml", meshsim::sim::builtin_steps());
   } catch (const meshsim::Error&) {
   }
   return 0;
