@@ -13,6 +13,7 @@
 #include "sim/report/fr_render.hpp"
 #include "sim/report/fr_replay.hpp"
 #include "sim/runtime/hang_phrases.hpp"
+#include "sim/scenario/scenario_loader.hpp"
 #include "src/error.hpp"
 #include "src/io/atomic_file.hpp"
 #include "src/io/fr_dump.hpp"
@@ -244,11 +245,17 @@ int run_fr_to_scenario(const FrFlags& flags) {
   if (!loaded) return kExitUnusable;
   const std::optional<FrAnalysis> analysis = analyze(loaded->dumps, *loaded, kCommand);
   if (!analysis) return kExitUnusable;
+  if (analysis->world_size > kMaxWorldSize) {
+    std::cerr << fmt::format("{}: the dumps give a job of {} ranks; a scenario has at most {}\n",
+                             kCommand, analysis->world_size, kMaxWorldSize);
+    return kExitUnusable;
+  }
   const bool to_stdout = flags.output.empty() || flags.output == "-";
   FrReplayOptions options;
-  options.name = !flags.name.empty() ? flags.name
-                 : to_stdout         ? std::string("fr-replay")
-                                     : fs::path(flags.output).stem().string();
+  if (!flags.name.empty())
+    options.name = flags.name;
+  else if (!to_stdout)
+    options.name = fs::path(flags.output).stem().string();
   options.source = fmt::format("{}", fmt::join(flags.paths, " "));
   const std::string scenario = fr_replay_scenario(loaded->dumps, *analysis, options);
   if (to_stdout) {

@@ -10,13 +10,6 @@ namespace meshsim::sim {
 
 namespace {
 
-std::optional<int64_t> parse_rank(std::string_view text) {
-  int64_t value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size() || value < 0) return std::nullopt;
-  return value;
-}
-
 // Frames inside torch itself (distributed_c10d.py, c10d_logger.py, FSDP's own calls) say nothing
 // about which line of the user's program made the call.
 bool torch_internal(const FrFrame& f) {
@@ -28,6 +21,13 @@ std::string frame_text(const FrFrame& f) {
 }
 
 }  // namespace
+
+std::optional<int64_t> parse_rank(std::string_view text) {
+  int64_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || value < 0) return std::nullopt;
+  return value;
+}
 
 bool finished(const FrEntry& e) {
   return e.retired || e.state == "completed";

@@ -12,6 +12,9 @@
 
 namespace meshsim::sim {
 
+// A decimal rank or count as a dump writes it ("3"); none for anything else or a negative.
+std::optional<int64_t> parse_rank(std::string_view text);
+
 // NCCL marks a call completed; Gloo leaves every call "scheduled" and retires it when it ends.
 bool finished(const FrEntry& e);
 

@@ -1,7 +1,6 @@
 #include "sim/report/fr_replay.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -33,13 +32,6 @@ bool is_world(const FrGroup& g) {
   return g.members_from == "world" || g.desc == "default_pg";
 }
 
-std::optional<int64_t> number_of(std::string_view name) {
-  int64_t value = 0;
-  const auto [end, ec] = std::from_chars(name.data(), name.data() + name.size(), value);
-  if (ec != std::errc() || end != name.data() + name.size() || value < 0) return std::nullopt;
-  return value;
-}
-
 // An identifier made of the name's letters, digits and underscores (a group's name or
 // description comes from a file); empty when nothing is left.
 std::string identifier(std::string_view text) {
@@ -50,12 +42,11 @@ std::string identifier(std::string_view text) {
   return out;
 }
 
-// meshsim's name of a dtype the recorder names as c10 does ("Float", "BFloat16").
-std::optional<std::string_view> dtype_of(std::string_view scalar_type) {
-  for (int i = 0; i <= static_cast<int>(DType::kBool); ++i) {
-    const auto d = static_cast<DType>(i);
-    if (scalar_type_name(d) == scalar_type) return dtype_name(d);
-  }
+// The dtype the recorder names as c10 does ("Float", "BFloat16").
+std::optional<DType> dtype_of(std::string_view scalar_type) {
+  for (const DType d : {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16,
+                        DType::kInt64, DType::kInt32, DType::kUInt8, DType::kBool})
+    if (scalar_type_name(d) == scalar_type) return d;
   return std::nullopt;
 }
 
@@ -97,8 +88,15 @@ std::string when_of(const std::vector<int64_t>& ranks, int64_t world) {
   if (runs.size() > kFewRuns) {
     std::vector<char> in(static_cast<size_t>(world), 0);
     for (const int64_t r : ranks) in[static_cast<size_t>(r)] = 1;
-    for (int64_t p = 2; p < world; ++p) {
-      if (world % p != 0) continue;
+    std::vector<int64_t> periods;  // the world's divisors, smallest first
+    for (int64_t p = 2; p * p <= world; ++p)
+      if (world % p == 0) {
+        periods.push_back(p);
+        if (p * p != world) periods.push_back(world / p);
+      }
+    std::sort(periods.begin(), periods.end());
+    for (const int64_t p : periods) {
+      if (p == world) continue;
       bool periodic = true;
       for (int64_t r = p; r < world && periodic; ++r)
         periodic = in[static_cast<size_t>(r)] == in[static_cast<size_t>(r % p)];
@@ -129,7 +127,7 @@ struct Call {
   size_t key = 0;       // into Writer::steps_
   int64_t time_ns = 0;  // when the recorder created it (0: not said)
   size_t group = 0;
-  int64_t seq = -1;            // collective seq; -1 for a send or recv
+  int64_t seq = -1;            // collective seq as recorded; -1 for a send or recv, or assumed
   size_t mirrored = SIZE_MAX;  // into Writer::mirrored_, when its peer left no dump
 };
 
@@ -244,7 +242,7 @@ class Writer {
     for (size_t g = 0; g < analysis_.groups.size(); ++g)
       if (!is_world(group(g)) && !members_[g].empty()) order.push_back(g);
     std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-      const auto na = number_of(group(a).name), nb = number_of(group(b).name);
+      const auto na = parse_rank(group(a).name), nb = parse_rank(group(b).name);
       return std::tuple(na.value_or(INT64_MAX), group(a).name) <
              std::tuple(nb.value_or(INT64_MAX), group(b).name);
     });
@@ -295,18 +293,23 @@ class Writer {
     const size_t columns = end - begin, rows = members_[order[begin]].size();
     for (size_t c = 0; c < columns; ++c) {
       std::vector<int64_t> column;
+      // As listed, so that a group rank is the same member in the mesh's column as in c10d's
+      // group (whose ranks are in order).
       for (size_t r = 0; r < rows; ++r) column.push_back(members_[order[end + r]][c]);
-      std::sort(column.begin(), column.end());
       if (column != members_[order[begin + c]]) return false;
     }
     return true;
   }
 
-  std::string mesh_name(const std::vector<size_t>& order, size_t begin, size_t end) const {
+  // "pg3", or "pg1_4" for groups "1" to "4"; a name made of others' letters is made unique.
+  std::string mesh_name(const std::vector<size_t>& order, size_t begin, size_t end) {
     const std::string first = identifier(group(order[begin]).name);
     const std::string last = identifier(group(order[end - 1]).name);
-    if (first.empty() || last.empty()) return fmt::format("mesh{}", meshes_.size());
-    return end - begin == 1 ? "pg" + first : fmt::format("pg{}_{}", first, last);
+    std::string name = first.empty() || last.empty() ? fmt::format("mesh{}", meshes_.size())
+                       : end - begin == 1            ? "pg" + first
+                                                     : fmt::format("pg{}_{}", first, last);
+    while (!mesh_names_.insert(name).second) name += "_";
+    return name;
   }
 
   // A dim's name: the groups' shared description ("mesh_tp" names dim tp), else "g" and the
@@ -330,9 +333,10 @@ class Writer {
     if (grp.desc != "undefined" && !grp.desc.empty())
       text += fmt::format(" ({})", printable(grp.desc, 48));
     if (grp.members_from == "dumps")
-      text += !complete_[g]
-                  ? fmt::format(": {} more members no dump names are not here", grp.unnamed_members)
-                  : ": its members are the ranks whose dumps name it";
+      text += !complete_[g] ? fmt::format(": {} more member{} no dump names {} not here",
+                                          grp.unnamed_members, grp.unnamed_members == 1 ? "" : "s",
+                                          grp.unnamed_members == 1 ? "is" : "are")
+                            : ": its members are the ranks whose dumps name it";
     return text;
   }
 
@@ -468,19 +472,42 @@ class Writer {
   }
 
   // "meta(4, 2, dtype=float32)": a tensor of the recorded shape and dtype, without data.
+  // "meta(4, 2, dtype=float32)": a tensor of the recorded shape (the first tensor of the call)
+  // and dtype, without data. `dim0_times` stacks that many along dim 0; `split` rounds dim 0 up
+  // to a multiple of it, for the collectives that cut dim 0 into one chunk per member (uneven
+  // splits are not modelled). A shape no tensor can have (past 25 dims, or bytes past int64)
+  // becomes one element, and the file says so.
   std::string tensor_text(const std::vector<std::vector<int64_t>>& sizes,
-                          const std::vector<std::string>& dtypes, int64_t dim0_times = 1) {
+                          const std::vector<std::string>& dtypes, int64_t dim0_times = 1,
+                          int64_t split = 1) {
     std::vector<int64_t> shape = sizes.empty() ? std::vector<int64_t>{0} : sizes.front();
     if (shape.empty()) shape.push_back(1);  // a 0-dim tensor: one element
     for (int64_t& d : shape) d = std::max<int64_t>(d, 0);
     if (dim0_times > 1 && shape[0] <= INT64_MAX / dim0_times) shape[0] *= dim0_times;
+    if (split > 1 && shape[0] % split != 0 && shape[0] <= INT64_MAX - split) {
+      shape[0] += split - shape[0] % split;
+      odd_shapes_.insert("uneven splits are rounded up to a multiple of the group's size");
+    }
     const std::string fr_dtype = dtypes.empty() ? "Float" : dtypes.front();
-    std::optional<std::string_view> dtype = dtype_of(fr_dtype);
+    std::optional<DType> dtype = dtype_of(fr_dtype);
     if (!dtype) {
-      dtype = "float32";
+      dtype = DType::kFloat32;
       unknown_dtypes_.insert(printable(fr_dtype, 24));
     }
-    return fmt::format("meta({}, dtype={})", fmt::join(shape, ", "), *dtype);
+    constexpr size_t kMaxDims = 25;
+    int64_t bytes = static_cast<int64_t>(dtype_size(*dtype));
+    bool fits = shape.size() <= kMaxDims;
+    for (const int64_t d : shape) {
+      if (!fits || d == 0) continue;
+      fits = bytes <= INT64_MAX / d;
+      if (fits) bytes *= d;
+    }
+    if (!fits) {
+      odd_shapes_.insert(
+          "shapes no tensor can have (past 25 dims, or bytes past int64) are one element");
+      shape = {1};
+    }
+    return fmt::format("meta({}, dtype={})", fmt::join(shape, ", "), dtype_name(*dtype));
   }
 
   // The step that makes entry `e` of rank `rank`, with the user's line as a comment; none for a
@@ -488,8 +515,7 @@ class Writer {
   std::optional<std::string> step_of(const FrEntry& e, int64_t rank, size_t g,
                                      std::optional<int64_t>* p2p_peer = nullptr) {
     const std::string op(op_name(e));
-    const std::string& ref = refs_[g];
-    const std::string group_arg = ref.empty() ? "" : ", group = " + ref;
+    const std::string group_arg = group_argument(g);
     std::string comment;
     if (const auto line = user_line(e)) comment = *line;
     auto with_comment = [&](std::string step, std::string_view stands_for = "") {
@@ -501,8 +527,8 @@ class Writer {
       comment += why;
       return comment.empty() ? step : fmt::format("{}  # {}", step, comment);
     };
-    const auto in = [&](int64_t times = 1) {
-      return tensor_text(e.input_sizes, e.input_dtypes, times);
+    const auto in = [&](int64_t times = 1, int64_t split = 1) {
+      return tensor_text(e.input_sizes, e.input_dtypes, times, split);
     };
     if (op == "send" || op == "recv") {
       const bool send = op == "send";
@@ -515,17 +541,7 @@ class Writer {
         return std::nullopt;
       const int64_t peer = members[static_cast<size_t>(*group_peer)];
       if (p2p_peer) *p2p_peer = peer;
-      const int64_t delta = peer - rank;
-      const std::string peer_text = delta == 0  ? "rank"
-                                    : delta > 0 ? fmt::format("rank + {}", delta)
-                                                : fmt::format("rank - {}", -delta);
-      if (send)
-        return with_comment(fmt::format("send = {{ tensor = \"{}\", dst = \"{}\"{} }}", in(),
-                                        peer_text, group_arg));
-      const auto& sizes = e.output_sizes.empty() ? e.input_sizes : e.output_sizes;
-      const auto& dtypes = e.output_dtypes.empty() ? e.input_dtypes : e.output_dtypes;
-      return with_comment(fmt::format("recv = {{ like = \"{}\", src = \"{}\"{}, out = \"out\" }}",
-                                      tensor_text(sizes, dtypes), peer_text, group_arg));
+      return with_comment(p2p_step(send, received_tensor(e), peer - rank, group_arg));
     }
     auto collective = [&](std::string_view step_op, const std::string& tensor,
                           std::string_view stands_for = "") {
@@ -538,25 +554,49 @@ class Writer {
       return collective("all_gather_into_tensor", in());
     if (op == "allgather" || op == "all_gather")  // one output tensor: the _into_tensor form
       return collective(e.output_sizes.size() == 1 ? "all_gather_into_tensor" : "all_gather", in());
+    const auto members = static_cast<int64_t>(members_[g].size());
     if (op == "_reduce_scatter_base" || op == "reduce_scatter_tensor")
-      return collective("reduce_scatter", in());
+      return collective("reduce_scatter", in(1, members));
     if (op == "reduce_scatter")  // a list of inputs, one per member: their rows stacked
-      return collective("reduce_scatter", tensor_text(e.output_sizes, e.output_dtypes,
-                                                      static_cast<int64_t>(members_[g].size())));
-    if (op == "alltoall_base" || op == "all_to_all_single") return collective("all_to_all", in());
+      return collective("reduce_scatter", tensor_text(e.output_sizes, e.output_dtypes, members));
+    if (op == "alltoall_base" || op == "all_to_all_single")
+      return collective("all_to_all", in(1, members));
     if (op == "alltoall" || op == "all_to_all")
-      return collective("all_to_all", in(static_cast<int64_t>(e.input_sizes.size())));
+      return collective("all_to_all", in(static_cast<int64_t>(e.input_sizes.size()), members));
     if (op == "broadcast")  // the recorder keeps no root: the group's first rank
       return with_comment(fmt::format(
           "broadcast = {{ tensor = \"{}\", group_src = 0{}, out = \"out\" }}", in(), group_arg));
-    if (op == "barrier" || op == "all_reduce_barrier")
-      return with_comment(ref.empty() ? "barrier = \"WORLD\""
-                                      : fmt::format("barrier = {{ group = {} }}", ref));
+    const std::string barrier = refs_[g].empty()
+                                    ? "barrier = \"WORLD\""
+                                    : fmt::format("barrier = {{ group = {} }}", refs_[g]);
+    if (op == "barrier" || op == "all_reduce_barrier") return with_comment(barrier);
     if (op == "reduce") return collective("all_reduce", in(), "an all_reduce");
     if (op == "gather") return collective("all_gather", in(), "an all_gather");
-    return with_comment(
-        ref.empty() ? "barrier = \"WORLD\"" : fmt::format("barrier = {{ group = {} }}", ref),
-        "a barrier");
+    return with_comment(barrier, "a barrier");
+  }
+
+  // ", group = ..." for a call on group g; nothing on WORLD.
+  std::string group_argument(size_t g) const {
+    return refs_[g].empty() ? "" : ", group = " + refs_[g];
+  }
+
+  // A send's or recv's tensor: what it moves (a recv records it as its output).
+  std::string received_tensor(const FrEntry& e) {
+    const bool out = !e.output_sizes.empty();
+    return tensor_text(out ? e.output_sizes : e.input_sizes,
+                       out && !e.output_dtypes.empty() ? e.output_dtypes : e.input_dtypes);
+  }
+
+  // A blocking send or recv to the rank `delta` away.
+  static std::string p2p_step(bool send, const std::string& tensor, int64_t delta,
+                              const std::string& group_arg) {
+    const std::string peer = delta == 0  ? "rank"
+                             : delta > 0 ? fmt::format("rank + {}", delta)
+                                         : fmt::format("rank - {}", -delta);
+    return send ? fmt::format("send = {{ tensor = \"{}\", dst = \"{}\"{} }}", tensor, peer,
+                              group_arg)
+                : fmt::format("recv = {{ like = \"{}\", src = \"{}\"{}, out = \"out\" }}", tensor,
+                              peer, group_arg);
   }
 
   void record_histories() {
@@ -603,21 +643,9 @@ class Writer {
   // The other half of a send or recv, for its peer without a dump.
   size_t mirror_key(const FrEntry& e, int64_t rank, int64_t peer, size_t g) {
     const bool send = op_name(e) == "send";
-    const std::string& ref = refs_[g];
-    const std::string group_arg = ref.empty() ? "" : ", group = " + ref;
-    const int64_t delta = rank - peer;
-    const std::string peer_text =
-        delta > 0 ? fmt::format("rank + {}", delta) : fmt::format("rank - {}", -delta);
-    const std::string tensor =
-        send ? tensor_text(e.input_sizes, e.input_dtypes)
-             : tensor_text(e.output_sizes.empty() ? e.input_sizes : e.output_sizes,
-                           e.output_dtypes.empty() ? e.input_dtypes : e.output_dtypes);
-    return key_of(send ? fmt::format("recv = {{ like = \"{}\", src = \"{}\"{}, out = \"out\" }}  "
-                                     "# assumed: the peer sent it",
-                                     tensor, peer_text, group_arg)
-                       : fmt::format("send = {{ tensor = \"{}\", dst = \"{}\"{} }}  # assumed: "
-                                     "the peer waited for it",
-                                     tensor, peer_text, group_arg));
+    return key_of(fmt::format("{}  # assumed: the peer {} it",
+                              p2p_step(!send, received_tensor(e), rank - peer, group_argument(g)),
+                              send ? "sent" : "waited for"));
   }
 
   // A rank without a dump makes, on each group it belongs to, the call most members made at each
@@ -770,6 +798,7 @@ class Writer {
     if (analysis_.verdict == FrAnalysis::Verdict::kClean)
       out += "#   no hang: every recorded call finished, and the members of each agreed on it\n";
     std::vector<std::string> said = notes_;
+    said.insert(said.end(), odd_shapes_.begin(), odd_shapes_.end());
     if (!unknown_dtypes_.empty())
       said.push_back(fmt::format("dtypes meshsim does not model are replayed as float32: {}",
                                  fmt::join(unknown_dtypes_, ", ")));
@@ -787,9 +816,9 @@ class Writer {
       if (d && !d->dump.entries.empty() &&
           d->dump.entries.front().profiling_name.starts_with("gloo:"))
         gloo = true;
-    std::string name;
+    std::string name;  // printable ASCII only: a TOML string, whatever the flag held
     for (char c : options_.name.substr(0, 64))
-      name.push_back(c == '"' || c == '\\' || static_cast<unsigned char>(c) < 0x20 ? '_' : c);
+      name.push_back(c == '"' || c == '\\' || c < 0x20 || c > 0x7e ? '_' : c);
     out +=
         fmt::format("\n[scenario]\nname = \"{}\"\nworld_size = {}\n", name, analysis_.world_size);
     if (gloo) out += "device = \"cpu\"  # Gloo recorded these calls\n";
@@ -824,9 +853,15 @@ class Writer {
         ranks.push_back(&rs);
       }
     std::vector<ProgramStep> program;
+    std::map<std::vector<int64_t>, std::string> whens;  // many steps run on one set of ranks
     auto emit = [&](size_t key, std::vector<int64_t> on) {
       std::sort(on.begin(), on.end());
-      program.push_back({key, when_of(on, analysis_.world_size)});
+      auto it = whens.find(on);
+      if (it == whens.end()) {
+        std::string when = when_of(on, analysis_.world_size);
+        it = whens.emplace(std::move(on), std::move(when)).first;
+      }
+      program.push_back({key, it->second});
     };
     if (keys.size() > kMaxMergedHistories) {
       for (size_t h = 0; h < keys.size(); ++h)
@@ -1015,7 +1050,11 @@ class Writer {
     std::string comment;
     if (!analysis_.mismatches.empty()) {
       const FrMismatch& m = analysis_.mismatches.front();
-      const int64_t seq = m.seq - std::max<int64_t>(start_seq_[m.group], 1) + 1;
+      // meshsim numbers the replay's calls on the group: those a member kept up to this one
+      // (calls left out, and a coalescing group's calls that share one seq, move the count).
+      int64_t seq = 0;
+      for (const Call& c : histories_[static_cast<size_t>(m.variants.front().ranks.front())])
+        seq += c.group == m.group && c.seq >= 0 && c.seq <= m.seq;
       out += fmt::format(", group = \"{}\", seq = {}", labels_[m.group], seq);
       const bool tie =
           m.variants.size() >= 2 && m.variants[0].ranks.size() == m.variants[1].ranks.size();
@@ -1042,6 +1081,7 @@ class Writer {
   std::vector<std::string> refs_;              // per group: its `group = ...` value ("" for WORLD)
   std::vector<std::string> labels_;            // per group: what meshsim's reports call it
   std::vector<MeshPlan> meshes_;
+  std::set<std::string> mesh_names_;
   std::vector<int64_t> start_seq_;   // per group
   std::vector<int64_t> p2p_cut_ns_;  // per rank: its oldest record's time when it wrapped
   std::set<std::pair<size_t, int64_t>> ran_ahead_;  // (group, seq) left out: see plan_cuts
@@ -1052,6 +1092,7 @@ class Writer {
   std::vector<MirroredCall> mirrored_;
   std::vector<std::string> notes_, left_out_;
   std::set<std::string> unknown_dtypes_;
+  std::set<std::string> odd_shapes_;   // what the replay's tensors could not keep, said once
   bool assumed_calls_ = false;         // a rank without a dump makes the calls its peers made
   std::vector<int64_t> silent_ranks_;  // ranks without a dump that make no call
   bool completed_groups_ = false;      // a group's members were completed from its neighbours

@@ -14,8 +14,6 @@ namespace meshsim::sim {
 
 namespace {
 
-constexpr int64_t kMaxWorldSize = int64_t{1} << 20;
-
 struct Entry {
   toml::source_position position;
   std::string_view array;  // "mesh", "step" or "expect"

@@ -1,6 +1,7 @@
 // Reads a scenario file into a Scenario, refusing anything it cannot run before anything runs.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -8,6 +9,9 @@
 #include "sim/scenario/step_registry.hpp"
 
 namespace meshsim::sim {
+
+// The most ranks a scenario may have.
+inline constexpr int64_t kMaxWorldSize = int64_t{1} << 20;
 
 // Throws InputError naming file:line:col for unreadable files, TOML syntax errors, unknown keys or
 // steps, wrong types, unknown meshes or dims, meshes larger than the world and bad expressions.

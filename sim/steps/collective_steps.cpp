@@ -260,7 +260,7 @@ StepParser collective_parser(CollectiveOp op) {
       }
     }
     if (peer_key) {
-      // A global rank, or (PyTorch 2.15's group_src / group_dst) a rank of the group.
+      // A global rank, or (PyTorch's group_src / group_dst) a rank of the group.
       const std::string group_key = fmt::format("group_{}", peer_key);
       const toml::node* global = args->get(peer_key);
       const toml::node* in_group = args->get(group_key);
