@@ -124,8 +124,7 @@ struct MeshPlan {
 
 // One call of a history, as the step that makes it.
 struct Call {
-  size_t key = 0;       // into Writer::steps_
-  int64_t time_ns = 0;  // when the recorder created it (0: not said)
+  size_t key = 0;  // into Writer::steps_
   size_t group = 0;
   int64_t seq = -1;            // collective seq as recorded; -1 for a send or recv, or assumed
   size_t mirrored = SIZE_MAX;  // into Writer::mirrored_, when its peer left no dump
@@ -625,7 +624,7 @@ class Writer {
           if (time < cut) continue;
         }
         const size_t key = key_of(std::move(*step));
-        Call call{key, time, *g, e.is_p2p ? -1 : e.collective_seq_id, SIZE_MAX};
+        Call call{key, *g, e.is_p2p ? -1 : e.collective_seq_id, SIZE_MAX};
         if (peer && by_rank_[static_cast<size_t>(*peer)] == nullptr) {
           call.mirrored = mirrored_.size();
           mirrored_.push_back({*peer, mirror_key(e, rank, *peer, *g), time});
@@ -771,7 +770,7 @@ class Writer {
           if (!placed[i] && (n == SIZE_MAX || later(n, i))) n = i;
       }
       placed[n] = 1;
-      out.push_back({nodes[n].key, nodes[n].time, nodes[n].group, -1, SIZE_MAX});
+      out.push_back({nodes[n].key, nodes[n].group, -1, SIZE_MAX});
       for (const size_t m : next[n])
         if (--waiting_on[m] == 0 && !placed[m]) {
           ready.push_back(m);
