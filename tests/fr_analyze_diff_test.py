@@ -47,6 +47,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+from fr_replay_check import replay_round_trip  # noqa: E402
 from torch_python import require_torch  # noqa: E402
 
 CASES = 16
@@ -310,35 +311,12 @@ def meshsim_report(meshsim, directory):
 
 
 def replay_problems(meshsim, dumps, report, form, world):
-    """`fr to-scenario` on the dumps, then `meshsim run` on what it wrote: the run must hold the
-    written expectations (the hang the analysis saw: its kind, cause, culprits, blocked ranks or
-    first mismatch), and writing and running are deterministic."""
-    problems = []
+    """The replay round trip (fr_replay_check.py) on one form of the job's dumps."""
     scenario = os.path.join(os.path.dirname(dumps), f"replay-{form.split()[0][:4].lower()}.toml")
-    texts = []
-    for _ in range(2):
-        # The job's size, as its engineer would give it: Gloo's dumps do not say it when the last
-        # rank's dump is lost.
-        w = subprocess.run([meshsim, "fr", "to-scenario", "--world-size", str(world), dumps,
-                            "-o", scenario],
-                           capture_output=True, text=True, timeout=120)
-        if w.returncode != 0:
-            return [f"{form}: fr to-scenario exited {w.returncode}: {w.stderr}"]
-        texts.append(open(scenario).read())
-    if texts[0] != texts[1]:
-        problems.append(f"{form}: fr to-scenario wrote two different files from the same dumps")
-    runs = [subprocess.run([meshsim, "run", "--no-time", scenario], capture_output=True,
-                           text=True, timeout=120) for _ in range(2)]
-    if runs[0].returncode != 0:
-        problems.append(f"{form}: the replay does not reproduce what fr analyze saw "
-                        f"({report['verdict']}: {report['cause']}):\n{runs[0].stdout}\n"
-                        f"{texts[0]}")
-    elif runs[0].stdout != runs[1].stdout:
-        problems.append(f"{form}: two runs of the replay report differently")
-    expect = texts[0][texts[0].rindex("[[expect]]"):]
-    if report["verdict"] != "no hang" and "no_hang" in expect and report["verdict"] != "stall":
-        problems.append(f"{form}: the replay of a hang expects none:\n{expect}")
-    return problems
+    # The job's size, as its engineer would give it: Gloo's dumps do not say it when the last
+    # rank's dump is lost.
+    return replay_round_trip(meshsim, dumps, scenario, report, ("--world-size", str(world)),
+                             form)[0]
 
 
 def check_case(meshsim, job, directory):

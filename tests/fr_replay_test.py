@@ -32,6 +32,9 @@ import sys
 import tempfile
 from collections import deque
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fr_replay_check import replay_round_trip  # noqa: E402
+
 CASES = 24
 ITERATIONS = 2
 FAULTS = ["none", "skip_collective", "skip_send", "size", "microbatches"]
@@ -271,22 +274,14 @@ def check_job(binary, job, directory):
         if not named & planted:
             problems.append(f"the fault was planted on {sorted(planted)}; fr analyze names "
                             f"{sorted(named)}")
-    scenario = os.path.join(directory, "replay.toml")
-    texts = []
-    for _ in range(2):
-        w = meshsim(binary, "fr", "to-scenario", directory, "-o", scenario)
-        if w.returncode != 0:
-            return problems + [f"fr to-scenario exited {w.returncode}: {w.stderr}"], None
-        texts.append(open(scenario).read())
-    if texts[0] != texts[1]:
-        problems.append("fr to-scenario wrote two different files from the same dumps")
-    run = meshsim(binary, "run", "--no-time", scenario)
-    if run.returncode != 0:
-        problems.append(f"the replay does not reproduce what fr analyze saw "
-                        f"({report['verdict']}: {report['cause']}):\n{run.stdout}\n{texts[0]}")
-    steps = texts[0].count("[[step]]")
+    replay, text = replay_round_trip(binary, directory, os.path.join(directory, "replay.toml"),
+                                     report)
+    problems += replay
+    if not text:
+        return problems, None
+    steps = text.count("[[step]]")
     return problems, {"verdict": report["verdict"], "cause": report["cause"], "steps": steps,
-                      "bytes": len(texts[0])}
+                      "bytes": len(text)}
 
 
 def main():
