@@ -680,6 +680,47 @@ with tempfile.TemporaryDirectory() as tmp:
     check(r.returncode == 2 and "no readable dump" in r.stderr,
           f"fr to-scenario on a directory without dumps: {r.stderr!r}")
 
+    # `run --fr-dump`: every rank's recorder as PyTorch writes it, pickle and JSON; fr analyze
+    # reads them back to the run's conclusion; the same run writes the same bytes; what an earlier
+    # run left there (a rank of a bigger world) is gone.
+    dumps = os.path.join(tmp, "fr_dumps")
+    hung = in_root("scenarios", "hang_fsdp_skipped_allgather.toml")
+    pickles = os.path.join(dumps, "hang-fsdp-skipped-allgather", "pickle")
+    os.makedirs(pickles)
+    open(os.path.join(pickles, "nccl_trace_rank_99"), "w").close()
+    r = run("run", "--no-time", "--fr-dump", dumps, hung)
+    names = sorted(os.listdir(pickles))
+    jsons = os.path.join(dumps, "hang-fsdp-skipped-allgather", "json")
+    check(r.returncode == 0 and f"flight recorder dumps: {os.path.dirname(pickles)}/pickle"
+          in r.stdout and names == sorted(f"nccl_trace_rank_{i}" for i in range(16)) and
+          len(os.listdir(jsons)) == 16,
+          f"run --fr-dump writes one pickle and one JSON per rank: {r.stdout!r} {names}")
+    first = open(os.path.join(pickles, "nccl_trace_rank_5"), "rb").read()
+    a = run("fr", "analyze", pickles)
+    b = run("fr", "analyze", jsons)
+    check(a.returncode == 1 and "rank 5 _reduce_scatter_base" in a.stdout and
+          "toml:19 in all_gather_into_tensor (s=0, l=15)" in a.stdout and
+          b.stdout.splitlines()[0] == a.stdout.splitlines()[0],
+          f"fr analyze reads meshsim's dumps to the run's culprit, rank 5: {a.stdout[:600]!r}")
+    r = run("run", "--no-time", "--fr-dump", dumps, "--fr-buffer-size", "4", hung)
+    a = run("fr", "analyze", pickles)
+    check(r.returncode == 0 and "wrapped (their dumps start at record" in a.stdout and
+          open(os.path.join(pickles, "nccl_trace_rank_5"), "rb").read() != first,
+          f"--fr-buffer-size 4 keeps each rank's newest 4 calls: {a.stdout[-800:]!r}")
+    run("run", "--no-time", "--fr-dump", dumps, hung)
+    check(open(os.path.join(pickles, "nccl_trace_rank_5"), "rb").read() == first,
+          "the same run writes the same dump")
+    for args, says in ((["--fr-buffer-size", "0", "--fr-dump", dumps], "--fr-buffer-size"),
+                       (["--fr-buffer-size", "100001", "--fr-dump", dumps], "--fr-buffer-size"),
+                       (["--fr-buffer-size", "8"], "--fr-dump"),
+                       (["--fr-dump", ""], "--fr-dump"),
+                       (["--fr-dump", os.path.join(pickles, "nccl_trace_rank_0")],
+                        "cannot prepare")):
+        r = run("run", "--no-time", *args, hung)
+        check(r.returncode == 2 and says in r.stdout + r.stderr,
+              f"run {args}: exit 2 naming {says}: {r.returncode} {r.stdout[-300:]!r} "
+              f"{r.stderr!r}")
+
     # A DCP checkpoint torch wrote, damaged on disk: the load fails on every rank naming the file,
     # the chunk and the CRC-32, never loading the flipped value.
     damaged = os.path.join(tmp, "dcp_damaged")

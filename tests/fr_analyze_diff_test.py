@@ -47,7 +47,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from fr_replay_check import replay_round_trip  # noqa: E402
+from fr_replay_check import fr_analysis, replay_round_trip  # noqa: E402
+from torch_fr_analyzer import torch_findings as run_torch_analyzer  # noqa: E402
 from torch_python import require_torch  # noqa: E402
 
 CASES = 16
@@ -230,11 +231,6 @@ def run_job(job, directory):
 
 def torch_findings(directory, job):
     """torch's analyzer on the dumps, pg_config as NCCL writes it: (missing, mismatches, log)."""
-    import io
-    import logging
-    from torch.distributed.flight_recorder.components.builder import build_db
-    from torch.distributed.flight_recorder.components.config_manager import JobConfig
-    from torch.distributed.flight_recorder.components.loader import read_dir
     torch_dir = os.path.join(directory, "torch")
     os.makedirs(torch_dir)
     present = []
@@ -249,32 +245,7 @@ def torch_findings(directory, job):
                              for name, (desc, ranks) in names.items()}
         with open(os.path.join(torch_dir, f"rank_{r}"), "wb") as f:
             pickle.dump(dump, f)
-    log = io.StringIO()
-    logger = logging.getLogger("Flight Recorder")  # torch's analyzer reports through it
-    saved = logger.handlers[:]
-    logger.handlers = [logging.StreamHandler(log)]
-    try:
-        return _build(torch_dir, job, present, log)
-    finally:
-        logger.handlers = saved
-
-
-def _build(torch_dir, job, present, log):
-    from torch.distributed.flight_recorder.components.builder import build_db
-    from torch.distributed.flight_recorder.components.config_manager import JobConfig
-    from torch.distributed.flight_recorder.components.loader import read_dir
-    args = JobConfig().parse_args(
-        [torch_dir] + (["--allow-incomplete-ranks"] if len(present) < job["world"] else []))
-    details, version = read_dir(args)
-    db = build_db(details, args, version)
-    missing, mismatches = set(), set()
-    for c in db.collectives:
-        for r in c.missing_ranks or ():
-            missing.add((str(c.group_id), c.collective_seq_id, r))
-        for r, other in (c.mismatch_collectives or {}).items():
-            kind = other.type_of_mismatch.state.name if other.type_of_mismatch else "?"
-            mismatches.add((str(c.group_id), c.collective_seq_id, r, kind))
-    return missing, mismatches, log.getvalue()
+    return run_torch_analyzer(torch_dir, allow_incomplete=len(present) < job["world"])
 
 
 def gloo_pg_config_breaks_torch(directory, job):
@@ -302,14 +273,6 @@ def gloo_pg_config_breaks_torch(directory, job):
     return False
 
 
-def meshsim_report(meshsim, directory):
-    run = subprocess.run([meshsim, "fr", "analyze", "--json", directory], capture_output=True,
-                         text=True, timeout=120)
-    if run.returncode not in (0, 1):
-        raise RuntimeError(f"meshsim fr analyze exited {run.returncode}: {run.stderr}")
-    return json.loads(run.stdout)
-
-
 def replay_problems(meshsim, dumps, report, form, world):
     """The replay round trip (fr_replay_check.py) on one form of the job's dumps."""
     scenario = os.path.join(os.path.dirname(dumps), f"replay-{form.split()[0][:4].lower()}.toml")
@@ -324,9 +287,9 @@ def check_case(meshsim, job, directory):
     missing, mismatches, log = torch_findings(directory, job)
     # meshsim reads the files torch's analyzer read (pg_config as NCCL writes it) ...
     dumps = os.path.join(directory, "torch")
-    report = meshsim_report(meshsim, dumps)
+    report = fr_analysis(meshsim, dumps)
     # ... and, on the files as Gloo wrote them, still sees whether the job hung
-    raw = meshsim_report(meshsim, os.path.join(directory, "raw"))
+    raw = fr_analysis(meshsim, os.path.join(directory, "raw"))
     if (raw["verdict"] == "no hang") != (report["verdict"] == "no hang"):
         problems.append(f"with Gloo's pg_config meshsim says {raw['verdict']}, with NCCL's "
                         f"{report['verdict']}")

@@ -1,8 +1,18 @@
-"""The round trip both Flight Recorder tests make: `meshsim fr to-scenario` on a job's dumps,
-twice (the file must be the same), then `meshsim run` on it, twice: the run must hold the
-expectations the file states (the hang `fr analyze` saw) and report the same both times, and a
-hang must not be written as none."""
+"""What the Flight Recorder tests share: `meshsim fr analyze --json` on a job's dumps, and the
+round trip: `meshsim fr to-scenario` on the dumps, twice (the file must be the same), then
+`meshsim run` on it, twice: the run must hold the expectations the file states (the hang
+`fr analyze` saw) and report the same both times, and a hang must not be written as none."""
+import json
 import subprocess
+
+
+def fr_analysis(meshsim, dumps):
+    """`meshsim fr analyze --json` on `dumps`, parsed; raises when it cannot analyse them."""
+    run = subprocess.run([meshsim, "fr", "analyze", "--json", dumps], capture_output=True,
+                         text=True, timeout=300)
+    if run.returncode not in (0, 1):
+        raise RuntimeError(f"meshsim fr analyze {dumps} exited {run.returncode}: {run.stderr}")
+    return json.loads(run.stdout)
 
 
 def replay_round_trip(meshsim, dumps, scenario, report, extra_args=(), label=""):

@@ -74,13 +74,13 @@ def program(job, rank):
         if faulty and job["fault"] == "microbatches" and stage == job["fault_stage"]:
             mb += 1
         step = []
-        step.append(("coll", of[(rank, "mesh_dp")], "_allgather_base", [8 * dp], "fsdp_all_gather",
+        step.append(("coll", of[(rank, "mesh_dp")], "_all_gather_base", [8 * dp], "fsdp_all_gather",
                      None))
 
         def forward(m):
             if stage > 0:
                 step.append(("recv", "0", "recv", [4], "recv_forward", rank - dp * tp))
-            step.append(("coll", of[(rank, "mesh_tp")], "allreduce", [4], "tp_all_reduce_forward",
+            step.append(("coll", of[(rank, "mesh_tp")], "all_reduce", [4], "tp_all_reduce_forward",
                          None))
             if stage < pp - 1:
                 step.append(("send", "0", "send", [4], "send_forward", rank + dp * tp))
@@ -88,7 +88,7 @@ def program(job, rank):
         def backward(m):
             if stage < pp - 1:
                 step.append(("recv", "0", "recv", [4], "recv_backward", rank + dp * tp))
-            step.append(("coll", of[(rank, "mesh_tp")], "allreduce", [4],
+            step.append(("coll", of[(rank, "mesh_tp")], "all_reduce", [4],
                          "tp_all_reduce_backward", None))
             if stage > 0:
                 step.append(("send", "0", "send", [4], "send_backward", rank - dp * tp))
@@ -204,7 +204,7 @@ def write_dumps(job, directory):
                 seqs[group] = seqs.get(group, 0) + 1
                 p2p_seq, seq = 0, seqs[group]
                 name = f"nccl:{op}"
-                out = size if "allreduce" in op else (
+                out = size if "all_reduce" in op else (
                     [size[0] * len(job["groups"][group][1])] if "allgather" in op
                     else [size[0] // len(job["groups"][group][1])])
             else:

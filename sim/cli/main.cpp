@@ -34,6 +34,8 @@ constexpr int kExitFailed = 1;
 constexpr int kExitUnusable = 2;
 constexpr uint64_t kMinStackKib = 16;
 constexpr uint64_t kMaxStackKib = 65536;
+// A dump of this many entries stays within what `meshsim fr analyze` reads of one file.
+constexpr uint64_t kMaxFrBufferSize = 100'000;
 
 void print_unusable(const UnusableInput& u) {
   std::cout << u.where.to_string() << ": error: " << u.message << "\n";
@@ -66,6 +68,8 @@ struct RunFlags {
   bool in_process = false;
   std::string keep_checkpoints;
   std::string payload_hashes_path;
+  std::string fr_dump_dir;
+  uint64_t fr_buffer_size = RunOptions{}.fr_buffer_size;
 };
 
 // Records a problem with a path the way unusable scenario files are recorded.
@@ -191,6 +195,9 @@ int run_command(const std::vector<std::string>& paths, const RunFlags& flags) {
   options.trace_setup = flags.trace_setup;
   std::string payload_hashes;
   if (!flags.keep_checkpoints.empty()) options.keep_checkpoints = flags.keep_checkpoints;
+  if (!flags.fr_dump_dir.empty()) options.fr_dump_dir = flags.fr_dump_dir;
+  options.fr_buffer_size = static_cast<size_t>(flags.fr_buffer_size);
+  bool dumps_written = true;
   nlohmann::json trace_events = nlohmann::json::array();
   std::vector<HungGraph> graphs;
   RunReport report;
@@ -217,6 +224,15 @@ int run_command(const std::vector<std::string>& paths, const RunFlags& flags) {
     // A passing scenario's failures and hangs are the ones it expects: shown with -v only.
     if (!result.passed() || verbose) std::cout << format_failures(result, verbose ? SIZE_MAX : 20);
     if (!result.passed()) std::cout << "  rerun: " << rerun_line(files[i], flags) << "\n";
+    if (!result.fr_dump_error.empty()) {
+      std::cerr << "meshsim: " << result.fr_dump_error << "\n";
+      dumps_written = false;
+    } else if (!result.fr_dump_dir.empty()) {
+      std::cout << fmt::format(
+          "  flight recorder dumps: {}/pickle (torchfrtrace, meshsim fr "
+          "analyze) and {}/json\n",
+          result.fr_dump_dir, result.fr_dump_dir);
+    }
     if (options.trace) {
       // One process per scenario in the trace.
       for (auto& e : result.trace) {
@@ -263,7 +279,7 @@ int run_command(const std::vector<std::string>& paths, const RunFlags& flags) {
   if (options.backend.payload_hashes)
     written &= write_output(flags.payload_hashes_path, payload_hashes);
   if (!flags.graph_path.empty()) written &= write_graphs(flags.graph_path, graphs);
-  if (!written) return kExitUnusable;
+  if (!written || !dumps_written) return kExitUnusable;
   const int code = exit_code(report);
   return code == kExitPass && flags.warnings_as_errors && warnings > 0 ? kExitFailed : code;
 }
@@ -379,6 +395,16 @@ int main(int argc, char** argv) {
   run->add_option("--keep-checkpoints", flags.keep_checkpoints,
                   "keep the files save steps write, under DIR/<scenario name> (default: a "
                   "temporary directory per run, removed afterwards)");
+  CLI::Option* fr_dump =
+      run->add_option("--fr-dump", flags.fr_dump_dir,
+                      "write every rank's Flight Recorder dump as PyTorch does (pickle and JSON, "
+                      "schema 2.10) under DIR/<scenario name>/pickle and .../json");
+  std::string fr_buffer_text;
+  run->add_option("--fr-buffer-size", fr_buffer_text,
+                  fmt::format("calls each rank's recorder keeps for --fr-dump, as "
+                              "TORCH_FR_BUFFER_SIZE (1 to {}, default {})",
+                              kMaxFrBufferSize, flags.fr_buffer_size))
+      ->needs(fr_dump);
   std::vector<std::string> check_paths;
   CLI::App* check = app.add_subcommand("check", "validate scenario files without running them");
   check->add_option("paths", check_paths, "scenario files (.toml) or directories")->required();
@@ -421,6 +447,9 @@ int main(int argc, char** argv) {
       return bad_flag("--stack-kib", error);
     flags.stack_kib = static_cast<size_t>(v);
   }
+  if (!fr_buffer_text.empty() &&
+      !(error = parse_unsigned(fr_buffer_text, 1, kMaxFrBufferSize, flags.fr_buffer_size)).empty())
+    return bad_flag("--fr-buffer-size", error);
   flags.max_memory_text = memory_text;
   if (!(error = parse_byte_size(memory_text.empty() ? "50%" : memory_text,
                                 meshsim::physical_memory_bytes(), flags.max_memory))
@@ -437,6 +466,8 @@ int main(int argc, char** argv) {
   for (const auto& [flag, path] : output_flags(flags)) {
     if (run->count(flag) > 0 && path->empty()) return bad_flag(flag, "needs a path (it was empty)");
   }
+  if (run->count("--fr-dump") > 0 && flags.fr_dump_dir.empty())
+    return bad_flag("--fr-dump", "needs a directory (it was empty)");
   if (run->parsed()) return run_command(run_paths, flags);
   if (check->parsed()) return check_command(check_paths);
   if (steps->parsed()) std::cout << steps_table();

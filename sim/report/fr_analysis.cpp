@@ -334,10 +334,13 @@ class Analyzer {
       m.kind = uneven ? "sizes" : kMismatchKindNames[static_cast<size_t>(kind)];
       m.variants = variants_of(std::move(by_text), true);
       m.created_ns = created(members);
-      // The sides other than the largest; an even split names every side (the dumps cannot
-      // say which is wrong).
-      const bool even =
-          m.variants.size() > 1 && m.variants[0].ranks.size() == m.variants[1].ranks.size();
+      // The sides other than the largest; an even split names every side, unless the other
+      // groups of its mesh dim say which is wrong.
+      bool even = m.variants.size() > 1 && m.variants[0].ranks.size() == m.variants[1].ranks.size();
+      if (even && break_tie(key, m.variants, [&](const FrEntry& e) { return call_text(e); })) {
+        std::reverse(m.variants.begin(), m.variants.end());
+        even = false;
+      }
       if (!uneven)
         for (size_t v = even ? 0 : 1; v < m.variants.size(); ++v)
           m.culprits.insert(m.culprits.end(), m.variants[v].ranks.begin(),
@@ -352,6 +355,65 @@ class Analyzer {
                      });
   }
 
+  // A call its members split evenly on (an extra call in a pair tells nothing by itself): the
+  // other groups of the same DeviceMesh dim run the same program, so what their members called
+  // at the same seq (`text_of` their entries) says which side is the odd one. Sorts `variants`
+  // by ranks plus such votes, fewest first; true when the votes decided (no tie left at the top).
+  // Groups that are not a mesh dim's are not assumed alike.
+  template <typename TextOf>
+  bool break_tie(const CallKey& key, std::vector<FrVariant>& variants, TextOf text_of) const {
+    const FrGroup& mine = group(key.first);
+    if (!mine.desc.starts_with("mesh_")) return false;
+    std::map<std::string, size_t> votes;
+    for (size_t g = 0; g < out_.groups.size(); ++g) {
+      if (g == key.first || group(g).desc != mine.desc ||
+          group(g).members.size() != mine.members.size())
+        continue;
+      const auto it = calls_.find({g, key.second});
+      if (it == calls_.end()) continue;
+      for (const auto& [rank, i] : it->second) ++votes[text_of(entry(rank, i))];
+    }
+    const auto weight = [&](const FrVariant& v) {
+      const auto it = votes.find(v.text);
+      return v.ranks.size() + (it == votes.end() ? size_t{0} : it->second);
+    };
+    std::stable_sort(variants.begin(), variants.end(),
+                     [&](const FrVariant& a, const FrVariant& b) { return weight(a) < weight(b); });
+    return weight(variants[variants.size() - 1]) > weight(variants[variants.size() - 2]);
+  }
+
+  // An even divergence where one side called from a line no rank outside it ever called (a call
+  // planted on one rank: `if rank == 3: dist.all_reduce(...)`): that side is the odd one, moved
+  // first. False when no single side is.
+  bool only_side_calling(const std::vector<RankEntry>& members, std::vector<FrVariant>& sites) {
+    if (callers_.empty()) {
+      for (size_t r = 0; r < views_.size(); ++r) {
+        if (views_[r].dump == nullptr) continue;
+        for (const FrEntry& e : views_[r].dump->dump.entries)
+          if (const FrFrame* f = user_frame(e)) callers_[{f->filename, f->line}].insert(r);
+      }
+    }
+    std::optional<size_t> odd;
+    for (size_t v = 0; v < sites.size(); ++v) {
+      const std::vector<int64_t>& side = sites[v].ranks;
+      const auto in_side = [&](int64_t r) { return std::ranges::binary_search(side, r); };
+      const auto it = std::ranges::find_if(
+          members, [&](const RankEntry& m) { return m.first == side.front(); });
+      const FrFrame* f = it == members.end() ? nullptr : user_frame(entry(it->first, it->second));
+      if (f == nullptr) return false;
+      const std::set<size_t>& callers = callers_.at({f->filename, f->line});
+      if (std::ranges::all_of(callers,
+                              [&](size_t r) { return in_side(static_cast<int64_t>(r)); })) {
+        if (odd) return false;
+        odd = v;
+      }
+    }
+    if (!odd) return false;
+    std::rotate(sites.begin(), sites.begin() + static_cast<std::ptrdiff_t>(*odd),
+                sites.begin() + static_cast<std::ptrdiff_t>(*odd) + 1);
+    return true;
+  }
+
   // Each group's first collective whose members came from different lines (dumps with frames).
   void find_divergences() {
     std::set<size_t> seen;
@@ -364,8 +426,11 @@ class Analyzer {
       }
       if (by_site.size() < 2) continue;
       seen.insert(key.first);
-      out_.divergences.push_back(
-          {key.first, key.second, variants_of(std::move(by_site), false), created(members)});
+      std::vector<FrVariant> sites = variants_of(std::move(by_site), false);
+      if (sites[0].ranks.size() == sites[1].ranks.size() && !only_side_calling(members, sites))
+        break_tie(key, sites,
+                  [](const FrEntry& e) { return e.frames.empty() ? "" : site_text(e); });
+      out_.divergences.push_back({key.first, key.second, std::move(sites), created(members)});
     }
     std::stable_sort(out_.divergences.begin(), out_.divergences.end(),
                      [](const FrDivergence& a, const FrDivergence& b) {
@@ -930,6 +995,8 @@ class Analyzer {
   std::map<std::string, size_t> group_index_;
   std::vector<RankView> views_;
   std::map<CallKey, std::vector<RankEntry>> calls_;  // each rank's first entry at (group, seq)
+  // The ranks that called from each user line (file, line), made on first use.
+  std::map<std::pair<std::string, int64_t>, std::set<size_t>> callers_;
   std::vector<std::string> conflicts_, odd_;
   std::vector<size_t> first_missing_;  // by rank (index_missing)
   std::vector<char> lost_;

@@ -89,9 +89,14 @@ std::string call_text(const FrEntry& e) {
   return fmt::format("{}({} → {})", op, in, out);
 }
 
-std::optional<std::string> user_line(const FrEntry& e) {
+const FrFrame* user_frame(const FrEntry& e) {
   for (const FrFrame& f : e.frames)
-    if (!torch_internal(f)) return frame_text(f);
+    if (!torch_internal(f)) return &f;
+  return nullptr;
+}
+
+std::optional<std::string> user_line(const FrEntry& e) {
+  if (const FrFrame* f = user_frame(e)) return frame_text(*f);
   return std::nullopt;
 }
 

@@ -42,7 +42,10 @@ std::string tensors_text(const std::vector<std::vector<int64_t>>& sizes,
 // "all_reduce(Float[4])", "all_gather(Float[4] → Float[4, 4])", "send(Float[4])".
 std::string call_text(const FrEntry& e);
 
-// The innermost frame outside torch itself, "train.py:30 in step"; none without one.
+// The innermost frame outside torch itself; null without one.
+const FrFrame* user_frame(const FrEntry& e);
+
+// The same frame as "train.py:30 in step"; none without one.
 std::optional<std::string> user_line(const FrEntry& e);
 
 // The user's line that made the call; without frames (JSON dumps), the record's number.

@@ -1,8 +1,10 @@
 #include "sim/report/fr_replay.hpp"
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <set>
+#include <tuple>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -186,6 +188,17 @@ class Writer {
   // Whether group ranks map to the members: only when the recorder listed them (a member that
   // never called on a group is in no dump).
   bool members_known(size_t g) const { return group(g).members_from != "dumps"; }
+  // The global rank a send or recv on group g names as its peer, where the dumps say.
+  std::optional<int64_t> peer_of(const FrEntry& e, size_t g) const {
+    const std::optional<P2pEnds> ends = p2p_ends(e);
+    const std::optional<int64_t> group_peer = !ends                  ? std::nullopt
+                                              : op_name(e) == "send" ? std::optional(ends->dst)
+                                                                     : ends->src;
+    const auto& members = members_[g];
+    if (!group_peer || !members_known(g) || *group_peer >= static_cast<int64_t>(members.size()))
+      return std::nullopt;
+    return members[static_cast<size_t>(*group_peer)];
+  }
   bool is_member(size_t g, int64_t rank) const {
     return std::binary_search(members_[g].begin(), members_[g].end(), rank);
   }
@@ -382,12 +395,11 @@ class Writer {
   }
 
   // A buffer that wrapped lost the rank's oldest calls. Each group's calls before the first one
-  // every member still holds are left out for all members, and so are a pair's sends and recvs
-  // made before the later of the two ranks' oldest record: what remains was a feasible schedule
-  // in the real job, so leaving the rest out adds no wait.
+  // every member still holds are left out for all members, and so are the sends and recvs one
+  // side holds and the other lost: what remains was a feasible schedule in the real job, so
+  // leaving the rest out adds no wait.
   void plan_cuts() {
     start_seq_.assign(analysis_.groups.size(), INT64_MIN);
-    p2p_cut_ns_.assign(by_rank_.size(), 0);
     // A rank's calls block in the replay, so a collective it finished after one it had not
     // (an async call, or NCCL's stream running ahead) would wait for it for ever: such
     // collectives are left out for every member (they all finished them).
@@ -424,12 +436,11 @@ class Writer {
       std::sort(t.begin(), t.end());
       for (size_t i = 1; i < t.size(); ++i) t[i].second = std::max(t[i].second, t[i - 1].second);
     }
+    align_p2p();
     for (size_t r = 0; r < by_rank_.size(); ++r) {
       const FrRankDump* d = by_rank_[r];
-      if (d == nullptr || d->dump.entries.empty() || d->dump.entries.front().record_id == 0)
-        continue;
+      if (!wrapped(r)) continue;
       const std::optional<int64_t> first_ns = d->dump.entries.front().time_created_ns;
-      if (first_ns) p2p_cut_ns_[r] = *first_ns;
       std::map<size_t, int64_t> first_seq;
       for (const FrEntry& e : d->dump.entries)
         if (const auto g = group_of(e); g && !e.is_p2p && !first_seq.contains(*g))
@@ -447,16 +458,58 @@ class Writer {
             start_seq_[g] = std::max(start_seq_[g], std::prev(past)->second + 1);
         }
       }
-      if (!first_ns)
-        note(
-            "rank {}'s buffer wrapped and its dump gives no times: its sends and "
-            "recvs are replayed from its oldest record on",
-            r);
     }
     for (size_t g = 0; g < start_seq_.size(); ++g)
       if (start_seq_[g] > 1)
         note("{}: calls before seq {} are left out (a member's buffer lost them)", group(g).label,
              start_seq_[g]);
+  }
+
+  bool wrapped(size_t rank) const {
+    const FrRankDump* d = by_rank_[rank];
+    return d != nullptr && !d->dump.entries.empty() && d->dump.entries.front().record_id > 0;
+  }
+
+  // Sends from one rank to another on a group complete in order, each with its recv, so the
+  // finished sends of a pair are the finished recvs, one for one. Where a buffer that wrapped
+  // lost the oldest of them on one side, the other side's oldest are left out too: the newest
+  // min(sends, recvs) of each side are the same messages. Calls not finished stay.
+  void align_p2p() {
+    // (group, src, dst) -> each side's finished entries, by index into its rank's dump
+    std::map<std::tuple<size_t, int64_t, int64_t>, std::array<std::vector<size_t>, 2>> pairs;
+    for (size_t r = 0; r < by_rank_.size(); ++r) {
+      if (by_rank_[r] == nullptr) continue;
+      const auto& entries = by_rank_[r]->dump.entries;
+      for (size_t i = 0; i < entries.size(); ++i) {
+        const FrEntry& e = entries[i];
+        const std::optional<size_t> g = group_of(e);
+        const std::optional<int64_t> peer = g ? peer_of(e, *g) : std::nullopt;
+        if (!e.is_p2p || !peer || !finished(e)) continue;
+        const bool send = op_name(e) == "send";
+        const auto rank = static_cast<int64_t>(r);
+        pairs[{*g, send ? rank : *peer, send ? *peer : rank}][send ? 0 : 1].push_back(i);
+      }
+    }
+    p2p_left_out_.assign(by_rank_.size(), {});
+    size_t dropped = 0;
+    for (const auto& [key, sides] : pairs) {
+      const auto& [g, src, dst] = key;
+      const int64_t ends[2] = {src, dst};
+      if (!wrapped(static_cast<size_t>(src)) && !wrapped(static_cast<size_t>(dst))) continue;
+      if (by_rank_[static_cast<size_t>(src)] == nullptr ||
+          by_rank_[static_cast<size_t>(dst)] == nullptr)
+        continue;  // a side without a dump is mirrored from the other
+      const size_t kept = std::min(sides[0].size(), sides[1].size());
+      for (size_t side = 0; side < 2; ++side) {
+        for (size_t k = 0; k + kept < sides[side].size(); ++k) {
+          p2p_left_out_[static_cast<size_t>(ends[side])].insert(sides[side][k]);
+          ++dropped;
+        }
+      }
+    }
+    if (dropped > 0)
+      note("{} send{} and recv{} whose other side a wrapped buffer lost {} left out", dropped,
+           dropped == 1 ? "" : "s", dropped == 1 ? "" : "s", dropped == 1 ? "is" : "are");
   }
 
   template <typename... Args>
@@ -531,14 +584,9 @@ class Writer {
     };
     if (op == "send" || op == "recv") {
       const bool send = op == "send";
-      const std::optional<P2pEnds> ends = p2p_ends(e);
-      const std::optional<int64_t> group_peer = !ends  ? std::nullopt
-                                                : send ? std::optional(ends->dst)
-                                                       : ends->src;
-      const auto& members = members_[g];
-      if (!group_peer || !members_known(g) || *group_peer >= static_cast<int64_t>(members.size()))
-        return std::nullopt;
-      const int64_t peer = members[static_cast<size_t>(*group_peer)];
+      const std::optional<int64_t> known = peer_of(e, g);
+      if (!known) return std::nullopt;
+      const int64_t peer = *known;
       if (p2p_peer) *p2p_peer = peer;
       return with_comment(p2p_step(send, received_tensor(e), peer - rank, group_arg));
     }
@@ -549,7 +597,8 @@ class Writer {
           stands_for);
     };
     if (op == "all_reduce" || op == "allreduce") return collective("all_reduce", in());
-    if (op == "_allgather_base" || op == "all_gather_into_tensor" || op == "allgather_into_tensor")
+    if (op == "_all_gather_base" || op == "_allgather_base" || op == "all_gather_into_tensor" ||
+        op == "allgather_into_tensor")
       return collective("all_gather_into_tensor", in());
     if (op == "allgather" || op == "all_gather")  // one output tensor: the _into_tensor form
       return collective(e.output_sizes.size() == 1 ? "all_gather_into_tensor" : "all_gather", in());
@@ -603,9 +652,10 @@ class Writer {
       const FrRankDump* d = by_rank_[r];
       if (d == nullptr) continue;
       const auto rank = static_cast<int64_t>(r);
-      for (const FrEntry& e : d->dump.entries) {
+      for (size_t i = 0; i < d->dump.entries.size(); ++i) {
+        const FrEntry& e = d->dump.entries[i];
         const std::optional<size_t> g = group_of(e);
-        if (!g || closes_coalesced(e)) continue;
+        if (!g || closes_coalesced(e) || p2p_left_out_[r].contains(i)) continue;
         if (!e.is_p2p && (e.collective_seq_id < start_seq_[*g] ||
                           ran_ahead_.contains({*g, e.collective_seq_id})))
           continue;
@@ -618,10 +668,6 @@ class Writer {
                           "rank its peer is",
                           r, printable(op_and_peers(e), 48), e.record_id));
           continue;
-        }
-        if (peer) {
-          const int64_t cut = std::max(p2p_cut_ns_[r], p2p_cut_ns_[static_cast<size_t>(*peer)]);
-          if (time < cut) continue;
         }
         const size_t key = key_of(std::move(*step));
         Call call{key, *g, e.is_p2p ? -1 : e.collective_seq_id, SIZE_MAX};
@@ -955,7 +1001,8 @@ class Writer {
   bool complete_replay() const {
     const bool cut =
         std::any_of(start_seq_.begin(), start_seq_.end(), [](int64_t s) { return s > 1; }) ||
-        std::any_of(p2p_cut_ns_.begin(), p2p_cut_ns_.end(), [](int64_t t) { return t > 0; });
+        std::any_of(p2p_left_out_.begin(), p2p_left_out_.end(),
+                    [](const std::set<size_t>& s) { return !s.empty(); });
     return !cut && ran_ahead_.empty() && left_out_.empty() && !assumed_calls_ &&
            silent_ranks_.empty() && !completed_groups_ &&
            std::all_of(complete_.begin(), complete_.end(), [](bool c) { return c; });
@@ -1081,8 +1128,8 @@ class Writer {
   std::vector<std::string> labels_;            // per group: what meshsim's reports call it
   std::vector<MeshPlan> meshes_;
   std::set<std::string> mesh_names_;
-  std::vector<int64_t> start_seq_;   // per group
-  std::vector<int64_t> p2p_cut_ns_;  // per rank: its oldest record's time when it wrapped
+  std::vector<int64_t> start_seq_;                  // per group
+  std::vector<std::set<size_t>> p2p_left_out_;      // per rank: entries align_p2p leaves out
   std::set<std::pair<size_t, int64_t>> ran_ahead_;  // (group, seq) left out: see plan_cuts
   std::vector<std::string> steps_;
   std::unordered_map<std::string, size_t> step_index_;

@@ -52,7 +52,7 @@ nlohmann::json hang_json(const HangReport& report) {
     if (r.wait >= 0) j["wait"] = r.wait;
     if (!r.activity.error.empty()) j["error"] = r.activity.error;
     nlohmann::json history = nlohmann::json::array();
-    for (const CollectiveRecord& c : r.activity.history.records()) {
+    for (const CollectiveRecord& c : r.activity.history.records(FlightRecorder::kReportDepth)) {
       nlohmann::json e{{"group", report.group_labels.at(c.group_id)},
                        {"group_id", std::to_string(c.group_id)},
                        {"seq", c.seq},

@@ -71,7 +71,7 @@ std::string hang_text(const HangReport& report) {
   for (const auto& [what, who] : lines) {
     if (shown == kHistoriesShown) break;
     const RankActivity& a = report.ranks[static_cast<size_t>(who.front())].activity;
-    const std::vector<CollectiveRecord> records = a.history.records();
+    const std::vector<CollectiveRecord> records = a.history.records(FlightRecorder::kReportDepth);
     if (records.empty()) continue;
     out += fmt::format(
         "    last {} collectives of rank {}{} (of {}, oldest first):\n", records.size(),

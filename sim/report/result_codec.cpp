@@ -90,6 +90,8 @@ Json encode_result(const ScenarioResult& r) {
               {"hang_dot", r.hang_dot},
               {"outcome_expected", r.outcome_expected},
               {"warnings", std::move(warnings)},
+              {"fr_dump_dir", r.fr_dump_dir},
+              {"fr_dump_error", r.fr_dump_error},
               {"faults", r.faults},
               {"payload_hashes", r.payload_hashes},
               {"trace", r.trace},
@@ -135,6 +137,8 @@ std::optional<ScenarioResult> decode_result(const Json& j) {
       r.warnings.push_back(
           {w.at(0).get<std::string>(), w.at(1).get<std::string>(), where_of(w.at(2))});
     }
+    r.fr_dump_dir = j.at("fr_dump_dir").get<std::string>();
+    r.fr_dump_error = j.at("fr_dump_error").get<std::string>();
     r.faults = j.at("faults").get<std::vector<std::string>>();
     r.payload_hashes = j.at("payload_hashes").get<std::vector<std::string>>();
     r.trace = j.at("trace");

@@ -118,6 +118,10 @@ struct ScenarioResult {
   std::vector<Warning> warnings;
   // With RunOptions::payload_hashes: one line per member of every completed collective.
   std::vector<std::string> payload_hashes;
+  // With RunOptions::fr_dump_dir: where every rank's Flight Recorder dump was written, or why
+  // they could not be.
+  std::string fr_dump_dir;
+  std::string fr_dump_error;
   // Every fault injected into this run (declared or drawn from --faults-seed).
   std::vector<std::string> faults;
   // Random kernels' draws, rank by rank in program order: every one while the run lasts (up to

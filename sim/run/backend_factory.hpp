@@ -62,6 +62,8 @@ class BackendFactory {
   // What hang reports need.
   const Rendezvous& rendezvous() const { return rendezvous_; }
   const std::optional<TimeoutRecord>& timeout() const { return time_.timeout(); }
+  // The world's process groups (Flight Recorder dumps list each rank's).
+  const GroupTable& groups() const { return *groups_; }
   // Groups created with different members on different ranks, in the order they happened.
   const std::vector<std::string>& warnings() const { return store_.warnings(); }
   // With BackendChoice::payload_hashes: one line per member of every completed collective.

@@ -7,32 +7,17 @@
 
 #include <fmt/format.h>
 
+#include "sim/run/scenario_dir_name.hpp"
 #include "src/error.hpp"
 
 namespace meshsim::sim {
-
-namespace {
-
-// A scenario name as one path component.
-std::string component(const std::string& name) {
-  std::string out;
-  for (char c : name) {
-    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                       c == '-' || c == '_' || c == '.';
-    out += plain ? c : '_';
-  }
-  if (out.empty() || out == "." || out == "..") out = "_" + out;
-  return out.substr(0, 200);
-}
-
-}  // namespace
 
 const std::string& CheckpointDir::path() {
   if (!path_.empty()) return path_;
   namespace fs = std::filesystem;
   std::error_code ec;
   if (keep_under_) {
-    const std::string path = (fs::path(*keep_under_) / component(scenario_name_)).string();
+    const std::string path = (fs::path(*keep_under_) / scenario_dir_name(scenario_name_)).string();
     fs::remove_all(path, ec);
     if (!ec) fs::create_directories(path, ec);
     if (ec) {

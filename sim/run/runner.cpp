@@ -9,6 +9,7 @@
 #include "sim/report/hang_render.hpp"
 #include "sim/report/rng_overlap.hpp"
 #include "sim/run/checkpoint_dir.hpp"
+#include "sim/run/fr_dump_files.hpp"
 #include "sim/run/program_counter.hpp"
 #include "sim/run/rank_error.hpp"
 #include "sim/run/rank_state.hpp"
@@ -185,6 +186,13 @@ void add_rank_warnings(const std::vector<std::vector<Warning>>& by_rank, Scenari
 namespace {
 
 // One run; `wanted` gets the probe the hang report asks for, if any.
+// Whether a run that asked for `wanted` is run again with that probe. The simulated backend runs
+// the same schedule again (deterministic, and cheap next to a real job); real devices and a kept
+// checkpoint directory are not run twice.
+bool runs_again(const RunOptions& options, const std::optional<ProbeRequest>& wanted) {
+  return wanted && !options.probe && options.backend.entry().simulated && !options.keep_checkpoints;
+}
+
 ScenarioResult run_once(const Scenario& scenario, const RunOptions& options,
                         std::optional<ProbeRequest>& wanted) {
   const auto start = std::chrono::steady_clock::now();
@@ -200,6 +208,9 @@ ScenarioResult run_once(const Scenario& scenario, const RunOptions& options,
 
   World world(scenario.world_size, options.world);
   std::vector<RankActivity> activity(n);
+  if (options.fr_dump_dir) {
+    for (RankActivity& a : activity) a.history = FlightRecorder::for_dump(options.fr_buffer_size);
+  }
   if (options.probe) {
     for (int64_t r : options.probe->ranks) {
       if (r >= 0 && static_cast<size_t>(r) < n)
@@ -353,6 +364,15 @@ ScenarioResult run_once(const Scenario& scenario, const RunOptions& options,
       });
   if (backends.timeout())
     keep_hang(analyze_hang(activity, backends.rendezvous(), backends.timeout()));
+  // Dumped once, by the run whose report is kept.
+  if (options.fr_dump_dir && !runs_again(options, wanted)) {
+    try {
+      result.fr_dump_dir = write_fr_dumps({*options.fr_dump_dir, scenario.name, scenario.file},
+                                          activity, backends.groups());
+    } catch (const std::exception& e) {
+      result.fr_dump_error = e.what();
+    }
+  }
   for (const std::string& w : backends.warnings()) result.warnings.push_back({"new_group", w, {}});
   result.payload_hashes = backends.payload_hashes();
   add_rank_warnings(rank_warnings, result);
@@ -392,11 +412,7 @@ ScenarioResult run_once(const Scenario& scenario, const RunOptions& options,
 ScenarioResult run_scenario(const Scenario& scenario, const RunOptions& options) {
   std::optional<ProbeRequest> wanted;
   ScenarioResult first = run_once(scenario, options, wanted);
-  // The simulated backend runs the same schedule again (deterministic, and cheap next to a real
-  // job); real devices and a kept checkpoint directory are not run twice.
-  if (!wanted || options.probe || !options.backend.entry().simulated || options.keep_checkpoints) {
-    return first;
-  }
+  if (!runs_again(options, wanted)) return first;
   const double first_ms = first.wall_ms;
   first = {};  // the second run's result replaces it: do not hold both
   RunOptions again = options;

@@ -24,6 +24,10 @@ struct RunOptions {
   // --keep-checkpoints DIR: save steps write under DIR/<scenario name>, kept after the run;
   // otherwise under a temporary directory removed when the run ends.
   std::optional<std::string> keep_checkpoints;
+  // --fr-dump DIR: every rank's flight recorder, holding its newest fr_buffer_size calls
+  // (TORCH_FR_BUFFER_SIZE), is written under DIR/<scenario name> as PyTorch writes dumps.
+  std::optional<std::string> fr_dump_dir;
+  size_t fr_buffer_size = 2000;
   // Set on the second run of a hang whose report asked for it: these ranks record their skips in
   // a window of calls (HangReport::probe). A run with a probe is not run again.
   std::optional<ProbeRequest> probe;

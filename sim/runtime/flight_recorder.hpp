@@ -1,22 +1,26 @@
 // A rank's last collectives, as NCCL's Flight Recorder keeps them: for each, the group, its
-// sequence number, the signature, the call site (scenario line and loop iterations) and how it
-// ended. Hang reports show them.
+// sequence numbers, the signature, the call site (scenario line and loop iterations) and how it
+// ended. Hang reports show the newest few; `run --fr-dump` writes as many as the buffer holds in
+// PyTorch's dump format (docs/flight-recorder.md).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <string_view>
 #include <vector>
 
 #include "sim/runtime/call_site.hpp"
 #include "src/comm/collective.hpp"
 #include "src/enum_names.hpp"
+#include "src/tensor/memory_budget.hpp"
 
 namespace meshsim::sim {
 
 struct CollectiveRecord {
   enum class State : uint8_t { kWaiting, kCompleted, kFailed, kAborted };
   int64_t group_id = 0;
-  int64_t seq = 0;
+  int64_t seq = 0;    // the meeting's: per group for collectives, per direction for send/recv
   int64_t peer = -1;  // send/recv: the other rank
   Signature signature;
   CallSite site;            // the scenario step that called it, and its loop iterations
@@ -35,39 +39,103 @@ inline std::string_view record_state_name(CollectiveRecord::State s) {
   return name_in(kRecordStateNames, s);
 }
 
-// The newest kCapacity records of one rank, in a ring that grows only as far as it is used (a
-// rank that calls one collective holds one record).
+// The newest records of one rank, in a ring that grows only as far as it is used (a rank that
+// calls one collective holds one record). A recorder made for a dump also counts the rank's
+// calls per group, as c10d numbers them, and holds its ring's growth past kReportDepth records
+// against the MemoryBudget.
 class FlightRecorder {
  public:
-  static constexpr size_t kCapacity = 8;
+  // What hang reports show of each rank, and the capacity unless a dump asks for more.
+  static constexpr size_t kReportDepth = 8;
 
+  // The rank's calls on one group, dropped ones included: collectives, and sends and recvs
+  // (whatever their peer).
+  struct GroupCalls {
+    int64_t group_id = 0;
+    int64_t collectives = 0;
+    int64_t p2p = 0;
+  };
+
+  // A hang report's recorder.
+  FlightRecorder() = default;
+  // A dump's: `capacity` records (TORCH_FR_BUFFER_SIZE), and the calls per group counted.
+  static FlightRecorder for_dump(size_t capacity) {
+    FlightRecorder r;
+    r.capacity_ = capacity ? capacity : 1;
+    r.dump_ = std::make_unique<DumpState>();
+    return r;
+  }
+  // A copy (a hang report's) holds the same records without charging the budget again.
+  FlightRecorder(const FlightRecorder& other)
+      : capacity_(other.capacity_),
+        records_(other.records_),
+        total_(other.total_),
+        dump_(other.dump_ ? std::make_unique<DumpState>(DumpState{other.dump_->calls, {}})
+                          : nullptr) {}
+  FlightRecorder& operator=(const FlightRecorder& other) {
+    if (this != &other) *this = FlightRecorder(other);
+    return *this;
+  }
+  FlightRecorder(FlightRecorder&&) noexcept = default;
+  FlightRecorder& operator=(FlightRecorder&&) noexcept = default;
+
+  // Makes room for the next record: call before a meeting changes any state, since a ring
+  // growing past kReportDepth may throw MemoryError here.
+  void make_room() {
+    if (records_.size() < kReportDepth || records_.size() < records_.capacity() ||
+        records_.size() >= capacity_)
+      return;
+    const size_t grown = std::min(capacity_, records_.size() * 2);
+    dump_->held = MemoryReservation((grown - kReportDepth) * sizeof(CollectiveRecord),
+                                    "flight recorder buffer (--fr-buffer-size)");
+    records_.reserve(grown);
+  }
   void enter(const CollectiveRecord& record) {
-    if (records_.size() < kCapacity) {
+    if (dump_)
+      ++(record.peer >= 0 ? calls_on(record.group_id).p2p : calls_on(record.group_id).collectives);
+    if (records_.size() < capacity_) {
       records_.push_back(record);
     } else {
-      records_[total_ % kCapacity] = record;
+      records_[total_ % capacity_] = record;
     }
     ++total_;
   }
   // How the newest record ended.
   void settle(CollectiveRecord::State state) {
-    if (total_ > 0) records_[(total_ - 1) % kCapacity].state = state;
+    if (total_ > 0) records_[(total_ - 1) % capacity_].state = state;
   }
-  // Oldest first.
-  std::vector<CollectiveRecord> records() const {
+  // The newest `newest` records kept, oldest first.
+  std::vector<CollectiveRecord> records(size_t newest = SIZE_MAX) const {
+    const size_t n = std::min(newest, records_.size());
     std::vector<CollectiveRecord> out;
-    out.reserve(records_.size());
-    const size_t start = records_.size() < kCapacity ? 0 : total_ % kCapacity;
-    for (size_t i = 0; i < records_.size(); ++i)
-      out.push_back(records_[(start + i) % records_.size()]);
+    out.reserve(n);
+    for (uint64_t i = total_ - n; i < total_; ++i) out.push_back(records_[i % capacity_]);
     return out;
   }
   // Every collective the rank entered, including those the ring has dropped.
   uint64_t total() const { return total_; }
+  size_t capacity() const { return capacity_; }
+  // A dump's recorder: the rank's calls per group (empty otherwise).
+  std::vector<GroupCalls> group_calls() const {
+    return dump_ ? dump_->calls : std::vector<GroupCalls>{};
+  }
 
  private:
+  struct DumpState {
+    std::vector<GroupCalls> calls;
+    MemoryReservation held;
+  };
+  // A rank calls on a handful of groups: a linear search beats a map.
+  GroupCalls& calls_on(int64_t group_id) {
+    for (GroupCalls& c : dump_->calls)
+      if (c.group_id == group_id) return c;
+    return dump_->calls.emplace_back(GroupCalls{group_id});
+  }
+
+  size_t capacity_ = kReportDepth;
   std::vector<CollectiveRecord> records_;
   uint64_t total_ = 0;
+  std::unique_ptr<DumpState> dump_;  // only in a recorder made for a dump
 };
 
 }  // namespace meshsim::sim

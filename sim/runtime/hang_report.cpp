@@ -345,7 +345,9 @@ class RootCause {
     const bool majority = n >= 2 && d.sites[n - 1].second.size() > d.sites[n - 2].second.size();
     // A skip of another member's call is the strongest evidence, majority or not: of a step the
     // rank usually runs, or of an earlier iteration of the very step it came from (all earlier
-    // meetings agreed, so it is the one that got ahead).
+    // meetings agreed, so it is the one that got ahead). A step run once (a program without
+    // loops) says nothing of habits: there the fewer side's skip is the odd one, unless the
+    // other side skipped its site in turn (two branches).
     for (size_t i = 0; i < n && odd.empty(); ++i) {
       for (size_t j = 0; j < n && odd.empty(); ++j) {
         if (i == j) continue;
@@ -353,9 +355,14 @@ class RootCause {
         const CallSite& mine = d.sites[i].first;
         const bool earlier_pass = mine.same_step(other) && mine.outer_hash == other.outer_hash &&
                                   other.iterations < mine.iterations;
+        const bool fewer =
+            d.sites[i].second.size() < d.sites[j].second.size() && mine.depth() == 0 &&
+            other.depth() == 0 &&
+            std::none_of(d.sites[j].second.begin(), d.sites[j].second.end(),
+                         [&](int64_t o) { return activity(o).skipped.skipped(mine, d.group_id); });
         for (int64_t rank : d.sites[i].second) {
           if (activity(rank).skipped.skipped(other, d.group_id) &&
-              (earlier_pass || runs_usually(rank, other)))
+              (earlier_pass || fewer || runs_usually(rank, other)))
             odd.push_back(rank);
         }
         if (!odd.empty()) {
@@ -1363,7 +1370,8 @@ HangReport analyze_hang(const std::vector<RankActivity>& activity, const Rendezv
   };
   for (const SiteDivergence& d : report.divergences) label(d.group_id);
   for (const RankActivity& a : activity) {
-    for (const CollectiveRecord& c : a.history.records()) label(c.group_id);
+    for (const CollectiveRecord& c : a.history.records(FlightRecorder::kReportDepth))
+      label(c.group_id);
   }
   report.groups = rendezvous.collective_groups();
   for (const auto& [id, members] : report.groups) label(id);

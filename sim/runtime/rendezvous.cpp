@@ -111,9 +111,10 @@ void Rendezvous::meet_pair(int64_t rank, int64_t src, int64_t dst, const Group& 
 void Rendezvous::enter_and_wait(int64_t rank, Channel& channel, size_t pos, const Group& group,
                                 const Signature& signature, Exchange exchange, Executor& executor,
                                 bool point_to_point) {
+  RankActivity& me = activity_[static_cast<size_t>(rank)];
+  if (signature.op != CollectiveOp::kNewGroup) me.history.make_room();
   const int64_t seq = ++channel.last_seq[pos];
   Meeting& m = meeting_at(channel, seq, group, point_to_point);
-  RankActivity& me = activity_[static_cast<size_t>(rank)];
   ++me.meetings_entered;
   me.last_seq = seq;
   if (signature.op != CollectiveOp::kNewGroup) {

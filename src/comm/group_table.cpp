@@ -106,6 +106,28 @@ std::string GroupTable::label(int64_t id) const {
   return fmt::format("{}#{}", origin, id - e->first);
 }
 
+std::string GroupTable::origin(int64_t id) const {
+  const Entry* e = id == 0 ? nullptr : covering(entries_, id);
+  return e == nullptr ? std::string() : e->origin;
+}
+
+std::vector<int64_t> GroupTable::groups_of(int64_t rank) const {
+  const auto mine = overrides_.find(rank);
+  const std::vector<Entry>* own = mine == overrides_.end() ? nullptr : &mine->second;
+  std::vector<int64_t> out;
+  for (const Entry& e : entries_) {
+    const int64_t g = e.batch->group_of(rank);
+    if (g >= 0 && (own == nullptr || covering(*own, e.first + g) == nullptr))
+      out.push_back(e.first + g);
+  }
+  if (own != nullptr) {
+    for (const Entry& e : *own)
+      if (const int64_t g = e.batch->group_of(rank); g >= 0) out.push_back(e.first + g);
+    std::sort(out.begin(), out.end());
+  }
+  return out;
+}
+
 RankList GroupTable::members(int64_t id, int64_t rank) const {
   if (!overrides_.empty()) {
     const auto it = overrides_.find(rank);

@@ -51,6 +51,11 @@ class GroupTable {
   // How reports name group `id`: "WORLD", "world.tp#6" (the 7th group of a mesh dim's batch),
   // "a" (a batch of one), or the number itself when nothing says what created it.
   std::string label(int64_t id) const;
+  // What created group `id` ("world.tp", "a"), empty for WORLD and groups nothing named.
+  std::string origin(int64_t id) const;
+  // The groups `rank` is a member of, WORLD first, in the order they were created, as it sees
+  // them (a process's own process groups).
+  std::vector<int64_t> groups_of(int64_t rank) const;
   // The newest group below `limit` whose members are `sorted_members`, as `rank` sees it.
   std::optional<int64_t> find(std::span<const int64_t> sorted_members, int64_t limit,
                               int64_t rank) const;

@@ -1,8 +1,9 @@
 // libFuzzer target: any bytes as one rank's Flight Recorder dump (pickle or JSON): the pickle
-// reader with nothing allowed, the tree conversion and the schema decoding; then fr analyze's
-// matching and reports on it, as the dump of ranks 0 and 1 of a job, and fr to-scenario's replay
-// of it, which is loaded as a scenario (a refusal there is an error message too). A refusal must
-// be a meshsim::Error; a crash, a hang or any other exception is a bug.
+// reader with nothing allowed, the tree conversion and the schema decoding; the writer (the dump
+// written again in either encoding must read back the same); fr analyze's matching and reports
+// on it, as the dump of ranks 0 and 1 of a job; and fr to-scenario's replay of it, which is
+// loaded as a scenario (a refusal there is an error message too). A refusal must be a
+// meshsim::Error; a crash, a hang or any other exception is a bug.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -14,6 +15,7 @@
 #include "sim/steps/builtin_steps.hpp"
 #include "src/error.hpp"
 #include "src/io/fr_dump.hpp"
+#include "src/io/fr_dump_writer.hpp"
 #include "src/tensor/memory_budget.hpp"
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
@@ -27,6 +29,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         meshsim::read_fr_dump(std::string(reinterpret_cast<const char*>(data), size), "fuzz");
     // Every entry came from the input: never more entries than bytes.
     if (dump.entries.size() > size) __builtin_trap();
+    // What the writer makes of it reads back to the same record, in either encoding (JSON has
+    // no frames).
+    const meshsim::FrDump pickled = meshsim::read_fr_dump(meshsim::fr_dump_pickle(dump), "again");
+    const meshsim::FrDump json = meshsim::read_fr_dump(meshsim::fr_dump_json(dump), "again");
+    if (pickled.entries.size() != dump.entries.size() ||
+        json.entries.size() != dump.entries.size() ||
+        pickled.pg_config.size() != dump.pg_config.size())
+      __builtin_trap();
+    for (size_t i = 0; i < dump.entries.size(); ++i) {
+      const meshsim::FrEntry& a = dump.entries[i];
+      for (const meshsim::FrEntry* b : {&pickled.entries[i], &json.entries[i]}) {
+        if (a.record_id != b->record_id || a.collective_seq_id != b->collective_seq_id ||
+            a.input_sizes != b->input_sizes || a.output_sizes != b->output_sizes ||
+            a.state != b->state || a.time_created_ns != b->time_created_ns)
+          __builtin_trap();
+      }
+      if (a.frames.size() != pickled.entries[i].frames.size()) __builtin_trap();
+    }
     const std::vector<meshsim::sim::FrRankDump> job = {{0, "rank0", dump}, {1, "rank1", dump}};
     const meshsim::sim::FrAnalysis analysis = meshsim::sim::analyze_fr_dumps(job);
     if (analysis.ranks.size() != static_cast<size_t>(analysis.world_size)) __builtin_trap();

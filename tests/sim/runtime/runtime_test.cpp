@@ -513,15 +513,45 @@ TEST_CASE("runtime: flight recorders keep each rank's last collectives", "[sim][
   const FlightRecorder& rank0 = hang->ranks[0].activity.history;
   CHECK(rank0.total() == 11);
   const std::vector<CollectiveRecord> records = rank0.records();
-  REQUIRE(records.size() == FlightRecorder::kCapacity);
+  REQUIRE(records.size() == FlightRecorder::kReportDepth);
   CHECK(records.front().seq == 4);  // the oldest kept: seqs 4 .. 11
   CHECK(records.back().seq == 11);
   CHECK(records.back().signature.op == CollectiveOp::kAllReduce);
   CHECK(records.back().state == CollectiveRecord::State::kWaiting);
   CHECK(records[6].state == CollectiveRecord::State::kCompleted);
-  CHECK(hang_json(*hang)["ranks"][0]["history"].size() == FlightRecorder::kCapacity);
+  CHECK(hang_json(*hang)["ranks"][0]["history"].size() == FlightRecorder::kReportDepth);
   CHECK(hang_json(*hang)["ranks"][0]["history_total"] == 11);
-  CHECK(hang_json(*hang)["ranks"][1]["history"].size() == FlightRecorder::kCapacity);
+  CHECK(hang_json(*hang)["ranks"][1]["history"].size() == FlightRecorder::kReportDepth);
+}
+
+TEST_CASE("runtime: a dump's flight recorder counts calls per group as c10d does, and wraps",
+          "[sim][runtime][hang]") {
+  FlightRecorder recorder = FlightRecorder::for_dump(10);
+  auto call = [&](int64_t group, int64_t peer) {
+    CollectiveRecord r;
+    r.group_id = group;
+    r.peer = peer;
+    recorder.make_room();
+    recorder.enter(r);
+  };
+  for (int i = 0; i < 12; ++i) call(0, -1);  // WORLD: 12 collectives, the ring wraps at 10
+  call(0, 1);                                // WORLD: a send or recv
+  call(5, -1);                               // group 5: a collective
+  call(0, 2);                                // WORLD: a send or recv with another peer
+  CHECK(recorder.total() == 15);
+  const std::vector<CollectiveRecord> kept = recorder.records();
+  REQUIRE(kept.size() == 10);  // the newest 10, oldest first
+  CHECK(kept.back().peer == 2);
+  CHECK(kept[kept.size() - 2].group_id == 5);
+  const std::vector<FlightRecorder::GroupCalls> calls = recorder.group_calls();
+  REQUIRE(calls.size() == 2);
+  CHECK((calls[0].group_id == 0 && calls[0].collectives == 12 && calls[0].p2p == 2));
+  CHECK((calls[1].group_id == 5 && calls[1].collectives == 1 && calls[1].p2p == 0));
+  REQUIRE(recorder.records(1).size() == 1);
+  recorder.settle(CollectiveRecord::State::kCompleted);
+  CHECK(recorder.records(1)[0].state == CollectiveRecord::State::kCompleted);
+  // A report's recorder (the default capacity) counts nothing.
+  CHECK(FlightRecorder().group_calls().empty());
 }
 
 TEST_CASE("runtime: the first divergence is where members called from different places",
