@@ -357,9 +357,9 @@ class Analyzer {
 
   // A call its members split evenly on (an extra call in a pair tells nothing by itself): the
   // other groups of the same DeviceMesh dim run the same program, so what their members called
-  // at the same seq (`text_of` their entries) says which side is the odd one. Sorts `variants`
-  // by ranks plus such votes, fewest first; true when the votes decided (no tie left at the top).
-  // Groups that are not a mesh dim's are not assumed alike.
+  // at the same seq (`text_of` their entries) says which side is the odd one. When the votes
+  // decide (no tie left at the top), sorts `variants` by ranks plus votes, fewest first, and
+  // returns true; else leaves them. Groups that are not a mesh dim's are not assumed alike.
   template <typename TextOf>
   bool break_tie(const CallKey& key, std::vector<FrVariant>& variants, TextOf text_of) const {
     const FrGroup& mine = group(key.first);
@@ -377,22 +377,66 @@ class Analyzer {
       const auto it = votes.find(v.text);
       return v.ranks.size() + (it == votes.end() ? size_t{0} : it->second);
     };
-    std::stable_sort(variants.begin(), variants.end(),
+    std::vector<FrVariant> sorted = variants;
+    std::stable_sort(sorted.begin(), sorted.end(),
                      [&](const FrVariant& a, const FrVariant& b) { return weight(a) < weight(b); });
-    return weight(variants[variants.size() - 1]) > weight(variants[variants.size() - 2]);
+    if (weight(sorted[sorted.size() - 1]) == weight(sorted[sorted.size() - 2])) return false;
+    variants = std::move(sorted);
+    return true;
+  }
+
+  // The ranks whose dumps hold a call from frame f's line (file and line).
+  const std::set<size_t>& callers_of(const FrFrame& f) {
+    if (callers_.empty()) {
+      for (size_t r = 0; r < views_.size(); ++r) {
+        if (views_[r].dump == nullptr) continue;
+        for (const FrEntry& e : views_[r].dump->dump.entries)
+          if (const FrFrame* u = user_frame(e)) callers_[{u->filename, u->line}].insert(r);
+      }
+    }
+    return callers_[{f.filename, f.line}];
+  }
+
+  // The collective every root is missing from, when the fewer ranks waiting in it called it from
+  // a line no other rank ever called (`if rank == 3: dist.all_reduce(...)`): an extra call by
+  // them, not a call the roots skipped. Null otherwise (or without frames).
+  const FrOpenCall* extra_call(const std::vector<int64_t>& roots) {
+    const FrOpenCall* call = call_missing(roots.front());
+    // Fewer ranks in the call than went on without it (a pair tells nothing), since the line
+    // that made it may as well be one the others skipped (`if rank != 3: ...`).
+    if (call == nullptr || call->p2p || call->waiting.empty() ||
+        call->waiting.size() >= call->missing.size())
+      return nullptr;
+    for (const int64_t r : roots)
+      if (call_missing(r) != call) return nullptr;
+    std::optional<std::pair<std::string, int64_t>> line;
+    for (const int64_t w : call->waiting) {
+      const RankView& v = views_[static_cast<size_t>(w)];
+      if (v.dump == nullptr || !v.oldest_open) return nullptr;
+      const FrFrame* f = user_frame(v.dump->dump.entries[*v.oldest_open]);
+      if (f == nullptr || (line && *line != std::pair(f->filename, f->line))) return nullptr;
+      line = {f->filename, f->line};
+    }
+    for (const size_t r : callers_of({"", line->first, line->second}))
+      if (!std::binary_search(call->waiting.begin(), call->waiting.end(), static_cast<int64_t>(r)))
+        return nullptr;
+    return call;
+  }
+
+  void blame_extra(const FrOpenCall& call, const std::vector<int64_t>& roots) {
+    out_.verdict = FrAnalysis::Verdict::kDeadlock;
+    out_.cause = HangCause::kExtraCollective;
+    out_.culprits = call.waiting;
+    out_.summary.push_back(fmt::format(
+        "{} called {} on {} seq {} at {}, a line no other rank calls; {} went on without it",
+        ranks_text(call.waiting), call.call, group(call.group).label, call.seq, call.site,
+        ranks_text(roots)));
   }
 
   // An even divergence where one side called from a line no rank outside it ever called (a call
   // planted on one rank: `if rank == 3: dist.all_reduce(...)`): that side is the odd one, moved
   // first. False when no single side is.
   bool only_side_calling(const std::vector<RankEntry>& members, std::vector<FrVariant>& sites) {
-    if (callers_.empty()) {
-      for (size_t r = 0; r < views_.size(); ++r) {
-        if (views_[r].dump == nullptr) continue;
-        for (const FrEntry& e : views_[r].dump->dump.entries)
-          if (const FrFrame* f = user_frame(e)) callers_[{f->filename, f->line}].insert(r);
-      }
-    }
     std::optional<size_t> odd;
     for (size_t v = 0; v < sites.size(); ++v) {
       const std::vector<int64_t>& side = sites[v].ranks;
@@ -401,7 +445,7 @@ class Analyzer {
           members, [&](const RankEntry& m) { return m.first == side.front(); });
       const FrFrame* f = it == members.end() ? nullptr : user_frame(entry(it->first, it->second));
       if (f == nullptr) return false;
-      const std::set<size_t>& callers = callers_.at({f->filename, f->line});
+      const std::set<size_t>& callers = callers_of(*f);
       if (std::ranges::all_of(callers,
                               [&](size_t r) { return in_side(static_cast<int64_t>(r)); })) {
         if (odd) return false;
@@ -427,7 +471,9 @@ class Analyzer {
       if (by_site.size() < 2) continue;
       seen.insert(key.first);
       std::vector<FrVariant> sites = variants_of(std::move(by_site), false);
-      if (sites[0].ranks.size() == sites[1].ranks.size() && !only_side_calling(members, sites))
+      const size_t n = sites.size();  // fewest first: a tie at the top is an even split
+      if (sites[n - 1].ranks.size() == sites[n - 2].ranks.size() &&
+          !only_side_calling(members, sites))
         break_tie(key, sites,
                   [](const FrEntry& e) { return e.frames.empty() ? "" : site_text(e); });
       out_.divergences.push_back({key.first, key.second, std::move(sites), created(members)});
@@ -626,7 +672,10 @@ class Analyzer {
     const std::vector<int64_t> cycle =
         went_on.empty() ? find_cycle(blocked) : std::vector<int64_t>{};
     if (!went_on.empty()) {
-      blame_roots(went_on);
+      if (const FrOpenCall* extra = extra_call(went_on))
+        blame_extra(*extra, went_on);
+      else
+        blame_roots(went_on);
     } else if (!cycle.empty()) {
       blame_cycle(cycle);
     } else if (!roots.empty()) {
@@ -730,7 +779,8 @@ class Analyzer {
         const std::string waited =
             call->p2p
                 ? fmt::format("that rank {}'s {} waits for", call->waiting.front(), call->call)
-                : fmt::format("that {} wait in", ranks_text(call->waiting));
+                : fmt::format("that {} {} in", ranks_text(call->waiting),
+                              call->waiting.size() > 1 ? "wait" : "waits");
         if (!has_dump(root)) {
           what =
               fmt::format("left no dump; {} wait for it in {}", ranks_text(call->waiting), where);

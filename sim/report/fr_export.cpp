@@ -1,5 +1,7 @@
 #include "sim/report/fr_export.hpp"
 
+#include <algorithm>
+#include <climits>
 #include <cmath>
 #include <map>
 
@@ -47,15 +49,14 @@ std::string_view nccl_op(CollectiveOp op) {
 
 // c10d's description of a group: the default group, a DeviceMesh dim's ("mesh_tp"), or what
 // new_group gives one without a description.
-std::string group_desc(const GroupTable& groups, int64_t id) {
+std::string group_desc(const GroupTable& groups, int64_t id, int64_t rank) {
   if (id == 0) return "default_pg";
-  std::string origin = groups.origin(id);
-  const size_t dot = origin.rfind('.');
-  if (dot == std::string::npos) return "undefined";
-  return "mesh_" + origin.substr(dot + 1);
+  const std::optional<std::string> dim = groups.mesh_dim(id, rank);
+  return dim ? "mesh_" + *dim : "undefined";
 }
 
-// Input and output sizes and dtypes of one call, as the NCCL backend records its tensors.
+// Input and output sizes and dtypes of one call, as the NCCL backend records its tensors (the
+// signature holds an all-to-all's first chunk).
 void fill_tensors(const CollectiveRecord& c, int64_t group_size, FrEntry& e) {
   std::vector<int64_t> in(c.signature.shape.view().begin(), c.signature.shape.view().end());
   const std::string dtype(scalar_type_name(c.signature.dtype));
@@ -82,11 +83,17 @@ void fill_tensors(const CollectiveRecord& c, int64_t group_size, FrEntry& e) {
       out = {in};
       in_dtype = "Long";
       break;
-    case CollectiveOp::kAllGatherObject:  // this rank's size in, every member's out
+    case CollectiveOp::kAllGatherObject:  // this rank's size in, every member's out (flat)
       in = {1};
-      out.assign(static_cast<size_t>(group_size), {1});
+      out = {{group_size, 1}};
       in_dtype = "Long";
       break;
+    case CollectiveOp::kAllToAll:  // a chunk to and from each member: the lists' tensors
+      e.input_sizes.assign(static_cast<size_t>(group_size), in);
+      e.input_dtypes.assign(static_cast<size_t>(group_size), dtype);
+      e.output_sizes = e.input_sizes;
+      e.output_dtypes = e.input_dtypes;
+      return;
     default:
       break;
   }
@@ -114,7 +121,7 @@ FrDump rank_fr_dump(int64_t rank, const FlightRecorder& recorder, const GroupTab
     const RankList members = groups.members(id, rank);
     const std::string name = std::to_string(id);
     pg_id.emplace(id, static_cast<int64_t>(pg_id.size()));
-    dump.pg_config[name] = {name, group_desc(groups, id),
+    dump.pg_config[name] = {name, group_desc(groups, id, rank),
                             members ? *members : std::vector<int64_t>{}};
   }
   const std::vector<CollectiveRecord> records = recorder.records();
@@ -134,18 +141,18 @@ FrDump rank_fr_dump(int64_t rank, const FlightRecorder& recorder, const GroupTab
   for (size_t i = 0; i < records.size(); ++i) {
     const CollectiveRecord& c = records[i];
     const RankList members = groups.members(c.group_id, rank);
-    const int64_t size = members ? static_cast<int64_t>(members->size()) : 1;
-    auto group_rank = [&](int64_t global) {
-      const auto it = members ? std::lower_bound(members->begin(), members->end(), global)
-                              : std::vector<int64_t>::const_iterator{};
-      return members && it != members->end() && *it == global ? it - members->begin() : global;
+    const Group group(std::to_string(c.group_id),
+                      members ? members : std::make_shared<const std::vector<int64_t>>(), rank);
+    const auto group_rank = [&](int64_t global) {
+      const int64_t g = group.group_rank(global);
+      return g < 0 ? global : g;  // a group the rank's table lost: its global rank
     };
     FrEntry e;
     e.record_id = static_cast<int64_t>(first_id + i);
     const auto id = pg_id.find(c.group_id);
     e.pg_id = id == pg_id.end() ? -1 : id->second;
     e.pg_name = std::to_string(c.group_id);
-    e.pg_desc = group_desc(groups, c.group_id);
+    e.pg_desc = group_desc(groups, c.group_id, rank);
     e.is_p2p = c.peer >= 0;
     e.collective_seq_id = numbers[i].collectives;
     e.p2p_seq_id = numbers[i].p2p;
@@ -158,13 +165,15 @@ FrDump rank_fr_dump(int64_t rank, const FlightRecorder& recorder, const GroupTab
     } else {
       e.profiling_name = fmt::format("nccl:recv {}<-{}", group_rank(rank), group_rank(c.peer));
     }
-    fill_tensors(c, size, e);
+    fill_tensors(c, std::max<int64_t>(group.size(), 1), e);
     // Calls block in a simulation: a call not completed was launched, and waits on its peers.
     const bool done = c.state == CollectiveRecord::State::kCompleted;
     e.state = done ? "completed" : "started";
     e.retired = done;
     e.timeout_ms = kTimeoutMs;
-    e.time_created_ns = kFrDumpEpochNs + std::llround(c.entered_at * 1e9);
+    // Virtual clocks add up (long sleeps in long loops): past int64 the time saturates.
+    constexpr double kLatest = static_cast<double>(INT64_MAX - kFrDumpEpochNs) - 1024;
+    e.time_created_ns = kFrDumpEpochNs + std::llround(std::clamp(c.entered_at * 1e9, 0.0, kLatest));
     e.thread_name = "meshsim";
     e.thread_id = std::to_string(rank);
     const std::string loops = c.site.iterations_text();

@@ -18,7 +18,7 @@ namespace meshsim::sim {
 // "never").
 inline constexpr int64_t kFrDumpEpochNs = int64_t{1767225600} * 1'000'000'000;
 
-// `scenario_file` names the frames' file; `world_size` is WORLD's.
+// `scenario_file` names the frames' file.
 FrDump rank_fr_dump(int64_t rank, const FlightRecorder& recorder, const GroupTable& groups,
                     const std::string& scenario_file);
 

@@ -406,9 +406,7 @@ class Writer {
     for (const FrRankDump* d : by_rank_) {
       if (d == nullptr) continue;
       const auto& entries = d->dump.entries;
-      std::set<std::pair<std::string, int64_t>> closed;  // coalescing groups that finished
-      for (const FrEntry& e : entries)
-        if (closes_coalesced(e) && finished(e)) closed.emplace(e.pg_name, e.collective_seq_id);
+      const auto closed = closed_batches(*d);
       bool open = false;
       for (const FrEntry& e : entries) {
         const bool done = finished(e) || closed.contains({e.pg_name, e.collective_seq_id});
@@ -465,6 +463,15 @@ class Writer {
              start_seq_[g]);
   }
 
+  // The coalescing groups (pg name, seq) of a dump that finished: the calls in one finish with
+  // its closing entry, though NCCL leaves them "scheduled".
+  static std::set<std::pair<std::string, int64_t>> closed_batches(const FrRankDump& d) {
+    std::set<std::pair<std::string, int64_t>> closed;
+    for (const FrEntry& e : d.dump.entries)
+      if (closes_coalesced(e) && finished(e)) closed.emplace(e.pg_name, e.collective_seq_id);
+    return closed;
+  }
+
   bool wrapped(size_t rank) const {
     const FrRankDump* d = by_rank_[rank];
     return d != nullptr && !d->dump.entries.empty() && d->dump.entries.front().record_id > 0;
@@ -480,11 +487,14 @@ class Writer {
     for (size_t r = 0; r < by_rank_.size(); ++r) {
       if (by_rank_[r] == nullptr) continue;
       const auto& entries = by_rank_[r]->dump.entries;
+      const auto closed = closed_batches(*by_rank_[r]);
       for (size_t i = 0; i < entries.size(); ++i) {
         const FrEntry& e = entries[i];
         const std::optional<size_t> g = group_of(e);
         const std::optional<int64_t> peer = g ? peer_of(e, *g) : std::nullopt;
-        if (!e.is_p2p || !peer || !finished(e)) continue;
+        if (!e.is_p2p || !peer ||
+            !(finished(e) || closed.contains({e.pg_name, e.collective_seq_id})))
+          continue;
         const bool send = op_name(e) == "send";
         const auto rank = static_cast<int64_t>(r);
         pairs[{*g, send ? rank : *peer, send ? *peer : rank}][send ? 0 : 1].push_back(i);
@@ -1050,14 +1060,15 @@ class Writer {
         waits.push_back(fmt::format("{} = {}", r.rank, ranks_list(r.waits_for)));
     }
     // Who is off is a judgement: in a cycle of waits, on the program's order (the rank that
-    // went ahead), or on which side skipped a call; with sends and recvs, on which story comes
-    // first. meshsim's run judges from this file's steps, whose order need not be the
-    // program's; the ranks that block, and whom they wait for, the calls alone decide.
+    // went ahead), or on which side skipped a call or made an extra one; with sends and recvs,
+    // on which story comes first. meshsim's run judges from this file's steps, whose order need
+    // not be the program's; the ranks that block, and whom they wait for, the calls alone
+    // decide.
     const HangCause cause = analysis_.cause;
-    const bool judged = cause == HangCause::kOrderInversion ||
-                        cause == HangCause::kHeadToHeadSend ||
-                        cause == HangCause::kHeadToHeadRecv ||
-                        cause == HangCause::kPointToPointCycle || p2p_waits || split_evenly();
+    const bool judged =
+        cause == HangCause::kOrderInversion || cause == HangCause::kExtraCollective ||
+        cause == HangCause::kHeadToHeadSend || cause == HangCause::kHeadToHeadRecv ||
+        cause == HangCause::kPointToPointCycle || p2p_waits || split_evenly();
     std::string comment;
     if (!complete || judged || analysis_.culprits.empty()) {
       comment = analysis_.culprits.empty()

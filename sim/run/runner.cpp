@@ -185,7 +185,6 @@ void add_rank_warnings(const std::vector<std::vector<Warning>>& by_rank, Scenari
 
 namespace {
 
-// One run; `wanted` gets the probe the hang report asks for, if any.
 // Whether a run that asked for `wanted` is run again with that probe. The simulated backend runs
 // the same schedule again (deterministic, and cheap next to a real job); real devices and a kept
 // checkpoint directory are not run twice.
@@ -193,6 +192,7 @@ bool runs_again(const RunOptions& options, const std::optional<ProbeRequest>& wa
   return wanted && !options.probe && options.backend.entry().simulated && !options.keep_checkpoints;
 }
 
+// One run; `wanted` gets the probe the hang report asks for, if any.
 ScenarioResult run_once(const Scenario& scenario, const RunOptions& options,
                         std::optional<ProbeRequest>& wanted) {
   const auto start = std::chrono::steady_clock::now();

@@ -65,13 +65,17 @@ class FlightRecorder {
     r.dump_ = std::make_unique<DumpState>();
     return r;
   }
-  // A copy (a hang report's) holds the same records without charging the budget again.
+  // A copy is what a hang report keeps: the newest kReportDepth records, as a report's recorder
+  // (a dump's whole ring, copied per rank, would double its memory outside the budget).
   FlightRecorder(const FlightRecorder& other)
-      : capacity_(other.capacity_),
-        records_(other.records_),
-        total_(other.total_),
-        dump_(other.dump_ ? std::make_unique<DumpState>(DumpState{other.dump_->calls, {}})
-                          : nullptr) {}
+      : records_(other.records(kReportDepth)), total_(other.total_) {
+    // records() is oldest first; a ring that wrapped holds record i at i % capacity.
+    if (total_ > records_.size()) {
+      capacity_ = records_.size();
+      const auto shift = static_cast<std::ptrdiff_t>(total_ % capacity_);
+      std::rotate(records_.begin(), records_.end() - shift, records_.end());
+    }
+  }
   FlightRecorder& operator=(const FlightRecorder& other) {
     if (this != &other) *this = FlightRecorder(other);
     return *this;
@@ -82,7 +86,7 @@ class FlightRecorder {
   // Makes room for the next record: call before a meeting changes any state, since a ring
   // growing past kReportDepth may throw MemoryError here.
   void make_room() {
-    if (records_.size() < kReportDepth || records_.size() < records_.capacity() ||
+    if (!dump_ || records_.size() < kReportDepth || records_.size() < records_.capacity() ||
         records_.size() >= capacity_)
       return;
     const size_t grown = std::min(capacity_, records_.size() * 2);

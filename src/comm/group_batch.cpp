@@ -15,6 +15,7 @@ std::shared_ptr<const GroupBatch> GroupBatch::of_axis(const Axis& axis, SharedRa
   MESHSIM_ASSERT(world_size <= std::numeric_limits<int32_t>::max(),
                  fmt::format("world of {} ranks", world_size));
   std::shared_ptr<GroupBatch> batch(new GroupBatch());
+  batch->of_mesh_dim_ = true;
   const std::span<const int64_t> table = map->ranks();
   const auto table_size = static_cast<int64_t>(table.size());
   // Once per world, but as large as the world: counted like tensor data (MemoryError).

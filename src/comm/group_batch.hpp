@@ -34,6 +34,8 @@ class GroupBatch {
   const std::string& invalid() const { return invalid_; }
   // Whether both batches hold the same member lists in the same order.
   bool same_groups(const GroupBatch& other) const;
+  // Whether it is a DeviceMesh dim's groups (of_axis), not groups new_group made.
+  bool of_mesh_dim() const { return of_mesh_dim_; }
   // "[0, 1, 2]" for one group; "8192 groups of 8 ([0, ..., 7], ...)" for several.
   std::string describe() const;
 
@@ -43,6 +45,7 @@ class GroupBatch {
   std::vector<RankList> members_;
   std::vector<int32_t> group_of_rank_;  // by global rank; empty for a single group
   std::string invalid_;
+  bool of_mesh_dim_ = false;
 };
 
 using SharedGroupBatch = std::shared_ptr<const GroupBatch>;

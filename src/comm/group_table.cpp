@@ -106,9 +106,15 @@ std::string GroupTable::label(int64_t id) const {
   return fmt::format("{}#{}", origin, id - e->first);
 }
 
-std::string GroupTable::origin(int64_t id) const {
-  const Entry* e = id == 0 ? nullptr : covering(entries_, id);
-  return e == nullptr ? std::string() : e->origin;
+std::optional<std::string> GroupTable::mesh_dim(int64_t id, int64_t rank) const {
+  const Entry* e = nullptr;
+  if (const auto mine = overrides_.find(rank); mine != overrides_.end())
+    e = covering(mine->second, id);
+  if (e == nullptr && id != 0) e = covering(entries_, id);
+  if (e == nullptr || !e->batch->of_mesh_dim()) return std::nullopt;
+  // Labels are "mesh.dim", or the dim alone for a mesh named after its only dim.
+  const size_t dot = e->origin.rfind('.');
+  return dot == std::string::npos ? e->origin : e->origin.substr(dot + 1);
 }
 
 std::vector<int64_t> GroupTable::groups_of(int64_t rank) const {

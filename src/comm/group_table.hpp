@@ -51,8 +51,9 @@ class GroupTable {
   // How reports name group `id`: "WORLD", "world.tp#6" (the 7th group of a mesh dim's batch),
   // "a" (a batch of one), or the number itself when nothing says what created it.
   std::string label(int64_t id) const;
-  // What created group `id` ("world.tp", "a"), empty for WORLD and groups nothing named.
-  std::string origin(int64_t id) const;
+  // The DeviceMesh dim group `id` belongs to as `rank` sees it ("tp" of "world.tp"); none for
+  // WORLD and groups new_group made.
+  std::optional<std::string> mesh_dim(int64_t id, int64_t rank) const;
   // The groups `rank` is a member of, WORLD first, in the order they were created, as it sees
   // them (a process's own process groups).
   std::vector<int64_t> groups_of(int64_t rank) const;

@@ -1,5 +1,7 @@
 #include "src/io/fr_dump_writer.hpp"
 
+#include <unordered_map>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -20,23 +22,23 @@ class DumpPickler {
   std::string write(const FrDump& d) {
     begin_dict();
     key("version");
-    w_.string(d.version);
+    text(d.version);
     key("pg_config");
     begin_dict();
     for (const auto& [name, g] : d.pg_config) {
       key(name);
       begin_dict();
       key("name");
-      w_.string(g.name);
+      text(g.name);
       key("desc");
-      w_.string(g.desc);
+      text(g.desc);
       key("ranks");
-      w_.string(ranks_text(g.ranks));
+      text(ranks_text(g.ranks));
       end_dict();
     }
     end_dict();
     key("comm_lib_version");
-    w_.string(d.comm_lib_version);
+    text(d.comm_lib_version);
     key("pg_status");
     begin_dict();
     for (const auto& [id, s] : d.pg_status) {
@@ -67,9 +69,9 @@ class DumpPickler {
     for (const FrFrame& f : e.frames) {
       begin_dict();
       key("name");
-      w_.string(f.name);
+      text(f.name);
       key("filename");
-      w_.string(f.filename);
+      text(f.filename);
       key("line");
       w_.integer(f.line);
       end_dict();
@@ -81,13 +83,13 @@ class DumpPickler {
     w_.integer(e.pg_id);
     key("process_group");
     w_.mark();
-    w_.string(e.pg_name);
-    w_.string(e.pg_desc);
+    text(e.pg_name);
+    text(e.pg_desc);
     w_.tuple_from_mark();
     key("thread_name");
-    w_.string(e.thread_name);
+    text(e.thread_name);
     key("thread_id");
-    w_.string(e.thread_id);
+    text(e.thread_id);
     key("collective_seq_id");
     w_.integer(e.collective_seq_id);
     key("p2p_seq_id");
@@ -95,7 +97,7 @@ class DumpPickler {
     key("op_id");
     w_.integer(e.op_id);
     key("profiling_name");
-    w_.string(e.profiling_name);
+    text(e.profiling_name);
     key("time_created_ns");
     time(e.time_created_ns);
     key("input_sizes");
@@ -107,7 +109,7 @@ class DumpPickler {
     key("output_dtypes");
     strings(e.output_dtypes);
     key("state");
-    w_.string(e.state);
+    text(e.state);
     key("time_discovered_started_ns");
     time(e.time_started_ns);
     key("time_discovered_completed_ns");
@@ -137,7 +139,7 @@ class DumpPickler {
   }
   void strings(const std::vector<std::string>& items) {
     begin_list();
-    for (const std::string& s : items) w_.string(s);
+    for (const std::string& s : items) text(s);
     end_list();
   }
   // Containers are filled from a mark: an empty one needs no mark, but one is harmless.
@@ -151,9 +153,22 @@ class DumpPickler {
     w_.mark();
   }
   void end_list() { w_.append_from_mark(); }
-  void key(std::string_view k) { w_.string(k); }
+  void key(std::string_view k) { text(k); }
+  // A string, memoized: keys, names, dtypes, states and file names repeat in every entry, and a
+  // dump of 100,000 entries must stay within what a reader takes (64 MiB).
+  void text(std::string_view s) {
+    if (const auto it = memo_.find(std::string(s)); it != memo_.end()) {
+      w_.memo_get(it->second);
+      return;
+    }
+    w_.string(s);
+    const auto index = static_cast<uint32_t>(memo_.size());
+    w_.memo_put(index);
+    memo_.emplace(s, index);
+  }
 
   PickleWriter w_;
+  std::unordered_map<std::string, uint32_t> memo_;
 };
 
 nlohmann::json json_time(const std::optional<int64_t>& t) {

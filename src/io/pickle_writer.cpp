@@ -33,6 +33,10 @@ enum Op : uint8_t {
   kNewObj = 0x81,
   kBuild = 'b',
   kBinPersId = 'Q',
+  kBinPut = 'q',
+  kLongBinPut = 'r',
+  kBinGet = 'h',
+  kLongBinGet = 'j',
 };
 
 }  // namespace
@@ -108,6 +112,16 @@ void PickleWriter::int_tuple(std::span<const int64_t> values) {
   mark();
   for (int64_t v : values) integer(v);
   tuple_from_mark();
+}
+
+void PickleWriter::memo_put(uint32_t index) {
+  op(index < 256 ? kBinPut : kLongBinPut);
+  little_endian(index, index < 256 ? 1 : 4);
+}
+
+void PickleWriter::memo_get(uint32_t index) {
+  op(index < 256 ? kBinGet : kLongBinGet);
+  little_endian(index, index < 256 ? 1 : 4);
 }
 
 void PickleWriter::mark() {

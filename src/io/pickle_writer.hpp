@@ -1,6 +1,7 @@
 // A writer of Python pickles (protocol 2) for the files meshsim writes in PyTorch's formats: DCP's
-// .metadata and torch.save's data.pkl. It emits opcodes one by one, as the caller walks the object
-// it describes; it names classes but never memoizes, so every value is written where it is used.
+// .metadata, torch.save's data.pkl and Flight Recorder dumps. It emits opcodes one by one, as the
+// caller walks the object it describes; it memoizes only where the caller asks (memo_put and
+// memo_get), so every other value is written where it is used.
 // Python's pickle.load and torch.load(weights_only=True) read what it writes. See
 // docs/checkpoints.md.
 #pragma once
@@ -26,6 +27,10 @@ class PickleWriter {
   void empty_tuple();
   void empty_list();
   void empty_dict();
+  // The value on top of the stack kept in the unpickler's memo under `index` / pushed again from
+  // it (for a value written many times, such as a dict key).
+  void memo_put(uint32_t index);
+  void memo_get(uint32_t index);
   // A tuple of integers (a shape, strides).
   void int_tuple(std::span<const int64_t> values);
 

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "sim/report/fr_export.hpp"
+#include "src/mesh/axis.hpp"
 
 using namespace meshsim;
 using namespace meshsim::sim;
@@ -28,9 +29,10 @@ CollectiveRecord call(int64_t group, CollectiveOp op, std::vector<int64_t> shape
 
 TEST_CASE("fr export: a rank's recorder as the dump NCCL writes", "[sim][report][fr_dump]") {
   GroupTable groups(4);
-  groups.define(1, groups.explicit_group(std::vector<int64_t>{0, 1}), 0, "world.tp");
-  groups.define(2, groups.explicit_group(std::vector<int64_t>{2, 3}), 2, "world.tp");
-  groups.define(3, groups.explicit_group(std::vector<int64_t>{1, 3}), 1, "pairs");
+  // A 2x2 mesh's tp dim: groups 1 = [0, 1] and 2 = [2, 3]; then new_group([1, 3]).
+  const std::vector<int64_t> table{0, 1, 2, 3};
+  groups.define(1, groups.axis_groups(Axis::single(2, 1), groups.rank_map(table)), 0, "world.tp");
+  groups.define(3, groups.explicit_group(std::vector<int64_t>{1, 3}), 1, "new_group");
   FlightRecorder recorder = FlightRecorder::for_dump(16);
   for (const CollectiveRecord& c :
        {call(0, CollectiveOp::kAllReduce, {4}), call(0, CollectiveOp::kSend, {2}, 3, 0.5),

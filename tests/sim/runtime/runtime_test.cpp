@@ -552,6 +552,23 @@ TEST_CASE("runtime: a dump's flight recorder counts calls per group as c10d does
   CHECK(recorder.records(1)[0].state == CollectiveRecord::State::kCompleted);
   // A report's recorder (the default capacity) counts nothing.
   CHECK(FlightRecorder().group_calls().empty());
+  // A copy (a hang report's) keeps the newest kReportDepth records, in order, of rings larger
+  // and smaller than that.
+  for (const size_t capacity : {size_t{3}, size_t{10}}) {
+    FlightRecorder ring = FlightRecorder::for_dump(capacity);
+    for (int64_t i = 0; i < 13; ++i) {
+      CollectiveRecord r;
+      r.seq = i;
+      ring.make_room();
+      ring.enter(r);
+    }
+    const FlightRecorder copy = ring;
+    const std::vector<CollectiveRecord> copied = copy.records();
+    REQUIRE(copied.size() == std::min(capacity, FlightRecorder::kReportDepth));
+    CHECK(copied.back().seq == 12);
+    CHECK(copied.front().seq == 13 - static_cast<int64_t>(copied.size()));
+    CHECK(copy.total() == 13);
+  }
 }
 
 TEST_CASE("runtime: the first divergence is where members called from different places",
