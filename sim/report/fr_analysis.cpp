@@ -385,16 +385,17 @@ class Analyzer {
     return true;
   }
 
-  // The ranks whose dumps hold a call from frame f's line (file and line).
-  const std::set<size_t>& callers_of(const FrFrame& f) {
-    if (callers_.empty()) {
+  // The ranks whose dumps hold a call from a user line (file and line).
+  const std::set<size_t>& callers_of(const std::string& filename, int64_t line) {
+    if (!callers_indexed_) {
+      callers_indexed_ = true;
       for (size_t r = 0; r < views_.size(); ++r) {
         if (views_[r].dump == nullptr) continue;
         for (const FrEntry& e : views_[r].dump->dump.entries)
           if (const FrFrame* u = user_frame(e)) callers_[{u->filename, u->line}].insert(r);
       }
     }
-    return callers_[{f.filename, f.line}];
+    return callers_[{filename, line}];
   }
 
   // The collective every root is missing from, when the fewer ranks waiting in it called it from
@@ -417,7 +418,7 @@ class Analyzer {
       if (f == nullptr || (line && *line != std::pair(f->filename, f->line))) return nullptr;
       line = {f->filename, f->line};
     }
-    for (const size_t r : callers_of({"", line->first, line->second}))
+    for (const size_t r : callers_of(line->first, line->second))
       if (!std::binary_search(call->waiting.begin(), call->waiting.end(), static_cast<int64_t>(r)))
         return nullptr;
     return call;
@@ -445,7 +446,7 @@ class Analyzer {
           members, [&](const RankEntry& m) { return m.first == side.front(); });
       const FrFrame* f = it == members.end() ? nullptr : user_frame(entry(it->first, it->second));
       if (f == nullptr) return false;
-      const std::set<size_t>& callers = callers_of(*f);
+      const std::set<size_t>& callers = callers_of(f->filename, f->line);
       if (std::ranges::all_of(callers,
                               [&](size_t r) { return in_side(static_cast<int64_t>(r)); })) {
         if (odd) return false;
@@ -1047,6 +1048,7 @@ class Analyzer {
   std::map<CallKey, std::vector<RankEntry>> calls_;  // each rank's first entry at (group, seq)
   // The ranks that called from each user line (file, line), made on first use.
   std::map<std::pair<std::string, int64_t>, std::set<size_t>> callers_;
+  bool callers_indexed_ = false;
   std::vector<std::string> conflicts_, odd_;
   std::vector<size_t> first_missing_;  // by rank (index_missing)
   std::vector<char> lost_;

@@ -118,7 +118,6 @@ class FlightRecorder {
   }
   // Every collective the rank entered, including those the ring has dropped.
   uint64_t total() const { return total_; }
-  size_t capacity() const { return capacity_; }
   // A dump's recorder: the rank's calls per group (empty otherwise).
   std::vector<GroupCalls> group_calls() const {
     return dump_ ? dump_->calls : std::vector<GroupCalls>{};
