@@ -720,6 +720,17 @@ with tempfile.TemporaryDirectory() as tmp:
         check(r.returncode == 2 and says in r.stdout + r.stderr,
               f"run {args}: exit 2 naming {says}: {r.returncode} {r.stdout[-300:]!r} "
               f"{r.stderr!r}")
+    # Two scenarios of one run whose folders would be one: the run says so and fails.
+    twins = os.path.join(tmp, "fr_twins")
+    os.makedirs(twins)
+    for twin in ("a.toml", "b.toml"):
+        shutil.copy(hung, os.path.join(twins, twin))
+    r = run("run", "--no-time", "--fr-dump", dumps, twins)
+    check(r.returncode == 2 and "a.toml and " in r.stderr and "b.toml share the folder name "
+          "hang-fsdp-skipped-allgather" in r.stderr,
+          f"scenarios sharing a dump folder are named: {r.returncode} {r.stderr!r}")
+    r = run("run", "--no-time", "--fr-dump", dumps, hung, seed_test)
+    check(r.returncode == 0, f"scenarios with distinct names share a --fr-dump: {r.stderr!r}")
 
     # A DCP checkpoint torch wrote, damaged on disk: the load fails on every rank naming the file,
     # the chunk and the CRC-32, never loading the flipped value.

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
@@ -18,6 +19,7 @@
 #include "sim/run/isolated_run.hpp"
 #include "sim/run/rank_error.hpp"
 #include "sim/run/runner.hpp"
+#include "sim/run/scenario_dir_name.hpp"
 #include "sim/runtime/fiber_stack.hpp"
 #include "sim/scenario/input_files.hpp"
 #include "sim/steps/builtin_steps.hpp"
@@ -198,6 +200,9 @@ int run_command(const std::vector<std::string>& paths, const RunFlags& flags) {
   if (!flags.fr_dump_dir.empty()) options.fr_dump_dir = flags.fr_dump_dir;
   options.fr_buffer_size = static_cast<size_t>(flags.fr_buffer_size);
   bool dumps_written = true;
+  // The file whose scenario owns each per-scenario folder (--fr-dump, --keep-checkpoints).
+  std::map<std::string, std::string> folder_owner;
+  const bool keeps_folders = !flags.fr_dump_dir.empty() || !flags.keep_checkpoints.empty();
   nlohmann::json trace_events = nlohmann::json::array();
   std::vector<HungGraph> graphs;
   RunReport report;
@@ -224,6 +229,18 @@ int run_command(const std::vector<std::string>& paths, const RunFlags& flags) {
     // A passing scenario's failures and hangs are the ones it expects: shown with -v only.
     if (!result.passed() || verbose) std::cout << format_failures(result, verbose ? SIZE_MAX : 20);
     if (!result.passed()) std::cout << "  rerun: " << rerun_line(files[i], flags) << "\n";
+    if (keeps_folders) {
+      const std::string folder = scenario_dir_name(result.name);
+      const auto [owner, fresh] = folder_owner.emplace(folder, files[i]);
+      if (!fresh) {
+        std::cerr << fmt::format(
+            "meshsim: the scenarios of {} and {} share the folder name {} under --fr-dump and "
+            "--keep-checkpoints: the second overwrote what the first wrote; give them distinct "
+            "names\n",
+            owner->second, files[i], folder);
+        dumps_written = false;
+      }
+    }
     if (!result.fr_dump_error.empty()) {
       std::cerr << "meshsim: " << result.fr_dump_error << "\n";
       dumps_written = false;
