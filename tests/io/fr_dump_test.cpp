@@ -142,3 +142,25 @@ TEST_CASE("fr dump: damaged and hostile dumps are refused with the place", "[io]
       "expected an integer below 2^63");
   refused(std::string(40, '[').insert(0, "{\"a\":"), "nested deeper than 16");
 }
+
+TEST_CASE("fr dump: a later 2.x schema's unknown fields are read past", "[io][fr_dump]") {
+  const std::string path = kDir + "/ok/rank0.json";
+  const std::string json = meshsim::read_file_bounded(path, 1 << 20);
+  std::string later = json;
+  later.replace(later.find("\"2.10\""), 6, "\"2.11\"");
+  const std::string splits = R"("input_split_sizes": [1, 3], "output_split_sizes": {"a": null}, )";
+  for (size_t at = later.find("\"state\""); at != std::string::npos;
+       at = later.find("\"state\"", at + splits.size() + 1)) {
+    later.insert(at, splits);
+  }
+  const FrDump a = meshsim::read_fr_dump(json, path);
+  const FrDump b = meshsim::read_fr_dump(later, path);
+  CHECK(b.version == "2.11");
+  REQUIRE(a.entries.size() == b.entries.size());
+  REQUIRE(!a.entries.empty());
+  for (size_t i = 0; i < a.entries.size(); ++i) {
+    CHECK(a.entries[i].profiling_name == b.entries[i].profiling_name);
+    CHECK(a.entries[i].input_sizes == b.entries[i].input_sizes);
+    CHECK(a.entries[i].state == b.entries[i].state);
+  }
+}
