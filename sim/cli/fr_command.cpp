@@ -12,6 +12,7 @@
 #include "sim/cli/cli_numbers.hpp"
 #include "sim/report/fr_render.hpp"
 #include "sim/report/fr_replay.hpp"
+#include "sim/report/fr_settle.hpp"
 #include "sim/runtime/hang_phrases.hpp"
 #include "sim/scenario/scenario_loader.hpp"
 #include "src/error.hpp"
@@ -198,6 +199,8 @@ std::optional<LoadedDumps> load_dumps(const FrFlags& flags, std::string_view com
               << "\n";
     return std::nullopt;
   }
+  for (std::string& note : settle_recorded_histories(dumps))
+    loaded.evidence.push_back(std::move(note));
   return loaded;
 }
 

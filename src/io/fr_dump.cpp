@@ -287,6 +287,18 @@ FrDump decode(const json& tree, std::string_view what, const FrDumpLimits& limit
                             s.at("last_completed_collective").integer_or_text()};
     }
   }
+  if (const auto rec = root.maybe("meshsim_record")) {
+    FrRecorded r;
+    const auto text_of = [](const std::optional<Field>& f) { return f ? f->text() : ""; };
+    r.torch_version = text_of(rec->maybe("torch_version"));
+    r.command = text_of(rec->maybe("command"));
+    if (const auto outcome = rec->maybe("outcome")) {
+      r.status = outcome->at("status").text();
+      r.error = text_of(outcome->maybe("error"));
+      if (const auto at = outcome->maybe("at"); at && !at->is_null()) r.at = at->text();
+    }
+    out.recorded = std::move(r);
+  }
   const auto entries = root.maybe("entries");
   if (!entries) return out;  // a dump taken without collectives
   const std::vector<Field> items = entries->items();

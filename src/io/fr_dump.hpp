@@ -52,12 +52,23 @@ struct FrGroupStatus {
   int64_t last_enqueued = -1, last_started = -1, last_completed = -1;
 };
 
+// What meshsim_record (the Python recorder, python/) adds to the dumps it writes: each is a rank's
+// whole history, in which every call finished at once, and how the rank's program ended.
+struct FrRecorded {
+  std::string torch_version;
+  std::string command;
+  std::string status;  // "ok", "raised", "exit" or "crashed"
+  std::string error;   // "ValueError: ..." when the program raised
+  std::string at;      // the user's line it raised at ("train.py:30"), when known
+};
+
 struct FrDump {
   std::string version;  // "2.10"
   std::string comm_lib_version;
   std::map<std::string, FrGroupConfig> pg_config;  // by the config's key
   std::map<std::string, FrGroupStatus> pg_status;  // by pg_id, as text
   std::vector<FrEntry> entries;                    // oldest first
+  std::optional<FrRecorded> recorded;              // a recorder's whole history
 };
 
 // Limits on what one dump may hold, so that a hostile file costs bounded time and memory.

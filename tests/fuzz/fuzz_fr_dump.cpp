@@ -1,8 +1,9 @@
 // libFuzzer target: any bytes as one rank's Flight Recorder dump (pickle or JSON): the pickle
 // reader with nothing allowed, the tree conversion and the schema decoding; the writer (the dump
 // written again in either encoding must read back the same); fr analyze's matching and reports
-// on it, as the dump of ranks 0 and 1 of a job; and fr to-scenario's replay of it, which is
-// loaded as a scenario (a refusal there is an error message too). A refusal must be a
+// on it, as the dump of ranks 0 and 1 of a job (settled first when a recorder wrote it); and fr
+// to-scenario's replay of it, which is loaded as a scenario (a refusal there is an error message
+// too). A refusal must be a
 // meshsim::Error; a crash, a hang or any other exception is a bug.
 #include <cstddef>
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include "sim/report/fr_analysis.hpp"
 #include "sim/report/fr_render.hpp"
 #include "sim/report/fr_replay.hpp"
+#include "sim/report/fr_settle.hpp"
 #include "sim/scenario/scenario_loader.hpp"
 #include "sim/steps/builtin_steps.hpp"
 #include "src/error.hpp"
@@ -47,7 +49,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       if (a.frames.size() != pickled.entries[i].frames.size()) __builtin_trap();
     }
-    const std::vector<meshsim::sim::FrRankDump> job = {{0, "rank0", dump}, {1, "rank1", dump}};
+    std::vector<meshsim::sim::FrRankDump> job = {{0, "rank0", dump}, {1, "rank1", dump}};
+    (void)meshsim::sim::settle_recorded_histories(job);  // a recorder's dumps are settled first
     const meshsim::sim::FrAnalysis analysis = meshsim::sim::analyze_fr_dumps(job);
     if (analysis.ranks.size() != static_cast<size_t>(analysis.world_size)) __builtin_trap();
     (void)meshsim::sim::fr_analysis_text(analysis);

@@ -1,0 +1,22 @@
+// A recorder's dumps (meshsim_record, python/) hold each rank's whole history: every call
+// finished at once, since no rank waited for another. Settling turns them into the dumps the real
+// job would leave: the ranks run their calls in order, and the first call a rank cannot finish
+// with its peers is where it stops. See docs/recording.md.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sim/report/fr_analysis.hpp"
+
+namespace meshsim::sim {
+
+// Rewrites `dumps` in place when they are a recorder's: a collective finishes when every member
+// reached the same (group, seq) with the same call; a send or recv (or a batch of them) when the
+// other half of each is posted by its peer. A rank's first call that cannot finish is left
+// `started`, and the calls after it are dropped (it would never have made them). Members without
+// a dump are taken to make every call their peers wait for. Returns what a report says about it
+// (nothing for dumps a real job wrote, which are left as they are).
+std::vector<std::string> settle_recorded_histories(std::vector<FrRankDump>& dumps);
+
+}  // namespace meshsim::sim

@@ -1,0 +1,160 @@
+"""meshsim_record (python/) on real torch.distributed programs: each program runs once per rank
+with the recording backend, and `meshsim fr analyze` reads the dumps. Clean programs (a DeviceMesh
+program, torch.distributed.pipelining's GPipe, 1F1B and interleaved 1F1B schedules) must be
+clean; a planted fault (a skipped collective, a rank that raises, groups created in another
+order, a stage with another n_microbatches) must be found, with the rank and the Python line
+where the tool can tell them. Skips without torch.
+
+Usage: record_test.py MESHSIM"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_python import require_torch  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PROGRAMS = os.path.join(ROOT, "tests", "record")
+
+
+def _import_torch():
+    import torch.distributed  # noqa: F401
+
+
+failures = []
+
+
+def check(ok, what):
+    print(("ok   " if ok else "FAIL ") + what)
+    if not ok:
+        failures.append(what)
+
+
+def record(out, program, world, *args, extra=()):
+    """Runs the recorder; the package is the repository's own (pip install ./python gives the
+    same one)."""
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    return subprocess.run([sys.executable, "-m", "meshsim_record", "--world-size", str(world),
+                           "-o", out, *extra, "--", os.path.join(PROGRAMS, program), *args],
+                          capture_output=True, text=True, env=env, timeout=600)
+
+
+def analyze(meshsim, out):
+    r = subprocess.run([meshsim, "fr", "analyze", "--json", out], capture_output=True, text=True,
+                       timeout=300)
+    try:
+        return r.returncode, json.loads(r.stdout)
+    except ValueError:
+        return r.returncode, {"verdict": "unreadable", "stdout": r.stdout, "stderr": r.stderr}
+
+
+def main():
+    meshsim = os.path.abspath(sys.argv[1])
+    require_torch("record", _import_torch)
+    tmp = tempfile.mkdtemp(prefix="meshsim-record-")
+    out = os.path.join(tmp, "dumps")
+    cases = 0
+    try:
+        # A DeviceMesh program: clean, then with each fault.
+        r = record(out, "mesh_program.py", 4)
+        code, a = analyze(meshsim, out)
+        names = sorted(n for n in os.listdir(out) if n.startswith("nccl_trace_rank_"))
+        header = json.load(open(os.path.join(out, "meshsim_record.json")))
+        check(r.returncode == 0 and len(names) == 4 and code == 0 and a["verdict"] == "no hang" and
+              header["world_size"] == 4 and header["torch_version"] and
+              all(o["status"] == "ok" for o in header["ranks"]),
+              f"mesh program, 4 ranks: one dump per rank, clean: {r.stdout[-300:]!r} "
+              f"{a.get('summary')}")
+        dump = json.load(open(os.path.join(out, "nccl_trace_rank_1.json")))
+        descs = sorted(g["desc"] for g in dump["pg_config"].values())
+        check(dump["version"] == "2.10" and "mesh_dp" in descs and "mesh_tp" in descs and
+              any(e["profiling_name"] == "nccl:_all_gather_base" for e in dump["entries"]) and
+              any(f["filename"].endswith("mesh_program.py") for f in dump["entries"][0]["frames"]),
+              f"a dump holds the mesh's groups, NCCL's names and the Python frames: {descs}")
+        cases += 1
+        r = record(out, "mesh_program.py", 4, "--skip-rank", "3")
+        code, a = analyze(meshsim, out)
+        check(code == 1 and a["culprits"] == [3] and "mesh_program.py:35" in " ".join(a["summary"]),
+              f"a rank that skips a collective is named with the line it went on to: "
+              f"{a.get('culprits')} {a.get('summary')}")
+        r = record(out, "mesh_program.py", 4, "--raise-rank", "2")
+        code, a = analyze(meshsim, out)
+        check(r.returncode == 1 and "rank 2: ValueError: a planted failure" in r.stdout and
+              code == 1 and a["culprits"] == [2] and
+              any("raised ValueError: a planted failure at" in e and "mesh_program.py:31" in e
+                  for e in a["evidence"]),
+              f"a rank whose program raises is the culprit, its error and line said: "
+              f"{r.stdout[-300:]!r} {a.get('culprits')} {a.get('evidence')}")
+        r = record(out, "mesh_program.py", 4, "--swap-rank", "1")
+        code, a = analyze(meshsim, out)
+        check(code == 1 and 1 in a["culprits"] and
+              any("pg_config of rank 0 gives pg 5 the ranks [0, 2], that of rank 1 [1, 3]" in e
+                  for e in a["evidence"]),
+              f"groups created in another order on rank 1 are found: {a.get('culprits')} "
+              f"{a.get('evidence')}")
+        cases += 3
+        # The replay of a recorded hang reproduces it.
+        r = record(out, "mesh_program.py", 4, "--skip-rank", "3")
+        toml = os.path.join(tmp, "hung.toml")
+        w = subprocess.run([meshsim, "fr", "to-scenario", out, "-o", toml], capture_output=True,
+                           text=True, timeout=300)
+        run = subprocess.run([meshsim, "run", "--no-time", toml], capture_output=True, text=True,
+                             timeout=300)
+        check(w.returncode == 0 and run.returncode == 0 and "pass" in run.stdout,
+              f"fr to-scenario of a recorded hang runs to the same hang: {w.stderr[-300:]!r} "
+              f"{run.stdout[-600:]!r}")
+        cases += 1
+        # torch.distributed.pipelining schedules.
+        for schedule in ("gpipe", "1f1b", "interleaved"):
+            r = record(out, "pipeline_program.py", 4, "--schedule", schedule)
+            code, a = analyze(meshsim, out)
+            check(r.returncode == 0 and code == 0 and a["verdict"] == "no hang",
+                  f"{schedule}, 4 ranks: clean: {r.stdout[-300:]!r} {a.get('summary')}")
+            r = record(out, "pipeline_program.py", 4, "--schedule", schedule, "--skip-rank", "1")
+            code, a = analyze(meshsim, out)
+            check(code == 1 and a["culprits"] == [1] and
+                  "pipeline_program.py:58" in " ".join(a["summary"]),
+                  f"{schedule}: rank 1 skipping the loss all_reduce is named with its line: "
+                  f"{a.get('culprits')} {a.get('summary')}")
+            r = record(out, "pipeline_program.py", 4, "--schedule", schedule, "--skew-rank", "2")
+            code, a = analyze(meshsim, out)
+            # The hang is found; naming the skewed stage is not yet reliable (docs/recording.md).
+            check(code == 1 and a["verdict"] in ("deadlock", "stall", "desync"),
+                  f"{schedule}: a stage with another n_microbatches hangs the job: "
+                  f"{a.get('verdict')} {a.get('culprits')} {a.get('summary')}")
+            cases += 3
+        # --ranks records a subset; the others are assumed to make every call.
+        r = record(out, "pipeline_program.py", 8, "--schedule", "1f1b", "--microbatches", "8",
+                   extra=("--ranks", "0-1"))
+        code, a = analyze(meshsim, out)
+        check(r.returncode == 0 and len([n for n in os.listdir(out) if n.startswith("nccl")]) == 2
+              and code == 0 and any("ranks 2-7 were not recorded" in e for e in a["evidence"]),
+              f"--ranks 0-1 of 8 records two ranks and says the others are assumed: "
+              f"{r.stdout[-300:]!r} {a.get('evidence')}")
+        cases += 1
+        # Bad flags: exit 2, naming the flag.
+        for args, says in ((["--world-size", "0"], "--world-size 0"),
+                           (["--world-size", "4", "--ranks", "3-9"], "--ranks 3-9"),
+                           (["--world-size", "4", "--ranks", "x"], "'x' is not a rank"),
+                           (["--world-size", "4", "-j", "0"], "-j 0")):
+            env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+            r = subprocess.run([sys.executable, "-m", "meshsim_record", *args, "-o", out, "--",
+                                os.path.join(PROGRAMS, "mesh_program.py")], capture_output=True,
+                               text=True, env=env, timeout=120)
+            check(r.returncode == 2 and says in r.stderr, f"{args}: exit 2 naming it: {r.stderr!r}")
+        r = subprocess.run([sys.executable, "-m", "meshsim_record", "--world-size", "2", "-o", out,
+                            "--", os.path.join(tmp, "missing.py")], capture_output=True, text=True,
+                           env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python")))
+        check(r.returncode == 2 and "missing.py: no such program" in r.stderr,
+              f"a missing program is named: {r.stderr!r}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"record: {cases} recorded programs; {len(failures)} checks failed")
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,74 @@
+// Settling a recorder's whole histories (meshsim_record wrote tests/io/data/fr/recorded from
+// tests/record/mesh_program.py with rank 3 skipping the dp all_reduce): the ranks stop where the
+// job would, and fr analyze names rank 3. Dumps a real job wrote are left as they are.
+#include "sim/report/fr_settle.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "src/io/atomic_file.hpp"
+
+using namespace meshsim;
+using namespace meshsim::sim;
+
+namespace {
+
+std::vector<FrRankDump> recorded_dumps() {
+  std::vector<FrRankDump> out;
+  for (int64_t r = 0; r < 4; ++r) {
+    const std::string path = std::string(MESHSIM_SOURCE_ROOT) +
+                             "/tests/io/data/fr/recorded/nccl_trace_rank_" + std::to_string(r) +
+                             ".json";
+    out.push_back({r, path, read_fr_dump(read_file_bounded(path, 1 << 20), path)});
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("fr settle: a recorded skip stops the ranks where the job would", "[fr_settle]") {
+  std::vector<FrRankDump> dumps = recorded_dumps();
+  REQUIRE(dumps[0].dump.recorded);
+  CHECK(dumps[3].dump.recorded->command.find("--skip-rank 3") != std::string::npos);
+  for (const FrRankDump& d : dumps)
+    for (const FrEntry& e : d.dump.entries) REQUIRE(e.state == "completed");
+  const size_t before = dumps[0].dump.entries.size();
+  const std::vector<std::string> notes = settle_recorded_histories(dumps);
+  REQUIRE(!notes.empty());
+  CHECK(notes[0].find("recorded by meshsim_record") != std::string::npos);
+  CHECK(notes[0].find("stop in a call their peers never finish") != std::string::npos);
+  // Rank 1 waits in the dp all_reduce rank 3 skipped; rank 3 reached that seq with its gather.
+  const FrEntry& one = dumps[1].dump.entries.back();
+  CHECK(one.state == "started");
+  CHECK(one.profiling_name == "nccl:all_reduce");
+  CHECK(dumps[1].dump.entries.size() < before);
+  CHECK(dumps[3].dump.entries.back().profiling_name == "nccl:_all_gather_base");
+  const FrAnalysis a = analyze_fr_dumps(dumps);
+  CHECK(a.verdict == FrAnalysis::Verdict::kDesync);
+  CHECK(a.culprits == std::vector<int64_t>{3});
+}
+
+TEST_CASE("fr settle: a peer without a dump is assumed to make its calls", "[fr_settle]") {
+  std::vector<FrRankDump> dumps = recorded_dumps();
+  dumps.erase(dumps.begin() + 3);  // rank 3, the one that skipped
+  const std::vector<std::string> notes = settle_recorded_histories(dumps);
+  CHECK(notes[0].find("every call finishes") != std::string::npos);
+  CHECK(notes.back() ==
+        "rank 3 was not recorded: it is taken to make every call their peers wait for");
+  for (const FrRankDump& d : dumps) CHECK(d.dump.entries.back().state == "completed");
+}
+
+TEST_CASE("fr settle: dumps a real job wrote are left alone; a mix is said", "[fr_settle]") {
+  std::vector<FrRankDump> dumps = recorded_dumps();
+  for (FrRankDump& d : dumps) d.dump.recorded.reset();
+  const std::vector<FrRankDump> copy = dumps;
+  CHECK(settle_recorded_histories(dumps).empty());
+  for (size_t i = 0; i < dumps.size(); ++i)
+    CHECK(dumps[i].dump.entries.size() == copy[i].dump.entries.size());
+  std::vector<FrRankDump> mixed = recorded_dumps();
+  mixed[0].dump.recorded.reset();
+  const std::vector<std::string> notes = settle_recorded_histories(mixed);
+  REQUIRE(notes.size() == 1);
+  CHECK(notes[0].find("3 of the 4 dumps are a recorder's") != std::string::npos);
+}
