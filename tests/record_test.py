@@ -1,8 +1,9 @@
 """meshsim_record (python/) on real torch.distributed programs: each program runs once per rank
 with the recording backend, and `meshsim fr analyze` reads the dumps. Clean programs (a DeviceMesh
-program, torch.distributed.pipelining's GPipe, 1F1B and interleaved 1F1B schedules) must be
-clean; a planted fault (a skipped collective, a rank that raises, groups created in another
-order, a stage with another n_microbatches) must be found, with the rank and the Python line
+program, torch.distributed.pipelining's GPipe, 1F1B and interleaved 1F1B schedules, FSDP2 x TP
+on a 2-D mesh) must be clean; a planted fault (a skipped collective, a rank that raises, groups
+created in another order, a stage with another n_microbatches, a submesh seeded from outside)
+must be found, with the rank and the Python line
 where the tool can tell them. Skips without torch.
 
 Usage: record_test.py MESHSIM"""
@@ -91,7 +92,8 @@ def main():
         r = record(out, "mesh_program.py", 4, "--swap-rank", "1")
         code, a = analyze(meshsim, out)
         check(code == 1 and 1 in a["culprits"] and
-              any("pg_config of rank 0 gives pg 5 the ranks [0, 2], that of rank 1 [1, 3]" in e
+              any(e.startswith("rank 1 created process groups in another order") and
+                  "its group 5 has ranks [1, 3], where ranks 0, 2 give it [0, 2]" in e
                   for e in a["evidence"]),
               f"groups created in another order on rank 1 are found: {a.get('culprits')} "
               f"{a.get('evidence')}")
@@ -126,6 +128,45 @@ def main():
                   f"{schedule}: a stage with another n_microbatches hangs the job: "
                   f"{a.get('verdict')} {a.get('culprits')} {a.get('summary')}")
             cases += 3
+        # FSDP2 x TP on a 2-D mesh, meta init, one step, 8 ranks: consistent; a rank that
+        # creates the mesh's groups in another order is named.
+        r = record(out, "fsdp_tp_program.py", 8)
+        code, a = analyze(meshsim, out)
+        dump = json.load(open(os.path.join(out, "nccl_trace_rank_0.json")))
+        ops = {e["profiling_name"] for e in dump["entries"]}
+        check(r.returncode == 0 and code == 0 and a["verdict"] == "no hang" and
+              {"nccl:_all_gather_base", "nccl:_reduce_scatter_base", "nccl:all_reduce"} <= ops,
+              f"FSDP2 x TP, 8 ranks: FSDP's gathers and reduce-scatters, TP's all_reduce, clean: "
+              f"{r.stdout[-300:]!r} {sorted(ops)} {a.get('summary')}")
+        r = record(out, "fsdp_tp_program.py", 8, "--swap-rank", "5")
+        code, a = analyze(meshsim, out)
+        check(code == 1 and 5 in a["culprits"] and
+              any(e.startswith("rank 5 created process groups in another order than the others")
+                  for e in a["evidence"]),
+              f"FSDP2 x TP: rank 5 creating its groups in another order is named: "
+              f"{a.get('culprits')} {a.get('evidence')}")
+        cases += 2
+        # DTensor seeding: per-stage seeds are recorded; seeding stage 0's submesh from stage 1
+        # raises PyTorch's own error on those ranks (on a CPU mesh PyTorch would only warn).
+        r = record(out, "seed_program.py", 4)
+        code, a = analyze(meshsim, out)
+        seeds = [json.load(open(os.path.join(out, f"nccl_trace_rank_{k}.json")))
+                 ["meshsim_record"]["rng"] for k in range(4)]
+        check(r.returncode == 0 and code == 0 and
+              [s[0]["seed"] for s in seeds] == [1234, 1234, 1235, 1235] and
+              seeds[3][0]["mesh"] == [2, 3] and seeds[3][0]["coordinate"] == [1],
+              f"per-stage manual_seed on a [pp, tp] mesh is recorded: {seeds}")
+        r = record(out, "seed_program.py", 4, "--outside")
+        code, a = analyze(meshsim, out)
+        says = "RuntimeError: manual_seed requires the current rank to be a part of the device mesh"
+        rng3 = json.load(open(os.path.join(out, "nccl_trace_rank_3.json")))["meshsim_record"]["rng"]
+        check(r.returncode == 1 and f"rank 2: {says}" in r.stdout and
+              "seed_program.py:24" in r.stdout and rng3[0]["coordinate"] is None and
+              code == 1 and a["culprits"] == [2, 3] and
+              any(says in e and "ranks 2-3 raised" in e for e in a["evidence"]),
+              f"a submesh seeded from outside: PyTorch's error on ranks 2-3, who are the culprits: "
+              f"{r.stdout[-400:]!r} {a.get('culprits')} {a.get('evidence')}")
+        cases += 2
         # --ranks records a subset; the others are assumed to make every call.
         r = record(out, "pipeline_program.py", 8, "--schedule", "1f1b", "--microbatches", "8",
                    extra=("--ranks", "0-1"))

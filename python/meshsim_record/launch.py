@@ -6,7 +6,7 @@ import runpy
 import sys
 import traceback
 
-from . import redirect, trace
+from . import redirect, rng, trace
 
 RENDEZVOUS = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500",
               "TORCHELASTIC_RUN_ID": "meshsim_record", "TORCHELASTIC_RESTART_COUNT": "0",
@@ -42,6 +42,7 @@ def run_rank(rank, args, out_dir, header):
 
     torch.set_num_threads(1)
     redirect.install()
+    rng.install()
     rank_trace = trace.start(rank, args.world_size)
     outcome = {"rank": rank, "status": "ok"}
     sys.argv = [args.program] + args.program_args
@@ -58,9 +59,29 @@ def run_rank(rank, args, out_dir, header):
     return outcome
 
 
+# What training programs import, imported once before the ranks fork, so that no rank pays for
+# it again; a module missing from this torch is skipped.
+PRELOADED = ("torch.distributed.device_mesh", "torch.distributed.tensor",
+             "torch.distributed.tensor.parallel", "torch.distributed.fsdp",
+             "torch.distributed.pipelining", "torch.distributed.checkpoint", "torch.nn",
+             "torch.optim")
+
+
+def preload():
+    import importlib
+
+    for name in PRELOADED:
+        try:
+            importlib.import_module(name)
+        except Exception:  # an older torch without it: the program imports what it has
+            pass
+
+
 def run_all(ranks, args, out_dir, header):
     """Forks one child per rank, `args.jobs` at a time; returns each rank's outcome, by rank."""
     import json
+
+    preload()
 
     running = {}
     outcomes = {}

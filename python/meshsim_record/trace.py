@@ -119,6 +119,11 @@ class RankTrace:
             entry["meshsim"] = extra
         self.entries.append(entry)
 
+    def record_rng(self, call):
+        """A DTensor RNG call (meshsim's extension): kept in order, with the user's frames."""
+        self.rng.append(dict(call, record_id=len(self.entries),
+                             frames=python_frames(self.skip_dirs)[:8]))
+
     def start_batch(self, group):
         group.batching = True
         group.batch_calls = 0

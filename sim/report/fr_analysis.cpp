@@ -266,7 +266,8 @@ class Analyzer {
   std::optional<int64_t> progress(int64_t rank, size_t g) const {
     const RankView& v = views_[static_cast<size_t>(rank)];
     if (const auto it = v.recorded_seq.find(g); it != v.recorded_seq.end()) return it->second;
-    if (v.wrapped || v.dump->dump.entries.empty()) return std::nullopt;
+    // A recorder's dump is the rank's whole history: holding no call, it made none.
+    if (v.wrapped || (v.dump->dump.entries.empty() && !v.dump->dump.recorded)) return std::nullopt;
     return 0;
   }
 

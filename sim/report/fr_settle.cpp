@@ -106,6 +106,7 @@ class Settler {
     }
     for (const auto& [how, ranks] : ended)
       notes.push_back(fmt::format("the program of {} {}", ranks_phrase(ranks), how));
+    for (std::string& line : creation_order_notes()) notes.push_back(std::move(line));
     std::set<int64_t> unrecorded;
     for (const auto& [name, members] : members_)
       for (const int64_t m : members)
@@ -121,6 +122,38 @@ class Settler {
  private:
   static std::string ranks_phrase(const std::vector<int64_t>& ranks) {
     return fmt::format("{} {}", ranks.size() == 1 ? "rank" : "ranks", rank_ranges(ranks));
+  }
+
+  // c10d names a group by how many groups the program had created before it, so ranks that
+  // create groups in another order give one name to different rank sets. For each name, the
+  // ranks that give it the set fewer ranks give are said, with what the others give.
+  std::vector<std::string> creation_order_notes() const {
+    std::map<std::string, std::map<std::vector<int64_t>, std::vector<int64_t>>> claims;
+    for (const FrRankDump& d : dumps_)
+      for (const auto& [key, cfg] : d.dump.pg_config)
+        if (!cfg.ranks.empty()) claims[cfg.name][cfg.ranks].push_back(d.rank);
+    std::map<int64_t, std::string> first_of;  // rank -> its first disagreement
+    for (const auto& [name, sets] : claims) {
+      if (sets.size() < 2) continue;
+      const auto most = std::max_element(
+          sets.begin(), sets.end(),
+          [](const auto& a, const auto& b) { return a.second.size() < b.second.size(); });
+      for (const auto& [set, ranks] : sets) {
+        if (&set == &most->first) continue;
+        for (const int64_t r : ranks)
+          first_of.emplace(r, fmt::format("its group {} has ranks [{}], where {} {} it [{}]", name,
+                                          rank_ranges(set), ranks_phrase(most->second),
+                                          most->second.size() == 1 ? "gives" : "give",
+                                          rank_ranges(most->first)));
+      }
+    }
+    std::map<std::string, std::vector<int64_t>> by_text;
+    for (const auto& [rank, text] : first_of) by_text[text].push_back(rank);
+    std::vector<std::string> out;
+    for (const auto& [text, ranks] : by_text)
+      out.push_back(fmt::format("{} created process groups in another order than the others: {}",
+                                ranks_phrase(ranks), text));
+    return out;
   }
 
   const std::vector<int64_t>* members_of(const std::string& group) const {

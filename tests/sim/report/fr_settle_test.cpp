@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <string>
 
 #include "src/io/atomic_file.hpp"
@@ -71,4 +72,15 @@ TEST_CASE("fr settle: dumps a real job wrote are left alone; a mix is said", "[f
   const std::vector<std::string> notes = settle_recorded_histories(mixed);
   REQUIRE(notes.size() == 1);
   CHECK(notes[0].find("3 of the 4 dumps are a recorder's") != std::string::npos);
+}
+
+TEST_CASE("fr settle: a rank that names its groups another way is said", "[fr_settle]") {
+  std::vector<FrRankDump> dumps = recorded_dumps();
+  // Rank 3 as if it had created the tp group before the dp group: the name "2" is [2, 3] there.
+  auto& config = dumps[3].dump.pg_config;
+  config["2"].ranks = {2, 3};
+  const std::vector<std::string> notes = settle_recorded_histories(dumps);
+  CHECK(std::find(notes.begin(), notes.end(),
+                  "rank 3 created process groups in another order than the others: its group 2 "
+                  "has ranks [2-3], where rank 1 gives it [1, 3]") != notes.end());
 }
