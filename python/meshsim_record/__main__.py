@@ -43,6 +43,8 @@ def parse_args(argv):
                    help="ranks run at a time (default: the cores)")
     p.add_argument("--nproc-per-node", type=int, default=8,
                    help="ranks per node, for LOCAL_RANK and GROUP_RANK (default: 8)")
+    p.add_argument("--rank-timeout", type=int, default=600,
+                   help="seconds a rank may run before it is stopped and said (default: 600)")
     p.add_argument("--show-output", dest="quiet_ranks", action="store_false",
                    help="let the ranks print (default: their output is dropped)")
     p.add_argument("program", help="the Python program, after --")
@@ -52,6 +54,8 @@ def parse_args(argv):
         p.error(f"--world-size {args.world_size}: give 1 to {1 << 20} ranks")
     if args.jobs < 1:
         p.error(f"-j {args.jobs}: give at least 1")
+    if not 1 <= args.rank_timeout <= 86400:
+        p.error(f"--rank-timeout {args.rank_timeout}: give 1 to 86400 seconds")
     if args.nproc_per_node < 1:
         p.error(f"--nproc-per-node {args.nproc_per_node}: give at least 1")
     if not os.path.isfile(args.program):

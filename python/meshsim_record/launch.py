@@ -3,6 +3,7 @@ the environment torchrun would give it, at most `jobs` at a time."""
 
 import os
 import runpy
+import signal
 import sys
 import traceback
 
@@ -35,9 +36,20 @@ def user_line(tb):
     return where
 
 
+class RankTimeout(Exception):
+    pass
+
+
+def _time_is_up(signum, frame):
+    raise RankTimeout("the rank ran past --rank-timeout (a loop that waits for something no "
+                      "recorded call provides?)")
+
+
 def run_rank(rank, args, out_dir, header):
     """The child's work: run the program as this rank, write its dump, say how it ended."""
     os.environ.update(rank_environment(rank, args.world_size, args.nproc_per_node))
+    signal.signal(signal.SIGALRM, _time_is_up)
+    signal.alarm(args.rank_timeout)
     import torch
 
     torch.set_num_threads(1)
@@ -54,6 +66,7 @@ def run_rank(rank, args, out_dir, header):
     except BaseException as e:  # the rank's failure is part of the record, not the recorder's
         outcome = {"rank": rank, "status": "raised", "error": f"{type(e).__name__}: {e}",
                    "at": user_line(e.__traceback__)}
+    signal.alarm(0)
     header = dict(header, outcome=outcome)
     rank_trace.write(os.path.join(out_dir, f"nccl_trace_rank_{rank}.json"), header)
     return outcome

@@ -15,8 +15,10 @@ SCHEMA_VERSION = "2.10"
 # apart, so that the same program writes the same dump.
 EPOCH_NS = 1_767_225_600_000_000_000
 TIMEOUT_MS = 600_000
-# Frames kept per call, innermost first: enough to reach the user's line through torch's layers.
-MAX_FRAMES = 48
+# Frames kept per call, innermost first: enough to reach the user's line through torch's layers
+# (a pipeline schedule's send is about 15 deep), few enough that a long program's dump stays
+# within what a reader takes.
+MAX_FRAMES = 32
 _OWN_DIR = os.path.dirname(os.path.abspath(__file__))
 
 # torch dtype -> the name c10 prints (c10::toString of the ScalarType).
@@ -40,7 +42,7 @@ def python_frames(skip_dirs):
     f = sys._getframe(1)
     while f is not None and len(frames) < MAX_FRAMES:
         filename = f.f_code.co_filename
-        if not filename.startswith(skip_dirs):
+        if not filename.startswith(skip_dirs) and not filename.startswith("<frozen"):
             frames.append({"name": f.f_code.co_name, "filename": filename, "line": f.f_lineno})
         f = f.f_back
     return frames

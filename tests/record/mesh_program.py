@@ -1,9 +1,10 @@
 """A small DeviceMesh program on the CPU: a 2 x (world/2) mesh, an all_reduce on each dim, an
 all_gather_into_tensor, all_gather_object and a barrier. Faults for the recorder's tests:
 --skip-rank R skips the dp all_reduce on rank R; --raise-rank R raises before it; --swap-rank R
-creates two process groups in the other order on rank R."""
+creates two process groups in the other order on rank R; --spin-rank R loops for ever on rank R."""
 
 import argparse
+import time
 
 import torch
 import torch.distributed as dist
@@ -13,6 +14,7 @@ p = argparse.ArgumentParser()
 p.add_argument("--skip-rank", type=int, default=-1)
 p.add_argument("--raise-rank", type=int, default=-1)
 p.add_argument("--swap-rank", type=int, default=-1)
+p.add_argument("--spin-rank", type=int, default=-1)
 args = p.parse_args()
 
 dist.init_process_group("gloo")
@@ -29,6 +31,8 @@ t = torch.ones(4)
 dist.all_reduce(t, group=mesh.get_group("tp"))
 if rank == args.raise_rank:
     raise ValueError("a planted failure")
+while rank == args.spin_rank:
+    time.sleep(0.01)
 if rank != args.skip_rank:
     dist.all_reduce(t, group=mesh.get_group("dp"))
 out = torch.empty(4 * 2)
