@@ -130,9 +130,9 @@ def main():
                   f"{a.get('culprits')} {a.get('summary')}")
             r = record(out, "pipeline_program.py", 4, "--schedule", schedule, "--skew-rank", "2")
             code, a = analyze(meshsim, out)
-            # The hang is found; naming the skewed stage is not yet reliable (docs/recording.md).
-            check(code == 1 and a["verdict"] in ("deadlock", "stall", "desync"),
-                  f"{schedule}: a stage with another n_microbatches hangs the job: "
+            check(code == 1 and a["verdict"] == "deadlock" and a["culprits"] == [2] and
+                  "pipeline_program.py:54" in a["summary"][1],
+                  f"{schedule}: a stage with another n_microbatches is named with its line: "
                   f"{a.get('verdict')} {a.get('culprits')} {a.get('summary')}")
             cases += 3
         # FSDP2 x TP on a 2-D mesh, meta init, one step, 8 ranks: consistent; a rank that

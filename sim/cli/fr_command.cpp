@@ -132,6 +132,9 @@ namespace {
 // (prefixed with `command`) and in `evidence`. None when nothing usable is there.
 struct LoadedDumps {
   std::vector<FrRankDump> dumps;
+  // A recorder's dumps before they were settled (empty for a real job's): pairs of sends and
+  // recvs are counted over them.
+  std::vector<FrRankDump> whole_histories;
   std::vector<std::string> evidence;
   uint64_t world = 0;
   bool unreadable = false;
@@ -199,6 +202,7 @@ std::optional<LoadedDumps> load_dumps(const FrFlags& flags, std::string_view com
               << "\n";
     return std::nullopt;
   }
+  if (!dumps.empty() && dumps.front().dump.recorded) loaded.whole_histories = dumps;
   for (std::string& note : settle_recorded_histories(dumps))
     loaded.evidence.push_back(std::move(note));
   return loaded;
@@ -222,8 +226,10 @@ int run_fr_analyze(const FrFlags& flags) {
   constexpr std::string_view kCommand = "meshsim fr analyze";
   std::optional<LoadedDumps> loaded = load_dumps(flags, kCommand);
   if (!loaded) return kExitUnusable;
-  const std::optional<FrAnalysis> analysis = analyze(std::move(loaded->dumps), *loaded, kCommand);
+  std::optional<FrAnalysis> analysis = analyze(std::move(loaded->dumps), *loaded, kCommand);
   if (!analysis) return kExitUnusable;
+  // Only the report: a replay states the hang its own run will show.
+  blame_unpaired(*analysis, unpaired_point_to_point(loaded->whole_histories));
   if (flags.json)  // strings from the dumps that are not UTF-8 are replaced, not refused
     std::cout << fr_analysis_json(*analysis).dump(2, ' ', false,
                                                   nlohmann::json::error_handler_t::replace)

@@ -287,6 +287,93 @@ class Settler {
 
 }  // namespace
 
+FrPairCounts unpaired_point_to_point(const std::vector<FrRankDump>& dumps) {
+  FrPairCounts out;
+  if (dumps.empty() || !dumps.front().dump.recorded) return out;
+  std::map<std::string, std::vector<int64_t>> members;
+  std::set<int64_t> recorded;
+  for (const FrRankDump& d : dumps) {
+    recorded.insert(d.rank);
+    for (const auto& [key, cfg] : d.dump.pg_config)
+      if (!cfg.ranks.empty()) members.emplace(cfg.name, cfg.ranks);
+  }
+  // (group, src, dst) -> the calls of each side, in order: (dump, entry).
+  using Calls = std::vector<std::pair<size_t, size_t>>;
+  std::map<std::tuple<std::string, int64_t, int64_t>, std::pair<Calls, Calls>> pairs;
+  for (size_t d = 0; d < dumps.size(); ++d) {
+    const std::vector<FrEntry>& entries = dumps[d].dump.entries;
+    for (size_t i = 0; i < entries.size(); ++i) {
+      const FrEntry& e = entries[i];
+      const std::optional<P2pEnds> ends = e.is_p2p ? p2p_ends(e) : std::nullopt;
+      const auto m = members.find(e.pg_name);
+      if (!ends || !ends->src || m == members.end()) continue;
+      const auto global = [&](int64_t g) {
+        return g >= 0 && static_cast<size_t>(g) < m->second.size()
+                   ? m->second[static_cast<size_t>(g)]
+                   : int64_t{-1};
+      };
+      const int64_t src = global(*ends->src), dst = global(ends->dst);
+      if (src < 0 || dst < 0 || !recorded.contains(src) || !recorded.contains(dst)) continue;
+      auto& [sends, recvs] = pairs[{e.pg_name, src, dst}];
+      (op_name(e) == "send" ? sends : recvs).emplace_back(d, i);
+    }
+  }
+  std::map<int64_t, size_t> appearances;
+  for (const auto& [key, calls] : pairs) {
+    const auto& [group, src, dst] = key;
+    const auto& [sends, recvs] = calls;
+    if (sends.size() == recvs.size()) continue;
+    const Calls& more = sends.size() > recvs.size() ? sends : recvs;
+    const auto [d, i] = more[std::min(sends.size(), recvs.size())];
+    const std::optional<std::string> line = user_line(dumps[d].dump.entries[i]);
+    const std::string label =
+        dumps[d].dump.entries[i].pg_desc == "default_pg" ? std::string("WORLD") : "pg " + group;
+    const auto times = [](size_t n) {
+      return n == 1 ? std::string("once") : fmt::format("{} times", n);
+    };
+    out.lines.push_back(
+        fmt::format("rank {} sends to rank {} {} on {}, and rank {} receives from it {}{}", src,
+                    dst, times(sends.size()), label, dst, times(recvs.size()),
+                    line ? fmt::format(" (the first unpaired {} at {})",
+                                       &more == &sends ? "send" : "recv", *line)
+                         : std::string()));
+    ++appearances[src];
+    ++appearances[dst];
+  }
+  size_t most = 0;
+  for (const auto& [rank, n] : appearances) most = std::max(most, n);
+  for (const auto& [rank, n] : appearances)
+    if (n == most) out.ranks.push_back(rank);
+  out.ranks_in = most;
+  return out;
+}
+
+void blame_unpaired(FrAnalysis& analysis, const FrPairCounts& counts) {
+  if (counts.lines.empty() || analysis.verdict == FrAnalysis::Verdict::kClean ||
+      analysis.verdict == FrAnalysis::Verdict::kDesync)
+    return;
+  analysis.culprits = counts.ranks;
+  analysis.cause = HangCause::kUnmatchedPointToPoint;
+  // A stall says that no rank is at fault; the counts say which is.
+  if (analysis.verdict == FrAnalysis::Verdict::kStall) {
+    analysis.verdict = FrAnalysis::Verdict::kDeadlock;
+    analysis.summary.clear();
+  }
+  const std::string who =
+      fmt::format("{} {}", counts.ranks.size() == 1 ? "rank" : "ranks", rank_ranges(counts.ranks));
+  const std::string where = counts.ranks_in == counts.lines.size()
+                                ? fmt::format("{} in every pair whose counts differ",
+                                              counts.ranks.size() == 1 ? "is" : "are")
+                                : fmt::format("{} in {} of the {} pairs whose counts differ",
+                                              counts.ranks.size() == 1 ? "is" : "are each",
+                                              counts.ranks_in, counts.lines.size());
+  std::vector<std::string> summary{
+      fmt::format("sends and recvs do not pair up over the whole run: {} {}", who, where)};
+  for (const std::string& line : counts.lines) summary.push_back("  " + line);
+  summary.insert(summary.end(), analysis.summary.begin(), analysis.summary.end());
+  analysis.summary = std::move(summary);
+}
+
 std::vector<std::string> settle_recorded_histories(std::vector<FrRankDump>& dumps) {
   if (dumps.empty()) return {};
   size_t recorded = 0;

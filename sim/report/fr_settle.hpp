@@ -19,4 +19,18 @@ namespace meshsim::sim {
 // (nothing for dumps a real job wrote, which are left as they are).
 std::vector<std::string> settle_recorded_histories(std::vector<FrRankDump>& dumps);
 
+// Over whole histories, each pair of ranks must make as many sends as recvs to each other on a
+// group. The pairs whose counts differ, as report lines, and the ranks in most of them (the rank
+// whose stage runs more or fewer microbatches than its neighbours is in every such pair).
+struct FrPairCounts {
+  std::vector<std::string> lines;
+  std::vector<int64_t> ranks;
+  size_t ranks_in = 0;  // how many of the pairs each of `ranks` is in
+};
+FrPairCounts unpaired_point_to_point(const std::vector<FrRankDump>& dumps);
+
+// A recorded job that hangs because sends and recvs do not pair up is blamed on those ranks: the
+// analysis's culprits and cause are replaced, and the pairs lead its summary.
+void blame_unpaired(FrAnalysis& analysis, const FrPairCounts& counts);
+
 }  // namespace meshsim::sim

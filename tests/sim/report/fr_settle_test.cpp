@@ -84,3 +84,52 @@ TEST_CASE("fr settle: a rank that names its groups another way is said", "[fr_se
                   "rank 3 created process groups in another order than the others: its group 2 "
                   "has ranks [2-3], where rank 1 gives it [1, 3]") != notes.end());
 }
+
+TEST_CASE("fr settle: sends and recvs whose counts differ name the rank in them all",
+          "[fr_settle]") {
+  // A pipeline of 3: rank 1 sends twice to rank 2, which receives once; rank 0 sends once to
+  // rank 1, which receives twice. Rank 1 is in both pairs.
+  std::vector<FrRankDump> dumps(3);
+  const auto p2p = [](int64_t record, const std::string& name, int64_t seq) {
+    FrEntry e;
+    e.record_id = record;
+    e.pg_name = "0";
+    e.pg_desc = "default_pg";
+    e.profiling_name = name;
+    e.is_p2p = true;
+    e.p2p_seq_id = seq;
+    e.state = "completed";
+    e.retired = true;
+    e.frames.push_back({"step", "train.py", 10 + record});
+    return e;
+  };
+  for (int64_t r = 0; r < 3; ++r) {
+    dumps[static_cast<size_t>(r)].rank = r;
+    dumps[static_cast<size_t>(r)].dump.recorded = FrRecorded{};
+    dumps[static_cast<size_t>(r)].dump.pg_config["0"] = {"0", "default_pg", {0, 1, 2}};
+  }
+  dumps[0].dump.entries = {p2p(0, "nccl:send 0->1", 1)};
+  dumps[1].dump.entries = {p2p(0, "nccl:recv 1<-0", 1), p2p(1, "nccl:send 1->2", 2),
+                           p2p(2, "nccl:recv 1<-0", 3), p2p(3, "nccl:send 1->2", 4)};
+  dumps[2].dump.entries = {p2p(0, "nccl:recv 2<-1", 1)};
+  const FrPairCounts counts = unpaired_point_to_point(dumps);
+  CHECK(counts.ranks == std::vector<int64_t>{1});
+  CHECK(counts.ranks_in == 2);
+  REQUIRE(counts.lines.size() == 2);
+  CHECK(counts.lines[0] ==
+        "rank 0 sends to rank 1 once on WORLD, and rank 1 receives from it 2 times (the first "
+        "unpaired recv at train.py:12 in step)");
+  FrAnalysis a;
+  a.verdict = FrAnalysis::Verdict::kStall;
+  a.summary = {"no rank at fault"};
+  blame_unpaired(a, counts);
+  CHECK(a.verdict == FrAnalysis::Verdict::kDeadlock);
+  CHECK(a.culprits == std::vector<int64_t>{1});
+  CHECK(a.summary.front() ==
+        "sends and recvs do not pair up over the whole run: rank 1 is in every pair whose counts "
+        "differ");
+  CHECK(a.summary.size() == 3);
+  // A real job's dumps are snapshots: their counts say nothing.
+  for (FrRankDump& d : dumps) d.dump.recorded.reset();
+  CHECK(unpaired_point_to_point(dumps).lines.empty());
+}
