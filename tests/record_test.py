@@ -78,14 +78,14 @@ def main():
         cases += 1
         r = record(out, "mesh_program.py", 4, "--skip-rank", "3")
         code, a = analyze(meshsim, out)
-        check(code == 1 and a["culprits"] == [3] and "mesh_program.py:39" in " ".join(a["summary"]),
+        check(code == 1 and a["culprits"] == [3] and "mesh_program.py:49" in " ".join(a["summary"]),
               f"a rank that skips a collective is named with the line it went on to: "
               f"{a.get('culprits')} {a.get('summary')}")
         r = record(out, "mesh_program.py", 4, "--raise-rank", "2")
         code, a = analyze(meshsim, out)
         check(r.returncode == 1 and "rank 2: ValueError: a planted failure" in r.stdout and
               code == 1 and a["culprits"] == [2] and
-              any("raised ValueError: a planted failure at" in e and "mesh_program.py:33" in e
+              any("raised ValueError: a planted failure at" in e and "mesh_program.py:39" in e
                   for e in a["evidence"]),
               f"a rank whose program raises is the culprit, its error and line said: "
               f"{r.stdout[-300:]!r} {a.get('culprits')} {a.get('evidence')}")
@@ -101,10 +101,24 @@ def main():
         r = record(out, "mesh_program.py", 4, "--spin-rank", "2", extra=("--rank-timeout", "3"))
         code, a = analyze(meshsim, out)
         check(r.returncode == 1 and "rank 2: RankTimeout: the rank ran past --rank-timeout" in
-              r.stdout and "mesh_program.py:35" in r.stdout and code == 1 and a["culprits"] == [2],
+              r.stdout and "mesh_program.py:41" in r.stdout and code == 1 and a["culprits"] == [2],
               f"a rank that never returns is stopped at --rank-timeout and named with its line: "
               f"{r.stdout[-400:]!r} {a.get('culprits')}")
-        cases += 1
+        r = record(out, "mesh_program.py", 4, "--exit-rank", "1")
+        code, a = analyze(meshsim, out)
+        check(r.returncode == 0 and code == 1 and a["culprits"] == [1] and
+              "mesh_tp" in " ".join(a["summary"]),
+              f"a rank leaving through os._exit(0) keeps its calls and is the culprit: "
+              f"{r.stdout[-300:]!r} {a.get('culprits')} {a.get('summary')}")
+        r = record(out, "mesh_program.py", 4, "--crash-rank", "3")
+        code, a = analyze(meshsim, out)
+        check(r.returncode == 1 and "rank 3: its process ended with status -11" in r.stdout and
+              code == 1 and a["culprits"] == [3] and
+              any("the program of rank 3 crashed (its process ended with status -11)" in e
+                  for e in a["evidence"]),
+              f"a rank that dies of a signal is said and blamed: {r.stdout[-300:]!r} "
+              f"{a.get('culprits')} {a.get('evidence')}")
+        cases += 3
         # The replay of a recorded hang reproduces it.
         r = record(out, "mesh_program.py", 4, "--skip-rank", "3")
         toml = os.path.join(tmp, "hung.toml")

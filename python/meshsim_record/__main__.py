@@ -24,6 +24,8 @@ def parse_ranks(spec, world_size):
             b = int(hi) if sep else a
         except ValueError:
             raise argparse.ArgumentTypeError(f"--ranks {spec}: '{part}' is not a rank or a range")
+        if a > b:
+            raise argparse.ArgumentTypeError(f"--ranks {spec}: '{part}' runs backwards")
         if not 0 <= a <= b < world_size:
             raise argparse.ArgumentTypeError(
                 f"--ranks {spec}: '{part}' is outside ranks 0 to {world_size - 1}")
@@ -70,10 +72,12 @@ def parse_args(argv):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
+    # The recorder's flags end at the first `--`; everything after it is the program's.
     if "--" in argv:
         i = argv.index("--")
-        argv = argv[:i] + argv[i + 1:]
-    args = parse_args(argv)
+        args = parse_args(argv[:i] + ["--"] + argv[i + 1:])
+    else:
+        args = parse_args(argv)
     try:
         import torch
     except ImportError:
@@ -105,7 +109,7 @@ def main(argv=None):
           f"{args.program} to {args.output}")
     for o in failed[:10]:
         where = f" at {o['at']}" if o.get("at") else ""
-        print(f"  rank {o['rank']}: {o.get('error') or 'exit ' + o.get('code', '')}{where}")
+        print(f"  rank {o['rank']}: {o.get('error') or o['status']}{where}")
     if len(failed) > 10:
         print(f"  ... and {len(failed) - 10} more ranks that failed")
     print(f"  limits: {LIMITS}")

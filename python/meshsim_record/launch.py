@@ -36,8 +36,8 @@ def user_line(tb):
     return where
 
 
-class RankTimeout(Exception):
-    pass
+class RankTimeout(BaseException):
+    """Not an Exception, so that a program's `except Exception` does not swallow it."""
 
 
 def _time_is_up(signum, frame):
@@ -45,8 +45,10 @@ def _time_is_up(signum, frame):
                       "recorded call provides?)")
 
 
-def run_rank(rank, args, out_dir, header):
-    """The child's work: run the program as this rank, write its dump, say how it ended."""
+def run_rank(rank, args, out_dir, header, result_path):
+    """The child's work: run the program as this rank, write its dump and how it ended."""
+    import json
+
     os.environ.update(rank_environment(rank, args.world_size, args.nproc_per_node))
     signal.signal(signal.SIGALRM, _time_is_up)
     signal.alarm(args.rank_timeout)
@@ -56,20 +58,36 @@ def run_rank(rank, args, out_dir, header):
     redirect.install()
     rng.install()
     rank_trace = trace.start(rank, args.world_size)
+    dump_path = os.path.join(out_dir, f"nccl_trace_rank_{rank}.json")
     outcome = {"rank": rank, "status": "ok"}
+    hard_exit = os._exit
+
+    def write(ended):
+        rank_trace.write(dump_path, dict(header, outcome=ended))
+        with open(result_path, "w") as f:
+            json.dump(ended, f)
+
+    def exit_after_dump(code):  # a program's os._exit still leaves the rank's dump
+        signal.alarm(0)
+        write({"rank": rank, "status": "ok"} if code == 0 else
+              {"rank": rank, "status": "exit", "error": f"os._exit({code})"})
+        hard_exit(code)
+
+    os._exit = exit_after_dump
     sys.argv = [args.program] + args.program_args
+    # As `python prog.py` does: the program's folder first on the path, for its own modules.
+    sys.path.insert(0, os.path.dirname(os.path.abspath(args.program)))
     try:
         runpy.run_path(args.program, run_name="__main__")
     except SystemExit as e:
         if e.code not in (None, 0):
-            outcome = {"rank": rank, "status": "exit", "code": str(e.code)}
+            outcome = {"rank": rank, "status": "exit", "error": f"sys.exit({e.code!r})"}
     except BaseException as e:  # the rank's failure is part of the record, not the recorder's
         outcome = {"rank": rank, "status": "raised", "error": f"{type(e).__name__}: {e}",
                    "at": user_line(e.__traceback__)}
     signal.alarm(0)
-    header = dict(header, outcome=outcome)
-    rank_trace.write(os.path.join(out_dir, f"nccl_trace_rank_{rank}.json"), header)
-    return outcome
+    os._exit = hard_exit
+    write(outcome)
 
 
 # What training programs import, imported once before the ranks fork, so that no rank pays for
@@ -93,15 +111,19 @@ def preload():
 def run_all(ranks, args, out_dir, header):
     """Forks one child per rank, `args.jobs` at a time; returns each rank's outcome, by rank."""
     import json
+    import tempfile
+    import time
 
     preload()
-
+    out_dir = os.path.abspath(out_dir)  # the program may change directory
+    # How each child ended travels through a folder of the recorder's own, not the dumps'.
+    outcomes_dir = tempfile.mkdtemp(prefix="meshsim_record-")
+    grace_s = 30
     running = {}
     outcomes = {}
 
-    def reap_one():
-        pid, status = os.wait()
-        rank, result_path = running.pop(pid)
+    def finished(pid, status):
+        rank, result_path, _ = running.pop(pid)
         try:
             with open(result_path) as f:
                 outcomes[rank] = json.load(f)
@@ -109,33 +131,52 @@ def run_all(ranks, args, out_dir, header):
         except (OSError, ValueError):
             code = os.waitstatus_to_exitcode(status)
             outcomes[rank] = {"rank": rank, "status": "crashed",
-                              "error": f"the rank's process ended with status {code}"}
+                              "error": f"its process ended with status {code}"}
+            # Its dump says so, so that the analysis does not take it for a rank never recorded.
+            stub = trace.RankTrace(rank, args.world_size)
+            stub.write(os.path.join(out_dir, f"nccl_trace_rank_{rank}.json"),
+                       dict(header, outcome=outcomes[rank]))
 
-    for rank in ranks:
-        while len(running) >= args.jobs:
+    def reap_one():
+        """Waits for a child to end; one past its timeout and a grace period is killed."""
+        while True:
+            for pid in list(running):
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    finished(pid, status)
+                    return
+                if time.monotonic() > running[pid][2]:
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.005)
+
+    try:
+        for rank in ranks:
+            while len(running) >= args.jobs:
+                reap_one()
+            result_path = os.path.join(outcomes_dir, f"{rank}.json")
+            sys.stdout.flush()
+            sys.stderr.flush()
+            pid = os.fork()
+            if pid == 0:
+                code = 0
+                try:
+                    if args.quiet_ranks:
+                        devnull = os.open(os.devnull, os.O_WRONLY)
+                        os.dup2(devnull, 1)
+                        os.dup2(devnull, 2)
+                    run_rank(rank, args, out_dir, header, result_path)
+                except BaseException:
+                    traceback.print_exc()
+                    code = 70
+                finally:
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                    os._exit(code)
+            running[pid] = (rank, result_path, time.monotonic() + args.rank_timeout + grace_s)
+        while running:
             reap_one()
-        result_path = os.path.join(out_dir, f".outcome_{rank}.json")
-        sys.stdout.flush()
-        sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:
-            code = 0
-            try:
-                if args.quiet_ranks:
-                    devnull = os.open(os.devnull, os.O_WRONLY)
-                    os.dup2(devnull, 1)
-                    os.dup2(devnull, 2)
-                outcome = run_rank(rank, args, out_dir, header)
-                with open(result_path, "w") as f:
-                    json.dump(outcome, f)
-            except BaseException:
-                traceback.print_exc()
-                code = 70
-            finally:
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(code)
-        running[pid] = (rank, result_path)
-    while running:
-        reap_one()
+    finally:
+        import shutil
+
+        shutil.rmtree(outcomes_dir, ignore_errors=True)
     return [outcomes[r] for r in ranks]

@@ -7,14 +7,16 @@ import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
 from torch._C._distributed_c10d import FakeStore
 
-from . import backend
+from . import backend as recording
 
 
-def _init_process_group(backend_name=None, init_method=None, timeout=None, world_size=-1, rank=-1,
+def _init_process_group(backend=None, init_method=None, timeout=None, world_size=-1, rank=-1,
                         store=None, group_name="", pg_options=None, device_id=None, **kwargs):
+    # The backend, rendezvous, options and device the program names are replaced, not used.
+    del backend, init_method, world_size, rank, store, pg_options, device_id
     kwargs.pop("_ranks", None)
     return _original["init_process_group"](
-        backend=backend.BACKEND_NAME,
+        backend=recording.BACKEND_NAME,
         timeout=timeout,
         world_size=int(os.environ["WORLD_SIZE"]),
         rank=int(os.environ["RANK"]),
@@ -37,7 +39,7 @@ _original = {}
 
 
 def install():
-    backend.register()
+    recording.register()
     if _original:
         return
     _original["init_process_group"] = c10d.init_process_group
@@ -50,4 +52,4 @@ def install():
         if getattr(module, "new_group", None) is _original["new_group"]:
             module.new_group = _new_group
     for device in list(dist.Backend.default_device_backend_map):
-        dist.Backend.default_device_backend_map[device] = backend.BACKEND_NAME
+        dist.Backend.default_device_backend_map[device] = recording.BACKEND_NAME

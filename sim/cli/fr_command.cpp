@@ -132,9 +132,9 @@ namespace {
 // (prefixed with `command`) and in `evidence`. None when nothing usable is there.
 struct LoadedDumps {
   std::vector<FrRankDump> dumps;
-  // A recorder's dumps before they were settled (empty for a real job's): pairs of sends and
-  // recvs are counted over them.
-  std::vector<FrRankDump> whole_histories;
+  // A recorder's dumps: pairs of sends and recvs counted over the whole histories, before they
+  // are settled (nothing for a real job's).
+  FrPairCounts unpaired;
   std::vector<std::string> evidence;
   uint64_t world = 0;
   bool unreadable = false;
@@ -202,7 +202,7 @@ std::optional<LoadedDumps> load_dumps(const FrFlags& flags, std::string_view com
               << "\n";
     return std::nullopt;
   }
-  if (!dumps.empty() && dumps.front().dump.recorded) loaded.whole_histories = dumps;
+  loaded.unpaired = unpaired_point_to_point(dumps);
   for (std::string& note : settle_recorded_histories(dumps))
     loaded.evidence.push_back(std::move(note));
   return loaded;
@@ -229,7 +229,7 @@ int run_fr_analyze(const FrFlags& flags) {
   std::optional<FrAnalysis> analysis = analyze(std::move(loaded->dumps), *loaded, kCommand);
   if (!analysis) return kExitUnusable;
   // Only the report: a replay states the hang its own run will show.
-  blame_unpaired(*analysis, unpaired_point_to_point(loaded->whole_histories));
+  blame_unpaired(*analysis, loaded->unpaired);
   if (flags.json)  // strings from the dumps that are not UTF-8 are replaced, not refused
     std::cout << fr_analysis_json(*analysis).dump(2, ' ', false,
                                                   nlohmann::json::error_handler_t::replace)

@@ -46,7 +46,8 @@ std::string_view op_name(const FrEntry& e) {
 }
 
 bool closes_coalesced(const FrEntry& e) {
-  return op_name(e).ends_with("coalesced");
+  // Exactly "coalesced": "allreduce_coalesced" and the like are collectives of their own.
+  return op_name(e) == "coalesced";
 }
 
 std::optional<P2pEnds> p2p_ends(const FrEntry& e) {

@@ -1,9 +1,13 @@
 """A small DeviceMesh program on the CPU: a 2 x (world/2) mesh, an all_reduce on each dim, an
 all_gather_into_tensor, all_gather_object and a barrier. Faults for the recorder's tests:
 --skip-rank R skips the dp all_reduce on rank R; --raise-rank R raises before it; --swap-rank R
-creates two process groups in the other order on rank R; --spin-rank R loops for ever on rank R."""
+creates two process groups in the other order on rank R; --spin-rank R loops for ever on rank R;
+--exit-rank R leaves through os._exit(0) and --crash-rank R dies of SIGSEGV, both before the dp
+all_reduce."""
 
 import argparse
+import os
+import signal
 import time
 
 import torch
@@ -15,9 +19,11 @@ p.add_argument("--skip-rank", type=int, default=-1)
 p.add_argument("--raise-rank", type=int, default=-1)
 p.add_argument("--swap-rank", type=int, default=-1)
 p.add_argument("--spin-rank", type=int, default=-1)
+p.add_argument("--exit-rank", type=int, default=-1)
+p.add_argument("--crash-rank", type=int, default=-1)
 args = p.parse_args()
 
-dist.init_process_group("gloo")
+dist.init_process_group(backend="gloo")
 rank, world = dist.get_rank(), dist.get_world_size()
 mesh = init_device_mesh("cpu", (2, world // 2), mesh_dim_names=("dp", "tp"))
 evens, odds = list(range(0, world, 2)), list(range(1, world, 2))
@@ -33,6 +39,10 @@ if rank == args.raise_rank:
     raise ValueError("a planted failure")
 while rank == args.spin_rank:
     time.sleep(0.01)
+if rank == args.exit_rank:
+    os._exit(0)
+if rank == args.crash_rank:
+    os.kill(os.getpid(), signal.SIGSEGV)
 if rank != args.skip_rank:
     dist.all_reduce(t, group=mesh.get_group("dp"))
 out = torch.empty(4 * 2)
