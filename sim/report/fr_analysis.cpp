@@ -58,34 +58,6 @@ int64_t numel(const std::vector<std::vector<int64_t>>& sizes) {
   return total;
 }
 
-bool all_to_all(std::string_view op) {
-  return op == "all_to_all" || op == "all_to_all_single" || op == "alltoall" ||
-         op == "alltoall_base";
-}
-
-// What members of one collective must agree on, by the op's rules: all-to-all sizes may differ
-// per rank; a scatter's input and a gather's output live on the root only.
-std::string agreed_sizes(const FrEntry& e) {
-  const std::string_view op = op_name(e);
-  if (all_to_all(op)) return "";
-  std::string out;
-  if (op != "scatter") out += fmt::format("in {}", tensors_text(e.input_sizes, {}));
-  if (op != "gather") out += fmt::format(" out {}", tensors_text(e.output_sizes, {}));
-  return out;
-}
-
-std::string agreed_dtypes(const FrEntry& e) {
-  const std::string_view op = op_name(e);
-  return fmt::format("{}|{}",
-                     op == "scatter" ? "" : fmt::format("{}", fmt::join(e.input_dtypes, ",")),
-                     op == "gather" ? "" : fmt::format("{}", fmt::join(e.output_dtypes, ",")));
-}
-
-// What members of one collective must agree on, as one key.
-std::string agreed(const FrEntry& e) {
-  return fmt::format("{}|{}|{}", op_name(e), agreed_sizes(e), agreed_dtypes(e));
-}
-
 // One rank's view of its dump: where it stands on each group.
 struct RankView {
   const FrRankDump* dump = nullptr;
@@ -300,7 +272,7 @@ class Analyzer {
       MismatchKind kind = MismatchKind::kNone;
       for (const auto& [rank, i] : members) {
         const FrEntry& e = entry(rank, i);
-        const std::string k = agreed(e);
+        const std::string k = agreed_call(e);
         by_key[k].push_back(rank);
         text.emplace(k, call_text(e));
         if (op_name(e) != op_name(first))

@@ -3,6 +3,7 @@
 #include <charconv>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "src/printable.hpp"
 
@@ -105,6 +106,33 @@ std::string site_text(const FrEntry& e) {
   if (std::optional<std::string> line = user_line(e)) return *line;
   if (!e.frames.empty()) return frame_text(e.frames.front());
   return fmt::format("record {}", e.record_id);
+}
+
+bool all_to_all(std::string_view op) {
+  return op == "all_to_all" || op == "all_to_all_single" || op == "alltoall" ||
+         op == "alltoall_base";
+}
+
+// What members of one collective must agree on, by the op's rules: all-to-all sizes may differ
+// per rank; a scatter's input and a gather's output live on the root only.
+std::string agreed_sizes(const FrEntry& e) {
+  const std::string_view op = op_name(e);
+  if (all_to_all(op)) return "";
+  std::string out;
+  if (op != "scatter") out += fmt::format("in {}", tensors_text(e.input_sizes, {}));
+  if (op != "gather") out += fmt::format(" out {}", tensors_text(e.output_sizes, {}));
+  return out;
+}
+
+std::string agreed_dtypes(const FrEntry& e) {
+  const std::string_view op = op_name(e);
+  return fmt::format("{}|{}",
+                     op == "scatter" ? "" : fmt::format("{}", fmt::join(e.input_dtypes, ",")),
+                     op == "gather" ? "" : fmt::format("{}", fmt::join(e.output_dtypes, ",")));
+}
+
+std::string agreed_call(const FrEntry& e) {
+  return fmt::format("{}|{}|{}", op_name(e), agreed_sizes(e), agreed_dtypes(e));
 }
 
 }  // namespace meshsim::sim

@@ -42,6 +42,16 @@ std::string tensors_text(const std::vector<std::vector<int64_t>>& sizes,
 // "all_reduce(Float[4])", "all_gather(Float[4] → Float[4, 4])", "send(Float[4])".
 std::string call_text(const FrEntry& e);
 
+// An all-to-all by any of its names: its members' sizes may differ.
+bool all_to_all(std::string_view op);
+
+// What the members of one collective must agree on, by the op's rules (all-to-all sizes may
+// differ per rank; a scatter's input and a gather's output live on the root only): its sizes,
+// its dtypes, and both with the op as one key.
+std::string agreed_sizes(const FrEntry& e);
+std::string agreed_dtypes(const FrEntry& e);
+std::string agreed_call(const FrEntry& e);
+
 // The innermost frame outside torch itself; null without one.
 const FrFrame* user_frame(const FrEntry& e);
 

@@ -67,20 +67,6 @@ struct Partner {
   size_t index = 0;
 };
 
-// Collectives whose members may pass tensors of different sizes (a root's list, uneven splits):
-// only their op is compared.
-bool sizes_may_differ(std::string_view op) {
-  return op == "gather" || op == "scatter" || op.find("all_to_all") != std::string_view::npos ||
-         op.find("alltoall") != std::string_view::npos;
-}
-
-bool same_call(const FrEntry& a, const FrEntry& b) {
-  if (a.profiling_name != b.profiling_name) return false;
-  if (sizes_may_differ(op_name(a))) return true;
-  return a.input_sizes == b.input_sizes && a.output_sizes == b.output_sizes &&
-         a.input_dtypes == b.input_dtypes && a.output_dtypes == b.output_dtypes;
-}
-
 // Runs the ranks' histories against each other. Every call is looked at a bounded number of
 // times: a rank is queued once per change, a batch's calls are paired when it is entered, and
 // each peer keeps a count of its batch's calls still unpaired.
@@ -345,7 +331,8 @@ class Settler {
     here.push_back(d);
     if (here.size() < recorded_members(d, first.pg_name)) return;
     for (const size_t other : here)
-      if (!same_call(dumps_[other].dump.entries[head_[other]], first)) return;  // a desync
+      if (agreed_call(dumps_[other].dump.entries[head_[other]]) != agreed_call(first))
+        return;  // a desync, as the analysis sees one
     const std::vector<size_t> arrived = std::move(here);
     arrivals_.erase(key);
     for (const size_t other : arrived) advance(other, head_[other] + 1);
