@@ -2,8 +2,8 @@
 at once with outputs of the right shape, as PyTorch's fake backend does.
 
 Outputs are filled from this rank's own inputs (a gather holds this rank's tensor in every slot),
-so that code reading them (all_gather_object unpickling what it gathered) keeps working; values
-are not what a real job would compute.
+so that code reading them (all_gather_object unpickling what it gathered) keeps working, and a
+received buffer holds zeros; values are not what a real job would compute.
 """
 
 import torch
@@ -31,6 +31,15 @@ def _fill(dst, src):
     if dst.device.type != "meta" and src.device.type != "meta" and dst.numel() == src.numel():
         with torch.no_grad():
             dst.copy_(src.reshape(dst.shape))
+
+
+def _zero(tensors):
+    # Nothing arrives: a received buffer holds zeros, not what the allocator left (which would
+    # make the program's later control flow differ from run to run).
+    with torch.no_grad():
+        for t in tensors:
+            if t.device.type != "meta":
+                t.zero_()
 
 
 class RecordingProcessGroup(dist.ProcessGroup):
@@ -201,10 +210,12 @@ class RecordingProcessGroup(dist.ProcessGroup):
 
     def recv(self, tensors, src, tag=0):
         self._record("recv", tensors, tensors, peer=src)
+        _zero(tensors)
         return _done(tensors)
 
     def recv_anysource(self, tensors, tag=0):
         self._record("recv", tensors, tensors, peer="?")
+        _zero(tensors)
         return _done(tensors)
 
 

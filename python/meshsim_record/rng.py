@@ -1,57 +1,197 @@
-"""DTensor seeding on a CPU mesh as on a GPU one: PyTorch skips `manual_seed(seed, mesh)` with a
-warning unless the mesh is on a CUDA-like device, so the recorder runs PyTorch's own checks (a
-rank outside the mesh gets PyTorch's error) and records each call on the rank's trace."""
+"""DTensor's random state on a CPU mesh as on a GPU one, recorded for meshsim's RNG checks.
+
+PyTorch keeps DTensor's RNG tracker for CUDA-like meshes only: on a CPU mesh `manual_seed(seed,
+mesh)` returns with a warning and random ops make no tracker. The recorder makes them behave as
+on a GPU mesh where that changes what the ranks do together: manual_seed runs PyTorch's own
+checks (a rank outside the mesh gets PyTorch's error) and creates a tracker, and the first random
+op without a tracker broadcasts rank 0's generator state over WORLD, a collective every rank must
+join. The values drawn stay the CPU's: the record says which op ran on which shard with which
+seed, and meshsim computes where on the GPU's Philox stream each rank would draw."""
 
 import contextlib
+import numbers
 
 from . import trace
 
 _original = {}
+_seeding = [False]  # inside DTensor's manual_seed, whose torch.manual_seed is not a call of its own
+# Stands for the generator state DTensor's tracker broadcasts (a CUDA generator's 16 bytes).
+_STATE_BYTES = 16
 
 
 class _TrackerStandIn:
-    """Stands for DTensor's RNG tracker while PyTorch's manual_seed runs its checks."""
+    """DTensor's tracker on a CPU mesh: it exists from the first manual_seed or random op on, as
+    the real one does, and lets ops run as they are inside its distribute region."""
+
+    def __init__(self):
+        self.distribute_region_enabled = True
+
+    def _distribute_region(self, spec, generator=None):
+        del spec, generator
+        return contextlib.nullcontext()
+
+    def _manual_seed(self, parallel_seed):
+        del parallel_seed
 
 
-@contextlib.contextmanager
-def _as_if_on_gpu(random_module):
-    supported = random_module.is_rng_supported_mesh
-    tracker = random_module._rng_tracker
-    random_module.is_rng_supported_mesh = lambda mesh: True
-    if not tracker:
-        random_module._rng_tracker = _TrackerStandIn()
-    try:
-        yield
-    finally:
-        random_module.is_rng_supported_mesh = supported
-        if not tracker:
-            random_module._rng_tracker = tracker
+def _random_module():
+    import torch.distributed.tensor._random as random_module
+
+    return random_module
+
+
+def _on_cpu(mesh):
+    return mesh.device_type in ("cpu", "meta")
+
+
+def _mesh_fields(mesh):
+    return {
+        "mesh_shape": list(mesh.mesh.shape),
+        "mesh_ranks": mesh.mesh.flatten().tolist(),
+        "dim_names": list(mesh.mesh_dim_names or []),
+    }
+
+
+def _placement_text(p):
+    """In meshsim's spelling; Partial draws as if unsharded, so its reduce op does not matter."""
+    from torch.distributed.tensor.placement_types import Partial, Replicate, Shard, _StridedShard
+
+    if isinstance(p, _StridedShard):
+        return f"_StridedShard({p.dim}, split_factor={p.split_factor})"
+    if isinstance(p, Shard):
+        return f"Shard({p.dim})"
+    if isinstance(p, Replicate):
+        return "Replicate()"
+    if isinstance(p, Partial):
+        return "Partial()"
+    return str(p)
 
 
 def _manual_seed(seed, device_mesh):
-    import torch.distributed.tensor._random as random_module
-
+    random_module = _random_module()
     coordinate = device_mesh.get_coordinate()
-    trace.current().record_rng({
-        "call": "manual_seed",
-        "seed": int(seed),
-        "mesh": device_mesh.mesh.tolist(),
-        "dim_names": list(device_mesh.mesh_dim_names or []),
-        "coordinate": list(coordinate) if coordinate is not None else None,
-    })
-    if device_mesh.device_type in ("cpu", "meta"):
-        with _as_if_on_gpu(random_module):
-            return _original["manual_seed"](seed, device_mesh)
-    return _original["manual_seed"](seed, device_mesh)
+    trace.current().record_rng(dict(
+        _mesh_fields(device_mesh),
+        call="manual_seed",
+        seed=int(seed),
+        coordinate=list(coordinate) if coordinate is not None else None,
+    ))
+    if not _on_cpu(device_mesh):
+        return _original["manual_seed"](seed, device_mesh)
+    supported = random_module.is_rng_supported_mesh
+    random_module.is_rng_supported_mesh = lambda mesh: True
+    if not random_module._rng_tracker:
+        random_module._rng_tracker = _TrackerStandIn()
+    _seeding[0] = True
+    try:
+        return _original["manual_seed"](seed, device_mesh)
+    finally:
+        _seeding[0] = False
+        random_module.is_rng_supported_mesh = supported
+
+
+def _torch_manual_seed(seed):
+    if not _seeding[0] and trace.current() is not None:
+        trace.current().record_rng({"call": "torch_manual_seed", "seed": int(seed)})
+    return _original["torch_manual_seed"](seed)
+
+
+def _scalar_arguments(op_call, args, kwargs):
+    """The op's number arguments after the tensor, by schema name ({"from": -0.1, "to": 0.1})."""
+    out = {}
+    for i, argument in enumerate(op_call._schema.arguments[1:], start=1):
+        value = args[i] if i < len(args) else kwargs.get(argument.name)
+        if isinstance(value, numbers.Number):
+            out[argument.name] = float(value) if not isinstance(value, bool) else value
+    return out
+
+
+# Parameter names of the modules met so far: id(module) -> {id(parameter): name}.
+_names = {}
+
+
+def _parameter_name(tensor):
+    """The tensor's name as a parameter of the outermost module on the stack that holds it
+    ("layers.0.attention.wq.weight"); None for anything else (an activation under dropout).
+    Ranks holding the same parameter give the same name, which tells replicas of one parameter
+    on different meshes (data-parallel copies) from different parameters (pipeline stages)."""
+    import sys
+
+    import torch.nn as nn
+
+    modules = []
+    frame = sys._getframe(2)
+    while frame is not None:
+        owner = frame.f_locals.get("self") if "self" in frame.f_code.co_varnames else None
+        if isinstance(owner, nn.Module) and (not modules or modules[-1] is not owner):
+            modules.append(owner)
+        frame = frame.f_back
+    for module in reversed(modules):
+        names = _names.get(id(module))
+        if names is None or id(tensor) not in names:
+            names = {id(p): n for n, p in module.named_parameters(remove_duplicate=False)}
+            _names[id(module)] = names
+        if id(tensor) in names:
+            return names[id(tensor)]
+    return None
+
+
+def _record_random_op(op_call, args, op_info):
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.tensor import DTensor
+
+    mesh = op_info.compute_mesh
+    if not args or not isinstance(args[0], DTensor) or not mesh._is_current_rank_part_of_mesh():
+        return
+    random_module = _random_module()
+    created = False
+    if not random_module._rng_tracker and _on_cpu(mesh):
+        random_module._rng_tracker = _TrackerStandIn()
+        created = True
+    spec = args[0]._spec
+    local = args[0]._local_tensor
+    trace.current().record_rng(dict(
+        _mesh_fields(mesh),
+        call="random_op",
+        op=op_call._schema.name.split("::")[-1],
+        overload=op_call._overloadname,
+        arguments=_scalar_arguments(op_call, args, op_info.local_kwargs),
+        parameter=_parameter_name(args[0]),
+        placements=[_placement_text(p) for p in spec.placements],
+        shape=list(spec.shape),
+        dtype=str(local.dtype).replace("torch.", ""),
+        local_numel=local.numel(),
+        meta=local.is_meta,
+        region=bool(random_module._rng_tracker.distribute_region_enabled),
+        tracker_created=created,
+        coordinate=list(mesh.get_coordinate()),
+    ))
+    if created:
+        # What OffsetBasedRNGTracker does when it is made by a random op: rank 0's state to all.
+        dist.broadcast(torch.zeros(_STATE_BYTES, dtype=torch.uint8), 0)
+
+
+def _dispatch_slow_path(self, op_call, args, op_info):
+    if op_call in self._random_ops and trace.current() is not None:
+        _record_random_op(op_call, args, op_info)
+    return _original["slow_path"](self, op_call, args, op_info)
 
 
 def install():
+    import torch
     import torch.distributed.tensor as tensor_module
-    import torch.distributed.tensor._random as random_module
+    from torch.distributed.tensor._dispatch import OpDispatcher
 
     if _original:
         return
+    random_module = _random_module()
     _original["manual_seed"] = random_module.manual_seed
     random_module.manual_seed = _manual_seed
     if getattr(tensor_module, "manual_seed", None) is _original["manual_seed"]:
         tensor_module.manual_seed = _manual_seed
+    _original["torch_manual_seed"] = torch.manual_seed
+    torch.manual_seed = _torch_manual_seed
+    # DTensor's C++ dispatch hands random ops to this method (PyTorch 2.15).
+    _original["slow_path"] = OpDispatcher._dispatch_get_local_results_slow_path
+    OpDispatcher._dispatch_get_local_results_slow_path = _dispatch_slow_path

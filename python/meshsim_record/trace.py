@@ -124,7 +124,7 @@ class RankTrace:
     def record_rng(self, call):
         """A DTensor RNG call (meshsim's extension): kept in order, with the user's frames."""
         self.rng.append(dict(call, record_id=len(self.entries),
-                             frames=python_frames(self.skip_dirs)[:8]))
+                             frames=python_frames(self.skip_dirs)[:16]))
 
     def start_batch(self, group):
         group.batching = True

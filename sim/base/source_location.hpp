@@ -11,9 +11,10 @@ struct SourceLocation {
   std::string file;
   int64_t line = 0;
   int64_t column = 0;
-  // "file:line:col" (or just the file when the line is unknown).
+  // "file:line:col" ("file:line" without a column, just the file without a line).
   std::string to_string() const {
-    return line > 0 ? file + ":" + std::to_string(line) + ":" + std::to_string(column) : file;
+    if (line <= 0) return file;
+    return file + ":" + std::to_string(line) + (column > 0 ? ":" + std::to_string(column) : "");
   }
   friend bool operator==(const SourceLocation&, const SourceLocation&) = default;
 };

@@ -12,12 +12,16 @@
 #include "sim/cli/cli_numbers.hpp"
 #include "sim/report/fr_render.hpp"
 #include "sim/report/fr_replay.hpp"
+#include "sim/report/fr_rng.hpp"
 #include "sim/report/fr_settle.hpp"
+#include "sim/runtime/group_label.hpp"
 #include "sim/runtime/hang_phrases.hpp"
 #include "sim/scenario/scenario_loader.hpp"
 #include "src/error.hpp"
 #include "src/io/atomic_file.hpp"
 #include "src/io/fr_dump.hpp"
+#include "src/printable.hpp"
+#include "src/rng/gpu_profile.hpp"
 
 namespace meshsim::sim {
 namespace {
@@ -119,6 +123,9 @@ CLI::App* add_fr_command(CLI::App& app, FrFlags& flags) {
   }
   analyze->add_flag("--json", flags.json, "print JSON (schema in docs/flight-recorder.md)");
   analyze->add_option("--graph", flags.graph, "write the wait-for graph as Graphviz DOT to FILE");
+  analyze->add_option("--gpu", flags.gpu,
+                      "the GPU whose random kernels place a recorded program's draws (default "
+                      "H200; `meshsim rng predict --gpu list` names them)");
   to_scenario->add_option("-o,--output", flags.output,
                           "the scenario file to write (default: standard output)");
   to_scenario->add_option("--name", flags.name,
@@ -224,18 +231,33 @@ std::optional<FrAnalysis> analyze(std::vector<FrRankDump> dumps, const LoadedDum
 
 int run_fr_analyze(const FrFlags& flags) {
   constexpr std::string_view kCommand = "meshsim fr analyze";
+  const std::optional<GpuProfile> gpu = find_gpu(flags.gpu);
+  if (!gpu) {
+    std::cerr << kCommand << ": --gpu: no GPU model named '" << printable(flags.gpu, 40)
+              << "' (meshsim rng predict --gpu list names them)\n";
+    return kExitUnusable;
+  }
   std::optional<LoadedDumps> loaded = load_dumps(flags, kCommand);
   if (!loaded) return kExitUnusable;
+  const FrRngFindings rng = check_recorded_rng(loaded->dumps, *gpu);
+  const std::vector<int64_t> failed = failed_recorded_ranks(loaded->dumps);
   std::optional<FrAnalysis> analysis = analyze(std::move(loaded->dumps), *loaded, kCommand);
   if (!analysis) return kExitUnusable;
   // Only the report: a replay states the hang its own run will show.
   blame_unpaired(*analysis, loaded->unpaired);
-  if (flags.json)  // strings from the dumps that are not UTF-8 are replaced, not refused
-    std::cout << fr_analysis_json(*analysis).dump(2, ' ', false,
-                                                  nlohmann::json::error_handler_t::replace)
-              << "\n";
-  else
-    std::cout << fr_analysis_text(*analysis);
+  if (flags.json) {  // strings from the dumps that are not UTF-8 are replaced, not refused
+    Json report = fr_analysis_json(*analysis);
+    if (rng.recorded) report["rng"] = fr_rng_json(rng);
+    if (!failed.empty()) report["failed_ranks"] = failed;
+    std::cout << report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  } else {
+    std::cout << fr_analysis_text(*analysis) << fr_rng_text(rng);
+    if (!failed.empty())
+      std::cout << fmt::format(
+          "\nThe program failed on {} {} (the evidence says how): a real run fails there even "
+          "where no rank waits for another.\n",
+          failed.size() == 1 ? "rank" : "ranks", rank_ranges(failed));
+  }
   if (!flags.graph.empty()) {
     try {
       write_file_atomically(flags.graph, fr_analysis_dot(*analysis));
@@ -245,7 +267,9 @@ int run_fr_analyze(const FrFlags& flags) {
     }
   }
   if (loaded->unreadable) return kExitUnusable;
-  return analysis->verdict == FrAnalysis::Verdict::kClean ? 0 : kExitHang;
+  const bool clean =
+      analysis->verdict == FrAnalysis::Verdict::kClean && rng.clean() && failed.empty();
+  return clean ? 0 : kExitHang;
 }
 
 int run_fr_to_scenario(const FrFlags& flags) {

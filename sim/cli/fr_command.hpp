@@ -20,7 +20,8 @@ struct FrFlags {
   std::string world_size;          // ranks of the job, when the last ranks left no dump
   // fr analyze
   bool json = false;
-  std::string graph;  // write the wait-for graph (DOT) here
+  std::string graph;         // write the wait-for graph (DOT) here
+  std::string gpu = "H200";  // whose kernel grid places a recorded program's random draws
   // fr to-scenario
   std::string output;  // the scenario file ("" or "-": standard output)
   std::string name;    // the scenario's name
@@ -30,8 +31,10 @@ struct FrFlags {
 CLI::App* add_fr_command(CLI::App& app, FrFlags& flags);
 
 // Runs the `fr` subcommand that was parsed.
-// analyze: 0 when the dumps show no hang, 1 when they show one (or a mismatch), 2 after a clear
-// message for bad flags, no dumps, or a dump that cannot be read (the others are still analysed).
+// analyze: 0 when the dumps show no hang, 1 when they show one (or a mismatch; for a recorder's
+// dumps also ranks whose program failed, and draws that overlap or replicas that differ), 2 after
+// a clear message for bad flags, no dumps, or a dump that cannot be read (the others are still
+// analysed).
 // to-scenario: 0 when the scenario is written, 2 as for analyze (a scenario is still written
 // when some dumps cannot be read).
 int run_fr_command(const CLI::App& fr, const FrFlags& flags);

@@ -91,10 +91,14 @@ std::string call_text(const FrEntry& e) {
   return fmt::format("{}({} → {})", op, in, out);
 }
 
-const FrFrame* user_frame(const FrEntry& e) {
-  for (const FrFrame& f : e.frames)
+const FrFrame* user_frame(const std::vector<FrFrame>& frames) {
+  for (const FrFrame& f : frames)
     if (!torch_internal(f)) return &f;
   return nullptr;
+}
+
+const FrFrame* user_frame(const FrEntry& e) {
+  return user_frame(e.frames);
 }
 
 std::optional<std::string> user_line(const FrEntry& e) {

@@ -53,6 +53,7 @@ std::string agreed_dtypes(const FrEntry& e);
 std::string agreed_call(const FrEntry& e);
 
 // The innermost frame outside torch itself; null without one.
+const FrFrame* user_frame(const std::vector<FrFrame>& frames);
 const FrFrame* user_frame(const FrEntry& e);
 
 // The same frame as "train.py:30 in step"; none without one.

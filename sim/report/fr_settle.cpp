@@ -357,6 +357,15 @@ class Settler {
 
 }  // namespace
 
+std::vector<int64_t> failed_recorded_ranks(const std::vector<FrRankDump>& dumps) {
+  std::vector<int64_t> out;
+  for (const FrRankDump& d : dumps)
+    if (d.dump.recorded && !d.dump.recorded->status.empty() && d.dump.recorded->status != "ok")
+      out.push_back(d.rank);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 FrPairCounts unpaired_point_to_point(const std::vector<FrRankDump>& dumps) {
   FrPairCounts out;
   if (!all_recorded(dumps)) return out;

@@ -19,6 +19,10 @@ namespace meshsim::sim {
 // (nothing for dumps a real job wrote, which are left as they are).
 std::vector<std::string> settle_recorded_histories(std::vector<FrRankDump>& dumps);
 
+// The recorded ranks whose program raised, exited with a non-zero status or crashed: a real run
+// fails there even where no rank waits for another.
+std::vector<int64_t> failed_recorded_ranks(const std::vector<FrRankDump>& dumps);
+
 // Over whole histories, each pair of ranks must make as many sends as recvs to each other on a
 // group. The pairs whose counts differ, as report lines, and the ranks in most of them (the rank
 // whose stage runs more or fewer microbatches than its neighbours is in every such pair).

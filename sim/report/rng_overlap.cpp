@@ -45,10 +45,11 @@ constexpr uint64_t kMaxSteps = uint64_t{50} << 20;
 
 }  // namespace
 
-void find_rng_overlaps(ScenarioResult& result) {
+RngOverlaps find_overlaps(const std::vector<DrawRecord>& draws, size_t max_reported) {
+  RngOverlaps out;
   std::map<DrawKey, DrawGroup> groups;
-  for (size_t i = 0; i < result.draws.size(); ++i) {
-    const DrawRecord& r = result.draws[i];
+  for (size_t i = 0; i < draws.size(); ++i) {
+    const DrawRecord& r = draws[i];
     const uint64_t begin = r.draw.offset / 4;
     DrawKey key{r.draw.seed_epoch,        r.draw.seed,  begin,
                 begin + r.draw.words / 4, r.where.file, r.where.line,
@@ -67,16 +68,23 @@ void find_rng_overlaps(ScenarioResult& result) {
     for (const auto& o : open) {
       if (++steps > kMaxSteps) break;
       if (o->first.same_source(k)) continue;
-      ++result.overlap_count;
-      if (result.overlaps.size() < ScenarioResult::kMaxReportedOverlaps) {
-        result.overlaps.push_back({result.draws[o->second.draw], result.draws[it->second.draw],
-                                   o->second.ranks, it->second.ranks, k.begin,
-                                   std::min(o->first.end, k.end)});
+      ++out.count;
+      if (out.reported.size() < max_reported) {
+        out.reported.push_back({draws[o->second.draw], draws[it->second.draw], o->second.ranks,
+                                it->second.ranks, k.begin, std::min(o->first.end, k.end)});
       }
     }
     if (k.end > k.begin) open.push_back(it);
   }
-  if (steps > kMaxSteps) {
+  out.stopped = steps > kMaxSteps;
+  return out;
+}
+
+void find_rng_overlaps(ScenarioResult& result) {
+  RngOverlaps found = find_overlaps(result.draws, ScenarioResult::kMaxReportedOverlaps);
+  result.overlaps = std::move(found.reported);
+  result.overlap_count = found.count;
+  if (found.stopped) {
     result.warnings.push_back(
         {"rng overlap",
          fmt::format("the RNG overlap check stopped after {} steps: {} overlaps is a lower bound",

@@ -11,6 +11,15 @@
 
 namespace meshsim::sim {
 
+// The overlaps among `draws` (the first `max_reported`, in seed and counter order), how many there
+// are, and whether the sweep stopped early (the count is then a lower bound).
+struct RngOverlaps {
+  std::vector<RngOverlap> reported;
+  uint64_t count = 0;
+  bool stopped = false;
+};
+RngOverlaps find_overlaps(const std::vector<DrawRecord>& draws, size_t max_reported);
+
 // Fills result.overlaps (the first kMaxReportedOverlaps, in seed and counter order) and
 // result.overlap_count from result.draws. Only draws of the same seed epoch count: the n-th
 // manual_seed of every rank starts epoch n, and restarting a stream means to repeat it. Replicas

@@ -230,6 +230,14 @@ std::vector<int64_t> group_ranks(const Field& f) {
   return out;
 }
 
+std::vector<FrFrame> frames_of(const Field& f) {
+  std::vector<FrFrame> out;
+  for (const Field& frame : f.items())
+    out.push_back(
+        {frame.at("name").text(), frame.at("filename").text(), frame.at("line").integer()});
+  return out;
+}
+
 FrEntry decode_entry(const Field& e) {
   FrEntry out;
   out.record_id = e.at("record_id").integer();
@@ -256,12 +264,94 @@ FrEntry decode_entry(const Field& e) {
   out.time_created_ns = e.at("time_created_ns").time();
   out.time_started_ns = e.at("time_discovered_started_ns").time();
   out.time_completed_ns = e.at("time_discovered_completed_ns").time();
-  if (const auto frames = e.maybe("frames")) {
-    for (const Field& f : frames->items())
-      out.frames.push_back({f.at("name").text(), f.at("filename").text(), f.at("line").integer()});
-  }
+  if (const auto frames = e.maybe("frames")) out.frames = frames_of(*frames);
   if (const auto name = e.maybe("thread_name")) out.thread_name = name->text();
   if (const auto id = e.maybe("thread_id")) out.thread_id = id->text();
+  return out;
+}
+
+// Mesh shapes, tensor shapes and placement lists past this many dims are refused.
+constexpr size_t kMaxRngDims = 64;
+
+std::vector<int64_t> counts(const Field& f, size_t max_size, std::string_view expected) {
+  const std::vector<Field> items = f.items();
+  if (items.size() > max_size) f.fail(expected);
+  std::vector<int64_t> out;
+  for (const Field& item : items) {
+    out.push_back(item.integer());
+    if (out.back() < 0) item.fail(expected);
+  }
+  return out;
+}
+
+FrRngCall decode_rng_call(const Field& c) {
+  FrRngCall out;
+  const Field call = c.at("call");
+  const std::string kind = call.text();
+  if (kind == "torch_manual_seed") {
+    out.kind = FrRngCall::Kind::kTorchManualSeed;
+  } else if (kind == "manual_seed") {
+    out.kind = FrRngCall::Kind::kManualSeed;
+  } else if (kind == "random_op") {
+    out.kind = FrRngCall::Kind::kRandomOp;
+  } else {
+    call.fail("torch_manual_seed, manual_seed or random_op");
+  }
+  if (out.kind != FrRngCall::Kind::kRandomOp) {
+    // torch.manual_seed takes any integer that fits in 64 bits, negative ones as their bits.
+    const Field seed = c.at("seed");
+    if (!seed.value().is_number_integer()) seed.fail("an integer");
+    out.seed = seed.value().is_number_unsigned() ? seed.value().get<uint64_t>()
+                                                 : static_cast<uint64_t>(seed.integer());
+  }
+  if (const auto frames = c.maybe("frames")) out.frames = frames_of(*frames);
+  if (out.kind == FrRngCall::Kind::kTorchManualSeed) return out;
+  const Field shape = c.at("mesh_shape");
+  out.mesh_shape = counts(shape, kMaxRngDims, "a mesh shape (sizes of 0 or more)");
+  const Field ranks = c.at("mesh_ranks");
+  out.mesh_ranks = counts(ranks, static_cast<size_t>(kMaxFrRngMesh), "a mesh's ranks");
+  int64_t size = 1;
+  for (const int64_t d : out.mesh_shape) {
+    if (d > 0 && size > kMaxFrRngMesh / d) shape.fail("a mesh shape of fewer ranks");
+    size *= d;
+  }
+  if (size != static_cast<int64_t>(out.mesh_ranks.size()))
+    ranks.fail(fmt::format("{} ranks, as the mesh's shape gives", size));
+  if (const Field coordinate = c.at("coordinate"); !coordinate.is_null()) {
+    out.coordinate = counts(coordinate, kMaxRngDims, "a coordinate in the mesh");
+    for (size_t i = 0; i < out.coordinate->size(); ++i) {
+      if (out.coordinate->size() != out.mesh_shape.size() ||
+          (*out.coordinate)[i] >= out.mesh_shape[i])
+        coordinate.fail("a coordinate in the mesh");
+    }
+  }
+  if (out.kind == FrRngCall::Kind::kManualSeed) return out;
+  out.op = c.at("op").text();
+  if (const auto overload = c.maybe("overload")) out.overload = overload->text();
+  if (const auto arguments = c.maybe("arguments")) {
+    for (const auto& [name, value] : arguments->members()) {
+      if (value.value().is_number())
+        out.arguments.emplace_back(name, value.value().get<double>());
+      else if (value.value().is_boolean())
+        out.arguments.emplace_back(name, value.boolean() ? 1.0 : 0.0);
+      else
+        value.fail("a number");
+    }
+  }
+  if (const auto parameter = c.maybe("parameter"); parameter && !parameter->is_null())
+    out.parameter = parameter->text();
+  const Field placements = c.at("placements");
+  out.placements = placements.strings();
+  if (out.placements.size() != out.mesh_shape.size())
+    placements.fail(fmt::format("one placement per mesh dim ({})", out.mesh_shape.size()));
+  out.shape = counts(c.at("shape"), kMaxRngDims, "a tensor shape (sizes of 0 or more)");
+  out.dtype = c.at("dtype").text();
+  const Field local = c.at("local_numel");
+  out.local_numel = local.integer();
+  if (out.local_numel < 0) local.fail("an element count (0 or more)");
+  out.meta = c.at("meta").boolean();
+  out.region = c.at("region").boolean();
+  out.tracker_created = c.at("tracker_created").boolean();
   return out;
 }
 
@@ -296,6 +386,14 @@ FrDump decode(const json& tree, std::string_view what, const FrDumpLimits& limit
       r.status = outcome->at("status").text();
       r.error = text_of(outcome->maybe("error"));
       if (const auto at = outcome->maybe("at"); at && !at->is_null()) r.at = at->text();
+    }
+    if (const auto rng = rec->maybe("rng")) {
+      const std::vector<Field> calls = rng->items();
+      if (calls.size() > limits.max_entries) {
+        throw value_error(fmt::format("{}: {} RNG calls, more than the {} meshsim reads", what,
+                                      calls.size(), limits.max_entries));
+      }
+      for (const Field& c : calls) r.rng.push_back(decode_rng_call(c));
     }
     out.recorded = std::move(r);
   }

@@ -52,6 +52,38 @@ struct FrGroupStatus {
   int64_t last_enqueued = -1, last_started = -1, last_completed = -1;
 };
 
+// The most ranks a recorded mesh may hold.
+inline constexpr int64_t kMaxFrRngMesh = int64_t{1} << 22;
+
+// A seeding or DTensor random op the recorder saw on a rank (meshsim's extension), in the rank's
+// order. See docs/recording.md.
+struct FrRngCall {
+  // torch.manual_seed; DTensor's manual_seed(seed, mesh); a random op through DTensor's
+  // dispatcher (uniform_, normal_, native_dropout, ...).
+  enum class Kind { kTorchManualSeed, kManualSeed, kRandomOp };
+  Kind kind = Kind::kTorchManualSeed;
+  uint64_t seed = 0;
+  // The mesh (manual_seed, random ops): its shape and its ranks in row-major order, and this
+  // rank's coordinate (nullopt: outside it).
+  std::vector<int64_t> mesh_shape, mesh_ranks;
+  std::optional<std::vector<int64_t>> coordinate;
+  // Random ops: ATen's name and overload, the number arguments by schema name, the DTensor's
+  // placements (meshsim's spelling), global shape and dtype, and its local shard.
+  std::string op, overload;
+  std::vector<std::pair<std::string, double>> arguments;
+  // The parameter drawn into, by its name in the outermost module on the stack that holds it
+  // ("layers.0.attention.wq.weight"); empty for anything else.
+  std::string parameter;
+  std::vector<std::string> placements;
+  std::vector<int64_t> shape;
+  std::string dtype;
+  int64_t local_numel = 0;
+  bool meta = false;             // a meta local tensor draws nothing
+  bool region = true;            // DTensor's distribute region was enabled
+  bool tracker_created = false;  // the op made the tracker (and broadcast rank 0's state)
+  std::vector<FrFrame> frames;   // innermost first
+};
+
 // What meshsim_record (the Python recorder, python/) adds to the dumps it writes: each is a rank's
 // whole history, in which every call finished at once, and how the rank's program ended.
 struct FrRecorded {
@@ -60,6 +92,7 @@ struct FrRecorded {
   std::string status;  // "ok", "raised", "exit" or "crashed"
   std::string error;   // "ValueError: ..." when the program raised
   std::string at;      // the user's line it raised at ("train.py:30"), when known
+  std::vector<FrRngCall> rng;
 };
 
 struct FrDump {

@@ -240,6 +240,15 @@ std::optional<Draw> RankRng::draw_local(Tensor& t, const RandomOp& op, PhiloxSta
   return d;
 }
 
+uint64_t random_op_words(const RandomOp& op, int64_t numel, DType dtype, const GpuProfile& gpu) {
+  if (numel <= 0) return 0;
+  if (op.kind != RandomOp::Kind::kDropout)
+    return KernelLaunch::plan(numel, dtype, gpu).counter_offset;
+  // The fused dropout kernel moves four words per thread per run of its grid, whatever its vector.
+  const auto per_run = static_cast<uint64_t>(random_kernel_threads(numel, gpu)) * 4;
+  return ((static_cast<uint64_t>(numel) - 1) / per_run + 1) * 4;
+}
+
 RankRng::OpResult RankRng::random_(Tensor& t, const RandomOp& op) {
   return {draw_local(t, op, default_, Draw::Generator::kDefault), false};
 }

@@ -50,6 +50,10 @@ struct RandomOp {
   bool dtensor_random() const;
 };
 
+// How far `op`'s kernel moves the generator's offset over `numel` elements of `dtype` on `gpu`
+// (a draw's `words`), without drawing. Throws what KernelLaunch::plan throws.
+uint64_t random_op_words(const RandomOp& op, int64_t numel, DType dtype, const GpuProfile& gpu);
+
 // One kernel's draw from a Philox stream: it consumed counter blocks [offset / 4,
 // (offset + words) / 4) of every thread (subsequence) it ran, under `seed`.
 struct Draw {

@@ -1,10 +1,10 @@
 // libFuzzer target: any bytes as one rank's Flight Recorder dump (pickle or JSON): the pickle
 // reader with nothing allowed, the tree conversion and the schema decoding; the writer (the dump
 // written again in either encoding must read back the same); fr analyze's matching and reports
-// on it, as the dump of ranks 0 and 1 of a job (settled first when a recorder wrote it); and fr
-// to-scenario's replay of it, which is loaded as a scenario (a refusal there is an error message
-// too). A refusal must be a
-// meshsim::Error; a crash, a hang or any other exception is a bug.
+// on it, as the dump of ranks 0 and 1 of a job (its RNG records checked and the dump settled first
+// when a recorder wrote it); and fr to-scenario's replay of it, which is loaded as a scenario (a
+// refusal there is an error message too). A refusal must be a meshsim::Error; a crash, a hang or
+// any other exception is a bug.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -12,6 +12,7 @@
 #include "sim/report/fr_analysis.hpp"
 #include "sim/report/fr_render.hpp"
 #include "sim/report/fr_replay.hpp"
+#include "sim/report/fr_rng.hpp"
 #include "sim/report/fr_settle.hpp"
 #include "sim/scenario/scenario_loader.hpp"
 #include "sim/steps/builtin_steps.hpp"
@@ -50,6 +51,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (a.frames.size() != pickled.entries[i].frames.size()) __builtin_trap();
     }
     std::vector<meshsim::sim::FrRankDump> job = {{0, "rank0", dump}, {1, "rank1", dump}};
+    if (dump.recorded && dump.recorded->rng.size() > size) __builtin_trap();
+    // A recorder's RNG records are replayed on the model of a GPU's generator.
+    (void)meshsim::sim::fr_rng_text(
+        meshsim::sim::check_recorded_rng(job, *meshsim::find_gpu("H200")));
     (void)meshsim::sim::settle_recorded_histories(job);  // a recorder's dumps are settled first
     const meshsim::sim::FrAnalysis analysis = meshsim::sim::analyze_fr_dumps(job);
     if (analysis.ranks.size() != static_cast<size_t>(analysis.world_size)) __builtin_trap();

@@ -7,6 +7,8 @@
 #include <catch2/catch.hpp>
 
 #include "src/error.hpp"
+#include "src/rng/cuda_random_kernel.hpp"
+#include "src/rng/dropout_kernel.hpp"
 
 using meshsim::DeviceMesh;
 using meshsim::DTensor;
@@ -257,4 +259,45 @@ TEST_CASE("rank rng: profile names", "[rng][dtensor]") {
   CHECK_FALSE(meshsim::parse_rng_profile("2.7"));
   CHECK_FALSE(meshsim::parse_rng_profile("1.13"));
   CHECK_FALSE(meshsim::parse_rng_profile("2.x"));
+}
+
+TEST_CASE("rank rng: random_op_words is how far the kernels move the offset", "[rng]") {
+  using Kind = RandomOp::Kind;
+  for (const meshsim::DType dtype :
+       {meshsim::DType::kFloat32, meshsim::DType::kFloat64, meshsim::DType::kBFloat16}) {
+    for (const int64_t numel :
+         {int64_t{0}, int64_t{1}, int64_t{3}, int64_t{1000}, int64_t{132} * 2048 * 4 + 1}) {
+      // Past one wave of the grid (132 SMs x 2048 threads x 4 values) in float32 only: enough to
+      // see the second round, and the ASan run stays short.
+      if (numel > 1000 && dtype != meshsim::DType::kFloat32) continue;
+      for (const Kind kind : {Kind::kUniform, Kind::kNormal, Kind::kBernoulli, Kind::kExponential,
+                              Kind::kGeometric, Kind::kDropout}) {
+        const RandomOp op{
+            kind, kind == Kind::kUniform || kind == Kind::kNormal ? 0.0 : 0.5, 1.0, {}};
+        PhiloxState state{1234, 8};
+        switch (kind) {
+          case Kind::kUniform:
+            meshsim::predict_uniform(state, numel, dtype, kH200);
+            break;
+          case Kind::kNormal:
+            meshsim::predict_normal(state, numel, dtype, kH200);
+            break;
+          case Kind::kBernoulli:
+            meshsim::predict_bernoulli(state, numel, dtype, kH200, 0.5);
+            break;
+          case Kind::kExponential:
+            meshsim::predict_exponential(state, numel, dtype, kH200, 0.5);
+            break;
+          case Kind::kGeometric:
+            meshsim::predict_geometric(state, numel, dtype, kH200, 0.5);
+            break;
+          default:
+            meshsim::predict_dropout(state, meshsim::Tensor::full({numel}, 1, dtype), 0.5, kH200);
+            break;
+        }
+        INFO(op.describe() << " over " << numel << " elements");
+        CHECK(meshsim::random_op_words(op, numel, dtype, kH200) == state.offset - 8);
+      }
+    }
+  }
 }
