@@ -53,7 +53,10 @@ from torch_python import require_torch  # noqa: E402
 
 CASES = 16
 ITERATIONS = 3
-STALL_SECONDS = 1.5  # no rank finished a call for this long: the job is hung
+# The job is hung when no rank finished a call for this long and every rank still running is
+# inside a call: a rank that is only slow (the machine is loaded) is between calls, and is waited
+# for, so the dumps never catch a rank that was merely late.
+STALL_SECONDS = 1.5
 FAULTS = ["none", "skip", "size", "dtype", "op", "stop"]
 OPS = ["all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor", "broadcast",
        "all_to_all_single"]
@@ -115,8 +118,9 @@ def program_source(job):
 class Calls:
     """What the generated program asks of its rank: groups, tensors, and the planted fault."""
 
-    def __init__(self, job, rank, groups, torch, progress):
+    def __init__(self, job, rank, groups, torch, progress, inside):
         self.job, self.rank, self.groups, self.torch, self.progress = job, rank, groups, torch, progress
+        self.inside = inside
         self.mine = rank == job["rank"]
         self.stopped = False
 
@@ -129,10 +133,15 @@ class Calls:
             self.stopped = True
         if self.stopped:
             return False
-        return not (self.planted(i, j) and fault in ("skip", "op"))
+        return self.entering(not (self.planted(i, j) and fault in ("skip", "op")))
 
     def swapped(self, i, j):
-        return self.planted(i, j) and self.job["fault"] == "op"
+        return self.entering(self.planted(i, j) and self.job["fault"] == "op")
+
+    def entering(self, calls):
+        if calls:
+            self.inside[self.rank] = 1
+        return calls
 
     def group(self, kind):
         return self.groups[kind][0]
@@ -151,11 +160,12 @@ class Calls:
         return self.torch.zeros(n, dtype=getattr(self.torch, dtype))
 
     def done(self):
+        self.inside[self.rank] = 0
         with self.progress.get_lock():
             self.progress.value += 1
 
 
-def run_rank(job, rank, directory, init_file, progress):
+def run_rank(job, rank, directory, init_file, progress, inside, finished):
     import threading
     import torch
     import torch.distributed as dist
@@ -183,13 +193,15 @@ def run_rank(job, rank, directory, init_file, progress):
         json.dump(names, f)
     namespace = {}
     exec(compile(program_source(job), os.path.join(directory, "program.py"), "exec"), namespace)
-    calls = Calls(job, rank, groups, torch, progress)
+    calls = Calls(job, rank, groups, torch, progress, inside)
 
     def body():
         try:
             namespace["program"](calls, dist)
         except Exception as exc:  # Gloo refuses some mismatches: the rank stops there
             print(f"rank {rank}: {type(exc).__name__}: {str(exc)[:200]}", file=sys.stderr)
+        inside[rank] = 0
+        finished[rank] = 1
 
     worker = threading.Thread(target=body, daemon=True)
     worker.start()
@@ -198,7 +210,8 @@ def run_rank(job, rank, directory, init_file, progress):
         worker.join(0.1)
         if progress.value != last:
             last, since = progress.value, time.monotonic()
-        elif time.monotonic() - since > STALL_SECONDS:
+        elif time.monotonic() - since > STALL_SECONDS and all(
+                inside[r] or finished[r] for r in range(world)):
             break
     with open(os.path.join(directory, f"rank{rank}.pkl"), "wb") as f:
         f.write(_dump_fr_trace(True, True, False))
@@ -218,8 +231,11 @@ def run_job(job, directory):
     os.environ["TORCH_FR_BUFFER_SIZE"] = str(job["buffer"])
     ctx = multiprocessing.get_context("fork")
     progress = ctx.Value("q", 0)
+    inside = ctx.Array("b", job["world"])  # per rank: in a call now
+    finished = ctx.Array("b", job["world"])  # per rank: its program returned
     init_file = os.path.join(directory, "init")
-    procs = [ctx.Process(target=run_rank, args=(job, r, directory, init_file, progress))
+    procs = [ctx.Process(target=run_rank,
+                         args=(job, r, directory, init_file, progress, inside, finished))
              for r in range(job["world"])]
     for p in procs:
         p.start()
