@@ -10,6 +10,7 @@ seed, and meshsim computes where on the GPU's Philox stream each rank would draw
 
 import contextlib
 import numbers
+import sys
 
 from . import trace
 
@@ -20,11 +21,19 @@ _STATE_BYTES = 16
 
 
 class _TrackerStandIn:
-    """DTensor's tracker on a CPU mesh: it exists from the first manual_seed or random op on, as
-    the real one does, and lets ops run as they are inside its distribute region."""
+    """DTensor's OffsetBasedRNGTracker on a CPU mesh, made where PyTorch makes the real one (a
+    mesh's manual_seed, or the first random op or random factory without a tracker): made with
+    the state sync, it broadcasts over WORLD as the real one does. Ops run as they are inside its
+    distribute region; meshsim places their draws."""
 
-    def __init__(self):
+    def __init__(self, device_mesh=None, run_state_sync=True):
+        import torch
+        import torch.distributed as dist
+
+        del device_mesh
         self.distribute_region_enabled = True
+        if run_state_sync:
+            dist.broadcast(torch.zeros(_STATE_BYTES, dtype=torch.uint8), 0)
 
     def _distribute_region(self, spec, generator=None):
         del spec, generator
@@ -34,14 +43,15 @@ class _TrackerStandIn:
         del parallel_seed
 
 
+def _rng_supported(mesh):
+    """PyTorch's own test, with CPU and meta meshes taken as GPU meshes."""
+    return mesh.device_type in ("cpu", "meta") or _original["is_rng_supported_mesh"](mesh)
+
+
 def _random_module():
     import torch.distributed.tensor._random as random_module
 
     return random_module
-
-
-def _on_cpu(mesh):
-    return mesh.device_type in ("cpu", "meta")
 
 
 def _mesh_fields(mesh):
@@ -68,7 +78,6 @@ def _placement_text(p):
 
 
 def _manual_seed(seed, device_mesh):
-    random_module = _random_module()
     coordinate = device_mesh.get_coordinate()
     trace.current().record_rng(dict(
         _mesh_fields(device_mesh),
@@ -76,18 +85,13 @@ def _manual_seed(seed, device_mesh):
         seed=int(seed),
         coordinate=list(coordinate) if coordinate is not None else None,
     ))
-    if not _on_cpu(device_mesh):
-        return _original["manual_seed"](seed, device_mesh)
-    supported = random_module.is_rng_supported_mesh
-    random_module.is_rng_supported_mesh = lambda mesh: True
-    if not random_module._rng_tracker:
-        random_module._rng_tracker = _TrackerStandIn()
+    # PyTorch's own manual_seed, which now makes the tracker on a CPU mesh and raises its error
+    # on a rank outside the mesh; its torch.manual_seed is part of this call.
     _seeding[0] = True
     try:
         return _original["manual_seed"](seed, device_mesh)
     finally:
         _seeding[0] = False
-        random_module.is_rng_supported_mesh = supported
 
 
 def _torch_manual_seed(seed):
@@ -106,7 +110,7 @@ def _scalar_arguments(op_call, args, kwargs):
     return out
 
 
-# Parameter names of the modules met so far: id(module) -> {id(parameter): name}.
+# Parameter names of the modules met so far: id(module) -> {id(parameter): (parameter, name)}.
 _names = {}
 
 
@@ -115,10 +119,10 @@ def _parameter_name(tensor):
     ("layers.0.attention.wq.weight"); None for anything else (an activation under dropout).
     Ranks holding the same parameter give the same name, which tells replicas of one parameter
     on different meshes (data-parallel copies) from different parameters (pipeline stages)."""
-    import sys
-
     import torch.nn as nn
 
+    if not isinstance(tensor, nn.Parameter):
+        return None
     modules = []
     frame = sys._getframe(2)
     while frame is not None:
@@ -128,48 +132,62 @@ def _parameter_name(tensor):
         frame = frame.f_back
     for module in reversed(modules):
         names = _names.get(id(module))
-        if names is None or id(tensor) not in names:
-            names = {id(p): n for n, p in module.named_parameters(remove_duplicate=False)}
+        known = names.get(id(tensor)) if names is not None else None
+        if known is None or known[0] is not tensor:  # new, or an id the allocator reused
+            names = {id(p): (p, n) for n, p in module.named_parameters(remove_duplicate=False)}
             _names[id(module)] = names
-        if id(tensor) in names:
-            return names[id(tensor)]
+            known = names.get(id(tensor))
+        if known is not None and known[0] is tensor:
+            return known[1]
+    return None
+
+
+def _dropout_probability():
+    """F.dropout on a CPU tensor draws its mask with bernoulli_(1 - p), where a GPU runs the fused
+    native_dropout(p): the p of the F.dropout call on the stack, or None when there is none."""
+    frame = sys._getframe(3)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == "dropout" and code.co_filename.endswith("nn/functional.py"):
+            return frame.f_locals.get("p")
+        frame = frame.f_back
     return None
 
 
 def _record_random_op(op_call, args, op_info):
-    import torch
-    import torch.distributed as dist
     from torch.distributed.tensor import DTensor
 
     mesh = op_info.compute_mesh
     if not args or not isinstance(args[0], DTensor) or not mesh._is_current_rank_part_of_mesh():
         return
     random_module = _random_module()
-    created = False
-    if not random_module._rng_tracker and _on_cpu(mesh):
-        random_module._rng_tracker = _TrackerStandIn()
-        created = True
+    tracker = random_module._rng_tracker
     spec = args[0]._spec
     local = args[0]._local_tensor
+    op = op_call._schema.name.split("::")[-1]
+    overload = op_call._overloadname
+    arguments = _scalar_arguments(op_call, args, op_info.local_kwargs)
+    p = _dropout_probability() if (op, overload) == ("bernoulli_", "float") else None
+    if p is not None:
+        op, overload, arguments = "native_dropout", "default", {"p": float(p), "train": True}
     trace.current().record_rng(dict(
         _mesh_fields(mesh),
         call="random_op",
-        op=op_call._schema.name.split("::")[-1],
-        overload=op_call._overloadname,
-        arguments=_scalar_arguments(op_call, args, op_info.local_kwargs),
+        op=op,
+        overload=overload,
+        arguments=arguments,
         parameter=_parameter_name(args[0]),
         placements=[_placement_text(p) for p in spec.placements],
         shape=list(spec.shape),
         dtype=str(local.dtype).replace("torch.", ""),
         local_numel=local.numel(),
         meta=local.is_meta,
-        region=bool(random_module._rng_tracker.distribute_region_enabled),
-        tracker_created=created,
+        region=bool(tracker.distribute_region_enabled) if tracker else True,
+        # PyTorch makes the tracker in this call (_TrackerStandIn broadcasts where it would).
+        tracker_created=not tracker,
+        user_generator=op_info.local_kwargs.get("generator") is not None,
         coordinate=list(mesh.get_coordinate()),
     ))
-    if created:
-        # What OffsetBasedRNGTracker does when it is made by a random op: rank 0's state to all.
-        dist.broadcast(torch.zeros(_STATE_BYTES, dtype=torch.uint8), 0)
 
 
 def _dispatch_slow_path(self, op_call, args, op_info):
@@ -181,11 +199,16 @@ def _dispatch_slow_path(self, op_call, args, op_info):
 def install():
     import torch
     import torch.distributed.tensor as tensor_module
+    import torch.distributed.tensor._dispatch as dispatch_module
     from torch.distributed.tensor._dispatch import OpDispatcher
 
     if _original:
         return
     random_module = _random_module()
+    _original["is_rng_supported_mesh"] = random_module.is_rng_supported_mesh
+    random_module.is_rng_supported_mesh = _rng_supported
+    dispatch_module.is_rng_supported_mesh = _rng_supported
+    random_module.OffsetBasedRNGTracker = _TrackerStandIn
     _original["manual_seed"] = random_module.manual_seed
     random_module.manual_seed = _manual_seed
     if getattr(tensor_module, "manual_seed", None) is _original["manual_seed"]:

@@ -89,6 +89,8 @@ class Checker {
     std::stable_sort(order.begin(), order.end(),
                      [&](size_t a, size_t b) { return dumps[a].rank < dumps[b].rank; });
     // Rank 0 first: the others may take its state when a random op makes DTensor's tracker.
+    rank0_recorded_ =
+        !order.empty() && dumps[order[0]].rank == 0 && dumps[order[0]].dump.recorded.has_value();
     for (const size_t i : order) {
       if (!dumps[i].dump.recorded || dumps[i].dump.recorded->rng.empty()) continue;
       out_.recorded = true;
@@ -99,8 +101,10 @@ class Checker {
       out_.notes.push_back(fmt::format(
           "{} took rank 0's generator state when a random op made DTensor's RNG tracker (PyTorch "
           "warns; seed every rank with torch.manual_seed or DTensor's manual_seed first)",
-          ranks_phrase(synced_ranks_)));
+          ranks_phrase({synced_ranks_.begin(), synced_ranks_.end()})));
     }
+    if (out_.unplaced > FrRngFindings::kMaxListed)
+      out_.notes.push_back(fmt::format("{} draws in all are not placed", out_.unplaced));
     const RngOverlaps found = find_overlaps(draws_, FrRngFindings::kMaxListed);
     out_.overlap_count = found.count;
     bool twice = false, tiny = false;
@@ -133,8 +137,10 @@ class Checker {
   }
 
   void stop(int64_t rank, const FrRngCall& c, const std::string& why) {
+    if (rank == 0) rank0_stopped_ = true;
+    ++out_.stopped_ranks;
     out_.notes.push_back(fmt::format("rank {}: {} at {}: {}; its later draws are not checked", rank,
-                                     c.op, where_of(c).to_string(), why));
+                                     printable(c.op, 40), where_of(c).to_string(), why));
   }
 
   void replay_rank(int64_t rank, const std::vector<FrRngCall>& calls) {
@@ -159,34 +165,14 @@ class Checker {
 
   // Returns false when the rank's later draws cannot be placed.
   bool random_op(int64_t rank, const FrRngCall& c, Generator& gen, uint64_t ordinal) {
-    if (c.tracker_created) {
-      if (rank == 0) {
-        rank0_at_sync_ = gen;
-      } else if (!rank0_at_sync_) {
-        stop(rank, c,
-             "the op made DTensor's tracker, which takes rank 0's state, and rank 0's "
-             "dump shows no such op");
-        return false;
-      } else {
-        const Generator before = gen;
-        gen.seed = rank0_at_sync_->seed;
-        gen.offset = rank0_at_sync_->offset;
-        if (before.seed != gen.seed || before.offset != gen.offset) synced_ranks_.push_back(rank);
-      }
-    }
-    const std::optional<RandomOp> op = modelled_op(c);
-    if (!op) {
-      stop(rank, c, "meshsim does not model where its kernel draws");
-      return false;
-    }
-    const std::optional<DType> dtype = parse_dtype(c.dtype);
-    if (!dtype) {
-      stop(rank, c, fmt::format("the dtype {} is not one meshsim knows", printable(c.dtype, 40)));
-      return false;
-    }
+    if (c.tracker_created && !take_rank0_state(rank, c, gen)) return false;
     if (!c.coordinate) return true;  // DTensor runs nothing on ranks outside the mesh
+    if (c.user_generator) {
+      // The program's own generator draws; DTensor's stream does not move.
+      note_unplaced(rank, c, "it draws from a generator the program passed");
+      return true;
+    }
     DTensorRngOffsets off;
-    uint64_t words = 0;
     bool dim_sharded_twice = false;
     try {
       std::vector<Placement> placements;
@@ -199,23 +185,53 @@ class Checker {
         }
       }
       off = dtensor_rng_offsets(c.shape, c.mesh_shape, *c.coordinate, placements);
-      words = random_op_words(*op, c.local_numel, *dtype, gpu_);
     } catch (const Error& e) {
       stop(rank, c, e.what());
       return false;
     }
     if (c.meta) return true;  // a meta shard draws nothing and moves nothing
+    const std::optional<RandomOp> op = modelled_op(c);
+    const std::optional<DType> dtype = parse_dtype(c.dtype);
+    uint64_t words = 0;
+    std::string unknown;
+    if (!op) {
+      unknown = "meshsim does not model where its kernel draws";
+    } else if (!dtype) {
+      unknown = fmt::format("the dtype {} is not one meshsim knows", printable(c.dtype, 40));
+    } else {
+      try {
+        words = random_op_words(*op, c.local_numel, *dtype, gpu_);
+      } catch (const Error& e) {
+        unknown = e.what();
+      }
+    }
     Draw d;
+    try {
+      if (!unknown.empty()) {
+        // In the distribute region every rank ends past the whole tensor, whatever its kernel
+        // took: only this draw is unknown. A local op moves the stream by its own count.
+        if (!c.region) {
+          stop(rank, c, unknown);
+          return false;
+        }
+        note_unplaced(rank, c, unknown);
+        gen.offset = add_offset(gen.offset, off.post_op_increment);
+        return true;
+      }
+      d.offset = c.region ? add_offset(gen.offset, off.pre_op_increment) : gen.offset;
+      gen.offset =
+          add_offset(gen.offset, c.region ? off.post_op_increment : static_cast<int64_t>(words));
+    } catch (const Error& e) {
+      stop(rank, c, e.what());
+      return false;
+    }
     d.seed = gen.seed;
-    d.offset = c.region ? gen.offset + static_cast<uint64_t>(off.pre_op_increment) : gen.offset;
     d.words = words;
     d.numel = c.local_numel;
     d.op = op->describe();
     d.shard_index = off.shard_linear_index;
     d.in_distribute_region = c.region;
     d.seed_epoch = gen.epoch;
-    gen.offset =
-        c.region ? gen.offset + static_cast<uint64_t>(off.post_op_increment) : gen.offset + words;
     // Ranks that draw one parameter (by name) are replicas wherever their meshes are: data
     // parallel copies draw alike on purpose; pipeline stages hold parameters of other names.
     std::string tensor =
@@ -239,11 +255,40 @@ class Checker {
     return true;
   }
 
+  // An op that made DTensor's tracker: the rank takes rank 0's state as it stood at rank 0's op
+  // of the same count (a program may make the tracker again after dropping it).
+  bool take_rank0_state(int64_t rank, const FrRngCall& c, Generator& gen) {
+    const size_t k = trackers_made_[rank]++;
+    if (rank == 0) {
+      rank0_states_.push_back(gen);
+      return true;
+    }
+    if (k < rank0_states_.size()) {
+      const Generator& rank0 = rank0_states_[k];
+      if (rank0.seed != gen.seed || rank0.offset != gen.offset) synced_ranks_.insert(rank);
+      gen.seed = rank0.seed;
+      gen.offset = rank0.offset;
+      return true;
+    }
+    stop(rank, c,
+         fmt::format("the op made DTensor's tracker, which takes rank 0's state, and {}",
+                     !rank0_recorded_ ? "rank 0 was not recorded"
+                     : rank0_stopped_ ? "rank 0's draws could not be followed that far"
+                                      : "rank 0 made the tracker fewer times"));
+    return false;
+  }
+
+  void note_unplaced(int64_t rank, const FrRngCall& c, const std::string& why) {
+    if (++out_.unplaced <= FrRngFindings::kMaxListed)
+      out_.notes.push_back(fmt::format("rank {}: {} at {}: {}; this draw is not placed", rank,
+                                       printable(c.op, 40), where_of(c).to_string(), why));
+  }
+
   void compare_replica(int64_t rank, const FrRngCall& c, uint64_t ordinal, const Draw& d,
                        const SourceLocation& where) {
     const std::string op =
         fmt::format("{} of {} [{}]", d.op, fmt::join(c.shape, "x"), fmt::join(c.placements, ", "));
-    const ShardDraw mine{rank, op, d.seed, d.offset, c.meta ? 0 : d.words, where};
+    const ShardDraw mine{rank, op, d.seed, d.offset, d.words, where};
     auto& shards = first_draws_[OpKey{c.mesh_ranks, ordinal}];
     const auto [it, fresh] = shards.try_emplace(*d.shard_index, mine);
     if (fresh) return;
@@ -257,7 +302,9 @@ class Checker {
           "rank {} draws seed {} from offset {}, rank {} seed {} from offset {}: different "
           "numbers",
           first.rank, first.seed, first.offset, rank, mine.seed, mine.offset);
-    if (why.empty()) return;
+    // Each shard is said once, with the first two ranks that disagree.
+    if (why.empty() || !differing_.emplace(OpKey{c.mesh_ranks, ordinal}, *d.shard_index).second)
+      return;
     ++out_.replicas_differ_count;
     if (out_.replicas_differ.size() < FrRngFindings::kMaxListed)
       out_.replicas_differ.push_back(fmt::format("random op {} on mesh {} ({}), shard {}: {}",
@@ -267,8 +314,11 @@ class Checker {
 
   const GpuProfile& gpu_;
   FrRngFindings& out_;
-  std::optional<Generator> rank0_at_sync_;
-  std::vector<int64_t> synced_ranks_;
+  std::map<int64_t, size_t> trackers_made_;  // by rank
+  std::vector<Generator> rank0_states_;      // rank 0's state at each tracker it made
+  bool rank0_recorded_ = false, rank0_stopped_ = false;
+  std::set<int64_t> synced_ranks_;
+  std::set<std::pair<OpKey, int64_t>> differing_;  // shards of ops whose replicas differ
   std::vector<DrawRecord> draws_;
   bool draws_capped_ = false;
   std::set<std::string> twice_sharded_, tiny_shards_;  // tensors of draws, by the quirk they meet
@@ -287,10 +337,14 @@ FrRngFindings check_recorded_rng(const std::vector<FrRankDump>& dumps, const Gpu
 std::string fr_rng_text(const FrRngFindings& f) {
   if (!f.recorded) return {};
   std::string out = fmt::format(
-      "\nRNG: {} DTensor random ops on {} ranks ({} drawing), placed on the Philox stream as "
-      "{}'s kernels draw:\n",
+      "\nRNG: {} DTensor random ops on {} ranks, {} draws placed on the Philox stream as {}'s "
+      "kernels draw:\n",
       f.random_ops, f.ranks, f.draws, f.gpu);
-  if (f.clean()) out += "  no two draws overlap; ranks holding one shard draw alike\n";
+  if (f.clean())
+    out += f.unplaced == 0 && f.stopped_ranks == 0
+               ? "  no two draws overlap; ranks holding one shard draw alike\n"
+               : "  no two placed draws overlap; ranks holding one shard draw alike where placed "
+                 "(the notes say what is not)\n";
   if (f.overlap_count > 0)
     out += fmt::format("  {} overlap{} (draws meant to be independent, same numbers):\n",
                        f.overlap_count, f.overlap_count == 1 ? "" : "s");
@@ -312,6 +366,8 @@ Json fr_rng_json(const FrRngFindings& f) {
               {"ranks", f.ranks},
               {"random_ops", f.random_ops},
               {"draws", f.draws},
+              {"unplaced", f.unplaced},
+              {"stopped_ranks", f.stopped_ranks},
               {"clean", f.clean()},
               {"overlap_count", f.overlap_count},
               {"overlaps", f.overlaps},

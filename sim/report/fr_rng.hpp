@@ -20,7 +20,9 @@ struct FrRngFindings {
   std::string gpu;                    // the GPU whose kernel grid the counters follow
   int64_t ranks = 0;                  // ranks that recorded a seed or a random op
   uint64_t random_ops = 0;            // on all ranks together
-  uint64_t draws = 0;                 // of them, those that drew (not meta, not empty)
+  uint64_t draws = 0;                 // of them, those placed on the stream (not meta, not empty)
+  uint64_t unplaced = 0;              // draws whose place is unknown (see the notes)
+  int64_t stopped_ranks = 0;          // ranks whose later draws could not be followed
   std::vector<std::string> overlaps;  // the first kMaxListed, described
   uint64_t overlap_count = 0;
   std::vector<std::string> replicas_differ;  // likewise
@@ -33,9 +35,11 @@ struct FrRngFindings {
 };
 
 // The findings over the recorded dumps' whole histories (a real job's dumps have no RNG records:
-// the findings are then empty and `recorded` false). Anything odd in a record (an op meshsim
-// does not model, placements that do not fit the mesh) stops the checks of that rank's later
-// draws and is said in `notes`.
+// the findings are then empty and `recorded` false). A draw whose place is unknown (an op meshsim
+// does not model, a generator of the program's own) is left out when the ranks' streams go on
+// past it; anything that loses a rank's stream (placements that do not fit the mesh, such an op
+// outside the distribute region) stops the checks of that rank's later draws. Both are said in
+// `notes`.
 FrRngFindings check_recorded_rng(const std::vector<FrRankDump>& dumps, const GpuProfile& gpu);
 
 // A few lines for `fr analyze`'s report, after the hang analysis; nothing when nothing was

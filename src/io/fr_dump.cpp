@@ -10,6 +10,7 @@
 #include "src/io/pickle_reader.hpp"
 #include "src/printable.hpp"
 #include "src/tensor/memory_budget.hpp"
+#include "src/tensor/tensor.hpp"
 
 namespace meshsim {
 
@@ -319,11 +320,10 @@ FrRngCall decode_rng_call(const Field& c) {
     ranks.fail(fmt::format("{} ranks, as the mesh's shape gives", size));
   if (const Field coordinate = c.at("coordinate"); !coordinate.is_null()) {
     out.coordinate = counts(coordinate, kMaxRngDims, "a coordinate in the mesh");
-    for (size_t i = 0; i < out.coordinate->size(); ++i) {
-      if (out.coordinate->size() != out.mesh_shape.size() ||
-          (*out.coordinate)[i] >= out.mesh_shape[i])
-        coordinate.fail("a coordinate in the mesh");
-    }
+    if (out.coordinate->size() != out.mesh_shape.size())
+      coordinate.fail("a coordinate in the mesh");
+    for (size_t i = 0; i < out.coordinate->size(); ++i)
+      if ((*out.coordinate)[i] >= out.mesh_shape[i]) coordinate.fail("a coordinate in the mesh");
   }
   if (out.kind == FrRngCall::Kind::kManualSeed) return out;
   out.op = c.at("op").text();
@@ -340,15 +340,21 @@ FrRngCall decode_rng_call(const Field& c) {
   }
   if (const auto parameter = c.maybe("parameter"); parameter && !parameter->is_null())
     out.parameter = parameter->text();
+  if (const auto generator = c.maybe("user_generator")) out.user_generator = generator->boolean();
   const Field placements = c.at("placements");
   out.placements = placements.strings();
   if (out.placements.size() != out.mesh_shape.size())
     placements.fail(fmt::format("one placement per mesh dim ({})", out.mesh_shape.size()));
-  out.shape = counts(c.at("shape"), kMaxRngDims, "a tensor shape (sizes of 0 or more)");
+  const Field tensor_shape = c.at("shape");
+  out.shape = counts(tensor_shape, Tensor::kMaxDims, "a tensor shape (sizes of 0 or more)");
+  int64_t numel = 1;
+  for (const int64_t d : out.shape)
+    if (__builtin_mul_overflow(numel, d, &numel)) tensor_shape.fail("a shape of fewer elements");
   out.dtype = c.at("dtype").text();
   const Field local = c.at("local_numel");
   out.local_numel = local.integer();
-  if (out.local_numel < 0) local.fail("an element count (0 or more)");
+  if (out.local_numel < 0 || out.local_numel > numel)
+    local.fail("the element count of a shard (0 to the tensor's)");
   out.meta = c.at("meta").boolean();
   out.region = c.at("region").boolean();
   out.tracker_created = c.at("tracker_created").boolean();

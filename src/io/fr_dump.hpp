@@ -81,6 +81,7 @@ struct FrRngCall {
   bool meta = false;             // a meta local tensor draws nothing
   bool region = true;            // DTensor's distribute region was enabled
   bool tracker_created = false;  // the op made the tracker (and broadcast rank 0's state)
+  bool user_generator = false;   // the op drew from a generator the program passed
   std::vector<FrFrame> frames;   // innermost first
 };
 

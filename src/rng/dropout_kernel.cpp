@@ -101,11 +101,13 @@ Tensor predict_dropout(PhiloxState& state, const Tensor& input, double p, const 
                   : static_cast<float>(static_cast<float>(x * kept) * static_cast<float>(scale));
     out.set(i, stored_as(dtype, value));
   }
-  // The generator moves as if every thread took four values per run of the grid, whatever the
-  // vector size.
-  const auto per_run = static_cast<uint64_t>(threads * kUnroll);
-  state.offset += ((static_cast<uint64_t>(numel) - 1) / per_run + 1) * kUnroll;
+  state.offset += dropout_counter_offset(numel, gpu);
   return out;
+}
+
+uint64_t dropout_counter_offset(int64_t numel, const GpuProfile& gpu) {
+  const auto per_run = static_cast<uint64_t>(random_kernel_threads(numel, gpu) * kUnroll);
+  return ((static_cast<uint64_t>(numel) - 1) / per_run + 1) * kUnroll;
 }
 
 }  // namespace meshsim

@@ -21,6 +21,10 @@ void check_dropout(DType dtype, double p);
 // and at least one element. Otherwise it returns x itself, or x * 0 for p = 1, drawing nothing.
 bool dropout_draws(double p, bool training, int64_t numel);
 
+// How far the fused kernel moves the generator's offset over `numel` elements (> 0): four words
+// per thread per run of its grid, whatever its vector size.
+uint64_t dropout_counter_offset(int64_t numel, const GpuProfile& gpu);
+
 // How many elements each thread handles per iteration: 8, 4 or 2 (vectorized loads of 16 bytes
 // at most, only where the input's address allows it and the size leaves no remainder), or 1 for
 // the unrolled kernel. `input_byte_offset`: where the input starts in its allocation, which the

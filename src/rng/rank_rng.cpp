@@ -22,6 +22,8 @@ void require_cuda(const DeviceMesh& mesh) {
   }
 }
 
+}  // namespace
+
 uint64_t add_offset(uint64_t offset, int64_t increment) {
   const uint64_t inc = static_cast<uint64_t>(increment);
   if (offset > UINT64_MAX - inc) {
@@ -29,8 +31,6 @@ uint64_t add_offset(uint64_t offset, int64_t increment) {
   }
   return offset + inc;
 }
-
-}  // namespace
 
 constexpr EnumName<RngProfile> kRngProfileNames[] = {
     {RngProfile::kLatest, "latest"},
@@ -242,11 +242,10 @@ std::optional<Draw> RankRng::draw_local(Tensor& t, const RandomOp& op, PhiloxSta
 
 uint64_t random_op_words(const RandomOp& op, int64_t numel, DType dtype, const GpuProfile& gpu) {
   if (numel <= 0) return 0;
-  if (op.kind != RandomOp::Kind::kDropout)
-    return KernelLaunch::plan(numel, dtype, gpu).counter_offset;
-  // The fused dropout kernel moves four words per thread per run of its grid, whatever its vector.
-  const auto per_run = static_cast<uint64_t>(random_kernel_threads(numel, gpu)) * 4;
-  return ((static_cast<uint64_t>(numel) - 1) / per_run + 1) * 4;
+  // The plan refuses sizes past one launch for every op (dropout's kernel shares the limit).
+  const KernelLaunch launch = KernelLaunch::plan(numel, dtype, gpu);
+  return op.kind == RandomOp::Kind::kDropout ? dropout_counter_offset(numel, gpu)
+                                             : launch.counter_offset;
 }
 
 RankRng::OpResult RankRng::random_(Tensor& t, const RandomOp& op) {

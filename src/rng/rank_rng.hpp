@@ -54,6 +54,9 @@ struct RandomOp {
 // (a draw's `words`), without drawing. Throws what KernelLaunch::plan throws.
 uint64_t random_op_words(const RandomOp& op, int64_t numel, DType dtype, const GpuProfile& gpu);
 
+// `offset + increment`; OverflowError past 2^64.
+uint64_t add_offset(uint64_t offset, int64_t increment);
+
 // One kernel's draw from a Philox stream: it consumed counter blocks [offset / 4,
 // (offset + words) / 4) of every thread (subsequence) it ran, under `seed`.
 struct Draw {

@@ -141,6 +141,30 @@ TEST_CASE("fr dump: damaged and hostile dumps are refused with the place", "[io]
       R"({"version": "2.10", "pg_status": {"0": {"last_enqueued_collective": 10000000000000000000}}})",
       "expected an integer below 2^63");
   refused(std::string(40, '[').insert(0, "{\"a\":"), "nested deeper than 16");
+  // A recorder's RNG records: shapes past a tensor's dims, shards larger than their tensor,
+  // coordinates that do not fit the mesh.
+  const auto rng = [](const std::string& call) {
+    return R"({"version": "2.10", "meshsim_record": {"rng": [)" + call + "]}}";
+  };
+  const auto op = [&](const std::string& shape, const std::string& numel) {
+    return rng(R"js({"call": "random_op", "mesh_shape": [2], "mesh_ranks": [0, 1],
+                     "coordinate": [1], "op": "uniform_", "placements": ["Shard(0)"],
+                     "dtype": "float32", "meta": false, "region": true,
+                     "tracker_created": false, "shape": )js" +
+               shape + ", \"local_numel\": " + numel + "}");
+  };
+  CHECK(meshsim::read_fr_dump(op("[8]", "4"), "r").recorded->rng.at(0).local_numel == 4);
+  std::string dims26 = "[1";
+  for (int i = 1; i < 26; ++i) dims26 += ", 1";
+  refused(op(dims26 + "]", "1"), "rng[0].shape: expected a tensor shape");
+  refused(op("[8]", "9"), "dump.meshsim_record.rng[0].local_numel: expected the element count");
+  refused(op("[4294967296, 4294967296]", "0"), "expected a shape of fewer elements");
+  refused(rng(R"({"call": "manual_seed", "seed": 1, "mesh_shape": [2, 2],
+                  "mesh_ranks": [0, 1, 2, 3], "coordinate": []})"),
+          "rng[0].coordinate: expected a coordinate in the mesh");
+  refused(rng(R"({"call": "manual_seed", "seed": 1, "mesh_shape": [2], "mesh_ranks": [0, 1, 2]})"),
+          "rng[0].mesh_ranks: expected 2 ranks");
+  refused(rng(R"({"call": "spin"})"), "rng[0].call: expected torch_manual_seed");
 }
 
 TEST_CASE("fr dump: a later 2.x schema's unknown fields are read past", "[io][fr_dump]") {

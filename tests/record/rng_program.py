@@ -6,7 +6,9 @@
 --case stages: two pipeline stages of a (pp, tp) mesh, each initialising its own layer
     (layers.0, layers.1) from the model's init_weights; --same-seed seeds both stages alike.
 --case replicas: one parameter replicated over dp and sharded over tp on a (dp, tp) mesh;
-    --seed-by-dp seeds each dp copy with its own seed, so replicas differ."""
+    --seed-by-dp seeds each dp copy with its own seed, so replicas differ.
+--case dropout: F.dropout(p=0.25) in training on an activation sharded over tp, with no seed: the
+    first random op makes DTensor's tracker (and its WORLD broadcast)."""
 
 import argparse
 
@@ -17,7 +19,7 @@ from torch.distributed.tensor import Replicate, Shard, distribute_tensor
 from torch.distributed.tensor._random import manual_seed
 
 p = argparse.ArgumentParser()
-p.add_argument("--case", choices=("fsdp-tp", "stages", "replicas"), required=True)
+p.add_argument("--case", choices=("fsdp-tp", "stages", "replicas", "dropout"), required=True)
 p.add_argument("--same-seed", action="store_true")
 p.add_argument("--seed-by-dp", action="store_true")
 args = p.parse_args()
@@ -58,6 +60,10 @@ elif args.case == "stages":
     parallelize_module(model, mesh["tp"], {f"layers.{stage}": ColwiseParallel()})
     manual_seed(1234 if args.same_seed else 1234 + stage, mesh["tp"])
     model.init_weights()
+elif args.case == "dropout":
+    mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+    x = distribute_tensor(torch.ones(8, 16), mesh, [Replicate(), Shard(0)])
+    y = torch.nn.functional.dropout(x, p=0.25, training=True)
 else:
     mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
     dp_rank = mesh.get_coordinate()[0]

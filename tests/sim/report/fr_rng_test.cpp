@@ -193,6 +193,17 @@ TEST_CASE("fr rng: seeds across ranks", "[fr_rng]") {
     CHECK(fr_rng_text(f).find("1 shard whose replicas draw different numbers") !=
           std::string::npos);
   }
+  SECTION("each shard whose replicas differ is counted once") {
+    std::vector<std::vector<FrRngCall>> calls(4);
+    for (int64_t r = 0; r < 4; ++r)
+      calls[r] = {mesh_seed(static_cast<uint64_t>(10 + r), kSquare, r),
+                  uniform(kSquare, r, {"Replicate()", "Replicate()"}, {8}, 8, 65)};
+    const FrRngFindings f = check(calls);
+    CHECK(f.replicas_differ_count == 1);
+    REQUIRE(f.replicas_differ.size() == 1);
+    CHECK(f.replicas_differ[0].find("rank 0 draws seed 10 from offset 0, rank 1 seed 11") !=
+          std::string::npos);
+  }
   SECTION("an extra draw on one rank moves its later replicas") {
     std::vector<std::vector<FrRngCall>> calls(4);
     for (int64_t r = 0; r < 4; ++r) {
@@ -236,7 +247,7 @@ TEST_CASE("fr rng: a tracker made by a random op takes rank 0's state", "[fr_rng
     dumps.erase(dumps.begin());
     const FrRngFindings g = check_recorded_rng(dumps, *find_gpu("H200"));
     CHECK(g.draws == 0);
-    CHECK(any_contains(g.notes, "rank 0's dump shows no such op"));
+    CHECK(any_contains(g.notes, "takes rank 0's state, and rank 0 was not recorded"));
   }
 }
 
@@ -251,9 +262,32 @@ TEST_CASE("fr rng: what is not modelled is said, not guessed", "[fr_rng]") {
     calls[r] = {mesh_seed(5, pair, r), meta, odd, uniform(pair, r, {"Shard(0)"}, {8}, 4, 102)};
   }
   const FrRngFindings f = check(calls);
-  CHECK(f.draws == 0);  // the meta op draws nothing; nothing after randint_like is placed
-  CHECK(f.random_ops == 4);
-  CHECK(any_contains(f.notes, "rank 0: randint_like at train.py:100: meshsim does not model"));
+  // The meta op draws nothing; randint_like is not placed, but in the distribute region every
+  // rank ends past the whole tensor, so the op after it is.
+  CHECK(f.draws == 2);
+  CHECK(f.unplaced == 2);
+  CHECK(f.random_ops == 6);
+  CHECK(f.clean());
+  CHECK(any_contains(f.notes,
+                     "rank 0: randint_like at train.py:100: meshsim does not model where "
+                     "its kernel draws; this draw is not placed"));
+  CHECK(fr_rng_text(f).find("no two placed draws overlap") != std::string::npos);
+  SECTION("outside the distribute region it loses the rank's stream") {
+    for (auto& rank_calls : calls) rank_calls[2].region = false;
+    const FrRngFindings g = check(calls);
+    CHECK(g.draws == 0);
+    CHECK(g.stopped_ranks == 2);
+    CHECK(any_contains(g.notes, "its later draws are not checked"));
+  }
+  SECTION("a generator of the program's own moves nothing of DTensor's") {
+    for (auto& rank_calls : calls) {
+      rank_calls[2].op = "uniform_";
+      rank_calls[2].user_generator = true;
+    }
+    const FrRngFindings g = check(calls);
+    CHECK(g.draws == 2);
+    CHECK(any_contains(g.notes, "it draws from a generator the program passed"));
+  }
   FrRngCall bad = uniform(pair, 0, {"Shard(3)"}, {8}, 4, 110);
   const FrRngFindings g = check({{mesh_seed(5, pair, 0), bad}});
   CHECK(any_contains(g.notes, "rank 0: uniform_ at train.py:110:"));
@@ -283,9 +317,9 @@ TEST_CASE("fr rng: the recorder's dumps of PyTorch's FSDP + TP seed test", "[fr_
   REQUIRE(f.overlap_count == 1);
   for (const char* part :
        {"seed 7: uniform_(-0.353553, 0.353553) into \"bias as [_StridedShard(0, split_factor=2), "
-        "Shard(0)], random op 1 of its mesh\" (tests/record/rng_program.py:51, shard 0, rank 0)",
+        "Shard(0)], random op 1 of its mesh\" (tests/record/rng_program.py:53, shard 0, rank 0)",
         "into \"weight as [_StridedShard(0, split_factor=2), Shard(0)], random op 0 of its mesh\" "
-        "(tests/record/rng_program.py:51, shard 2, rank 2)",
+        "(tests/record/rng_program.py:53, shard 2, rank 2)",
         "both read Philox counter blocks [32, 33)"})
     CHECK(f.overlaps[0].find(part) != std::string::npos);
 }
