@@ -1,12 +1,13 @@
 """DTensor's random state on a CPU mesh as on a GPU one, recorded for meshsim's RNG checks.
 
 PyTorch keeps DTensor's RNG tracker for CUDA-like meshes only: on a CPU mesh `manual_seed(seed,
-mesh)` returns with a warning and random ops make no tracker. The recorder makes them behave as
-on a GPU mesh where that changes what the ranks do together: manual_seed runs PyTorch's own
-checks (a rank outside the mesh gets PyTorch's error) and creates a tracker, and the first random
-op without a tracker broadcasts rank 0's generator state over WORLD, a collective every rank must
-join. The values drawn stay the CPU's: the record says which op ran on which shard with which
-seed, and meshsim computes where on the GPU's Philox stream each rank would draw."""
+mesh)` returns with a warning and random ops make no tracker. The recorder lets PyTorch's own code
+take its GPU path (CPU and meta meshes pass `is_rng_supported_mesh`, and the tracker class is a
+stand-in), so that what ranks do together is what a GPU job does: manual_seed runs PyTorch's checks
+(a rank outside the mesh gets PyTorch's error), and the first random op without a tracker
+broadcasts rank 0's generator state over WORLD, a collective every rank must join. The values
+drawn stay the CPU's: the record says which op ran on which shard with which seed, and meshsim
+computes where on the GPU's Philox stream each rank would draw."""
 
 import contextlib
 import numbers
