@@ -207,7 +207,7 @@ def main():
         # shards and counters, simulating the program instead of reading its recording.
         same = ["seed 7:", "(shard 0, rank 0)", "(shard 2, rank 2)", "blocks [32, 33)"]
         check(code == 1 and a["verdict"] == "no hang" and rng.get("overlap_count") == 1 and
-              all(s.replace("(", "rng_program.py:53, ") in rng["overlaps"][0] for s in same[1:3])
+              all(s.replace("(", "rng_program.py:54, ") in rng["overlaps"][0] for s in same[1:3])
               and all(s in rng["overlaps"][0] for s in (same[0], same[3])) and
               "bias as [_StridedShard(0, split_factor=2), Shard(0)]" in rng["overlaps"][0] and
               all(s.replace("(", "rng_fsdp_tp_meta_init.toml:43:1, ") in sim.stdout
@@ -225,7 +225,7 @@ def main():
         rng = a.get("rng", {})
         check(code == 1 and a["verdict"] == "no hang" and rng.get("overlap_count") == 4 and
               'into "layers.0.weight as [Shard(0)], random op 0 of its mesh" '
-              '(tests/record/rng_program.py:39, shard 0, rank 0) and' in rng["overlaps"][0].replace(
+              '(tests/record/rng_program.py:40, shard 0, rank 0) and' in rng["overlaps"][0].replace(
                   os.path.join(ROOT, ""), "") and
               '"layers.1.weight' in rng["overlaps"][0],
               f"pipeline stages seeded alike draw each other's numbers: {rng}")
@@ -250,7 +250,16 @@ def main():
               sum(e["profiling_name"] == "nccl:broadcast" for e in rec["entries"]) == 2,
               f"F.dropout on a DTensor is recorded as the GPU's native_dropout(p), and the tracker "
               f"it makes broadcasts over WORLD: {ops} {a.get('rng')}")
-        cases += 6
+        r = record(out, "rng_program.py", 4, "--case", "factory")
+        code, a = analyze(meshsim, out)
+        rec = json.load(open(os.path.join(out, "nccl_trace_rank_2.json")))
+        ops = [(c["op"], c["local_numel"], c["factory"]) for c in rec["meshsim_record"]["rng"]
+               if c["call"] == "random_op"]
+        check(code == 0 and a.get("rng", {}).get("clean") is True and
+              a["rng"]["draws"] == 8 and ops == [("rand", 8, True), ("randn", 16, True)],
+              f"DTensor's rand and randn factories are recorded with the rank's shard: {ops} "
+              f"{a.get('rng')}")
+        cases += 7
         # --ranks records a subset; the others are assumed to make every call.
         r = record(out, "pipeline_program.py", 8, "--schedule", "1f1b", "--microbatches", "8",
                    extra=("--ranks", "0-1"))

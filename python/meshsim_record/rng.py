@@ -17,6 +17,7 @@ from . import trace
 
 _original = {}
 _seeding = [False]  # inside DTensor's manual_seed, whose torch.manual_seed is not a call of its own
+_dispatching = [False]  # inside a random op's dispatch, whose distribute region is recorded there
 # Stands for the generator state DTensor's tracker broadcasts (a CUDA generator's 16 bytes).
 _STATE_BYTES = 16
 
@@ -33,11 +34,15 @@ class _TrackerStandIn:
 
         del device_mesh
         self.distribute_region_enabled = True
+        # Whether a recorded op has said it made this tracker (manual_seed makes it silently).
+        self.announced = not run_state_sync
         if run_state_sync:
             dist.broadcast(torch.zeros(_STATE_BYTES, dtype=torch.uint8), 0)
 
     def _distribute_region(self, spec, generator=None):
-        del spec, generator
+        del generator
+        if not _dispatching[0] and trace.current() is not None:
+            _record_factory(self, spec, sys._getframe(1))
         return contextlib.nullcontext()
 
     def _manual_seed(self, parallel_seed):
@@ -191,10 +196,55 @@ def _record_random_op(op_call, args, op_info):
     ))
 
 
+def _record_factory(tracker, spec, caller):
+    """torch.distributed.tensor.rand / randn: DTensor's factory draws the rank's shard inside the
+    tracker's distribute region, which is where this is called from."""
+    import math
+
+    import torch
+
+    mesh = spec.mesh
+    coordinate = mesh.get_coordinate()
+    if coordinate is None and tracker.distribute_region_enabled:
+        # What PyTorch's offset computation does on a GPU mesh for a rank outside it.
+        raise AssertionError("a random DTensor factory on a rank outside its mesh: DTensor's "
+                             "RNG offsets need the rank's coordinate in the mesh")
+    init_op = caller.f_locals.get("init_op")
+    local_shape = caller.f_locals.get("local_shape") or ()
+    created = not tracker.announced
+    tracker.announced = True
+    trace.current().record_rng(dict(
+        _mesh_fields(mesh),
+        call="random_op",
+        op=getattr(init_op, "__name__", "rand"),
+        overload="default",
+        arguments={},
+        parameter=None,
+        placements=[_placement_text(p) for p in spec.placements],
+        shape=list(spec.shape),
+        dtype=str(spec.tensor_meta.dtype or torch.get_default_dtype()).replace("torch.", ""),
+        local_numel=math.prod(local_shape),
+        meta=False,
+        region=bool(tracker.distribute_region_enabled),
+        tracker_created=created,
+        user_generator=False,
+        factory=True,
+        coordinate=list(coordinate) if coordinate is not None else None,
+    ))
+
+
 def _dispatch_slow_path(self, op_call, args, op_info):
-    if op_call in self._random_ops and trace.current() is not None:
-        _record_random_op(op_call, args, op_info)
-    return _original["slow_path"](self, op_call, args, op_info)
+    if op_call not in self._random_ops or trace.current() is None:
+        return _original["slow_path"](self, op_call, args, op_info)
+    _record_random_op(op_call, args, op_info)
+    _dispatching[0] = True
+    try:
+        return _original["slow_path"](self, op_call, args, op_info)
+    finally:
+        _dispatching[0] = False
+        tracker = _random_module()._rng_tracker
+        if isinstance(tracker, _TrackerStandIn):
+            tracker.announced = True
 
 
 def install():

@@ -41,8 +41,10 @@ std::optional<RandomOp> modelled_op(const FrRngCall& c) {
   };
   if (c.op == "uniform_") return two(Kind::kUniform, "from", "to", 0.0, 1.0);
   if (c.op == "normal_") return two(Kind::kNormal, "mean", "std", 0.0, 1.0);
-  if (c.op == "rand_like") return RandomOp{Kind::kUniform, 0.0, 1.0, "rand_like", 0};
-  if (c.op == "randn_like") return RandomOp{Kind::kNormal, 0.0, 1.0, "randn_like", 0};
+  for (const char* name : {"rand", "rand_like"})
+    if (c.op == name) return RandomOp{Kind::kUniform, 0.0, 1.0, name, 0};
+  for (const char* name : {"randn", "randn_like"})
+    if (c.op == name) return RandomOp{Kind::kNormal, 0.0, 1.0, name, 0};
   if (c.op == "bernoulli_" && c.overload == "float") {
     const double p = argument(c, "p").value_or(0.5);
     return RandomOp{Kind::kBernoulli, p, 0.0, fmt::format("bernoulli_({:g})", p), 0};
@@ -219,8 +221,10 @@ class Checker {
         return true;
       }
       d.offset = c.region ? add_offset(gen.offset, off.pre_op_increment) : gen.offset;
-      gen.offset =
-          add_offset(gen.offset, c.region ? off.post_op_increment : static_cast<int64_t>(words));
+      // A factory outside the region puts the generator's state back (PyTorch 2.9 and later).
+      if (c.region || !c.factory)
+        gen.offset =
+            add_offset(gen.offset, c.region ? off.post_op_increment : static_cast<int64_t>(words));
     } catch (const Error& e) {
       stop(rank, c, e.what());
       return false;

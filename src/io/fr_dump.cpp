@@ -341,6 +341,7 @@ FrRngCall decode_rng_call(const Field& c) {
   if (const auto parameter = c.maybe("parameter"); parameter && !parameter->is_null())
     out.parameter = parameter->text();
   if (const auto generator = c.maybe("user_generator")) out.user_generator = generator->boolean();
+  if (const auto factory = c.maybe("factory")) out.factory = factory->boolean();
   const Field placements = c.at("placements");
   out.placements = placements.strings();
   if (out.placements.size() != out.mesh_shape.size())

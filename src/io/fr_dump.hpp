@@ -82,7 +82,10 @@ struct FrRngCall {
   bool region = true;            // DTensor's distribute region was enabled
   bool tracker_created = false;  // the op made the tracker (and broadcast rank 0's state)
   bool user_generator = false;   // the op drew from a generator the program passed
-  std::vector<FrFrame> frames;   // innermost first
+  // torch.distributed.tensor.rand / randn ("rand", "randn"): outside the distribute region it
+  // draws from the generator's state and puts it back.
+  bool factory = false;
+  std::vector<FrFrame> frames;  // innermost first
 };
 
 // What meshsim_record (the Python recorder, python/) adds to the dumps it writes: each is a rank's

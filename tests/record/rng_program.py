@@ -8,7 +8,8 @@
 --case replicas: one parameter replicated over dp and sharded over tp on a (dp, tp) mesh;
     --seed-by-dp seeds each dp copy with its own seed, so replicas differ.
 --case dropout: F.dropout(p=0.25) in training on an activation sharded over tp, with no seed: the
-    first random op makes DTensor's tracker (and its WORLD broadcast)."""
+    first random op makes DTensor's tracker (and its WORLD broadcast).
+--case factory: torch.distributed.tensor.rand and randn on the (2, 2) mesh, seeded 1234."""
 
 import argparse
 
@@ -19,7 +20,7 @@ from torch.distributed.tensor import Replicate, Shard, distribute_tensor
 from torch.distributed.tensor._random import manual_seed
 
 p = argparse.ArgumentParser()
-p.add_argument("--case", choices=("fsdp-tp", "stages", "replicas", "dropout"), required=True)
+p.add_argument("--case", choices=("fsdp-tp", "stages", "replicas", "dropout", "factory"), required=True)
 p.add_argument("--same-seed", action="store_true")
 p.add_argument("--seed-by-dp", action="store_true")
 args = p.parse_args()
@@ -60,6 +61,13 @@ elif args.case == "stages":
     parallelize_module(model, mesh["tp"], {f"layers.{stage}": ColwiseParallel()})
     manual_seed(1234 if args.same_seed else 1234 + stage, mesh["tp"])
     model.init_weights()
+elif args.case == "factory":
+    import torch.distributed.tensor as dtensor
+
+    mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+    manual_seed(1234, mesh)
+    a = dtensor.rand(8, 4, device_mesh=mesh, placements=[Shard(0), Shard(1)])
+    b = dtensor.randn(8, 4, device_mesh=mesh, placements=[Replicate(), Shard(0)])
 elif args.case == "dropout":
     mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
     x = distribute_tensor(torch.ones(8, 16), mesh, [Replicate(), Shard(0)])

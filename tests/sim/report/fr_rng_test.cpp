@@ -231,6 +231,26 @@ TEST_CASE("fr rng: seeds across ranks", "[fr_rng]") {
   }
 }
 
+TEST_CASE("fr rng: a factory outside the distribute region puts the state back", "[fr_rng]") {
+  // torch.distributed.tensor.rand with the region off draws each rank's shard from the state as
+  // it is and restores it (PyTorch 2.9 and later): the next op draws the same counters.
+  std::vector<std::vector<FrRngCall>> calls(2);
+  const Mesh pair{{2}, {0, 1}};
+  for (int64_t r = 0; r < 2; ++r) {
+    FrRngCall factory = uniform(pair, r, {"Replicate()"}, {8}, 8, 120);
+    factory.op = "rand";
+    factory.factory = true;
+    factory.region = false;
+    FrRngCall next = uniform(pair, r, {"Replicate()"}, {8}, 8, 121);
+    next.region = false;
+    calls[r] = {mesh_seed(3, pair, r), factory, next};
+  }
+  const FrRngFindings f = check(calls);
+  CHECK(f.draws == 4);
+  CHECK(f.overlap_count == 1);  // rand into the first, uniform_ into the second, both at 0
+  CHECK(any_contains(f.overlaps, "seed 3: rand into"));
+}
+
 TEST_CASE("fr rng: a tracker made by a random op takes rank 0's state", "[fr_rng]") {
   std::vector<std::vector<FrRngCall>> calls(4);
   for (int64_t r = 0; r < 4; ++r) {
@@ -317,9 +337,9 @@ TEST_CASE("fr rng: the recorder's dumps of PyTorch's FSDP + TP seed test", "[fr_
   REQUIRE(f.overlap_count == 1);
   for (const char* part :
        {"seed 7: uniform_(-0.353553, 0.353553) into \"bias as [_StridedShard(0, split_factor=2), "
-        "Shard(0)], random op 1 of its mesh\" (tests/record/rng_program.py:53, shard 0, rank 0)",
+        "Shard(0)], random op 1 of its mesh\" (tests/record/rng_program.py:54, shard 0, rank 0)",
         "into \"weight as [_StridedShard(0, split_factor=2), Shard(0)], random op 0 of its mesh\" "
-        "(tests/record/rng_program.py:53, shard 2, rank 2)",
+        "(tests/record/rng_program.py:54, shard 2, rank 2)",
         "both read Philox counter blocks [32, 33)"})
     CHECK(f.overlaps[0].find(part) != std::string::npos);
 }
