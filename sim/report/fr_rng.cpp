@@ -13,6 +13,7 @@
 #include "sim/report/fr_entry.hpp"
 #include "sim/report/rng_overlap.hpp"
 #include "sim/runtime/group_label.hpp"
+#include "sim/runtime/hang_phrases.hpp"
 #include "src/dtensor/placement.hpp"
 #include "src/error.hpp"
 #include "src/printable.hpp"
@@ -103,7 +104,7 @@ class Checker {
       out_.notes.push_back(fmt::format(
           "{} took rank 0's generator state when a random op made DTensor's RNG tracker (PyTorch "
           "warns; seed every rank with torch.manual_seed or DTensor's manual_seed first)",
-          ranks_phrase({synced_ranks_.begin(), synced_ranks_.end()})));
+          ranks_text({synced_ranks_.begin(), synced_ranks_.end()})));
     }
     if (out_.unplaced > FrRngFindings::kMaxListed)
       out_.notes.push_back(fmt::format("{} draws in all are not placed", out_.unplaced));
@@ -134,10 +135,6 @@ class Checker {
   }
 
  private:
-  static std::string ranks_phrase(const std::vector<int64_t>& ranks) {
-    return fmt::format("{} {}", ranks.size() == 1 ? "rank" : "ranks", rank_ranges(ranks));
-  }
-
   void stop(int64_t rank, const FrRngCall& c, const std::string& why) {
     if (rank == 0) rank0_stopped_ = true;
     ++out_.stopped_ranks;
