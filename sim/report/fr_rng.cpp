@@ -335,6 +335,20 @@ FrRngFindings check_recorded_rng(const std::vector<FrRankDump>& dumps, const Gpu
   return out;
 }
 
+namespace {
+
+// "  <heading>:" and the listed lines, then how many were left out; nothing when there are none.
+std::string listed(uint64_t count, const std::vector<std::string>& lines,
+                   const std::string& heading) {
+  if (count == 0) return {};
+  std::string out = "  " + heading + ":\n";
+  for (const std::string& line : lines) out += "    " + line + "\n";
+  if (count > lines.size()) out += fmt::format("    ... and {} more\n", count - lines.size());
+  return out;
+}
+
+}  // namespace
+
 std::string fr_rng_text(const FrRngFindings& f) {
   if (!f.recorded) return {};
   std::string out = fmt::format(
@@ -346,18 +360,13 @@ std::string fr_rng_text(const FrRngFindings& f) {
                ? "  no two draws overlap; ranks holding one shard draw alike\n"
                : "  no two placed draws overlap; ranks holding one shard draw alike where placed "
                  "(the notes say what is not)\n";
-  if (f.overlap_count > 0)
-    out += fmt::format("  {} overlap{} (draws meant to be independent, same numbers):\n",
-                       f.overlap_count, f.overlap_count == 1 ? "" : "s");
-  for (const std::string& o : f.overlaps) out += "    " + o + "\n";
-  if (f.overlap_count > f.overlaps.size())
-    out += fmt::format("    ... and {} more\n", f.overlap_count - f.overlaps.size());
-  if (f.replicas_differ_count > 0)
-    out += fmt::format("  {} shard{} whose replicas draw different numbers:\n",
-                       f.replicas_differ_count, f.replicas_differ_count == 1 ? "" : "s");
-  for (const std::string& r : f.replicas_differ) out += "    " + r + "\n";
-  if (f.replicas_differ_count > f.replicas_differ.size())
-    out += fmt::format("    ... and {} more\n", f.replicas_differ_count - f.replicas_differ.size());
+  const auto s = [](uint64_t n) { return n == 1 ? "" : "s"; };
+  out += listed(f.overlap_count, f.overlaps,
+                fmt::format("{} overlap{} (draws meant to be independent, same numbers)",
+                            f.overlap_count, s(f.overlap_count)));
+  out += listed(f.replicas_differ_count, f.replicas_differ,
+                fmt::format("{} shard{} whose replicas draw different numbers",
+                            f.replicas_differ_count, s(f.replicas_differ_count)));
   for (const std::string& n : f.notes) out += "  note: " + n + "\n";
   return out;
 }
