@@ -2,7 +2,8 @@
 // scale suite in tests/scale checks their peak memory), and a WORLD all_reduce over 65,536 meta
 // ranks. The time is the load and the run together. A 16,384-rank pipeline hang runs beside the
 // same job without its bug: the difference is what the hang costs (its report, text and JSON,
-// and aborting the ranks that wait).
+// and aborting the ranks that wait). One HSDP x TP x PP training step with a whole-world
+// checkpoint runs from 1,024 to 131,072 ranks: its CPU time per rank is the curve to keep flat.
 #include <benchmark/benchmark.h>
 
 #include <fstream>
@@ -81,6 +82,38 @@ void BM_scale_hang_pp_tp_16384_floor(benchmark::State& state) {
   run_text(state, text, path, 16384);
 }
 BENCHMARK(BM_scale_hang_pp_tp_16384_floor)->Unit(benchmark::kMillisecond)->Iterations(1);
+
+// tests/scale/training_step.toml at `ranks` ranks: its world_size line and the dp_shard size of
+// its [8, 8, dp_shard, 8] mesh rewritten, as tests/scale/run_scale.py --world does.
+void BM_scale_training_step(benchmark::State& state) {
+  const int64_t ranks = state.range(0);
+  const std::string path = scale_file("training_step.toml");
+  std::string text = read_text(path);
+  const auto replace = [&](const std::string& from, const std::string& to) {
+    const size_t at = text.find(from);
+    if (at == std::string::npos) return false;
+    text.replace(at, from.size(), to);
+    return true;
+  };
+  if (!replace("\nworld_size = 1024\n", "\nworld_size = " + std::to_string(ranks) + "\n") ||
+      !replace("\nshape = [8, 8, 2, 8]\n",
+               "\nshape = [8, 8, " + std::to_string(ranks / 512) + ", 8]\n")) {
+    state.SkipWithError("training_step.toml no longer has its 1,024-rank lines");
+    return;
+  }
+  run_text(state, text, path, ranks);
+  state.counters["cpu_us_per_rank"] =
+      benchmark::Counter(static_cast<double>(ranks), benchmark::Counter::kIsIterationInvariantRate |
+                                                         benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_scale_training_step)
+    ->Arg(1024)
+    ->Arg(8192)
+    ->Arg(32768)
+    ->Arg(131072)
+    ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
+    ->Iterations(1);
 
 }  // namespace
 

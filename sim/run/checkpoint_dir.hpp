@@ -4,6 +4,7 @@
 // before any) leaves nothing behind.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -22,6 +23,8 @@ class CheckpointDir {
   const std::string& path();
   // The directory if it was made, else "".
   const std::string& made_path() const { return path_; }
+  // Whether the checkpoints outlive the run (--keep-checkpoints): only those need to be durable.
+  bool kept() const { return keep_under_.has_value(); }
 
  private:
   std::optional<std::string> keep_under_;
@@ -29,5 +32,9 @@ class CheckpointDir {
   std::string path_;
   bool remove_ = false;
 };
+
+// Removes the temporary checkpoint directories process `pid` made and did not remove (it died):
+// best effort, errors ignored.
+void remove_checkpoint_dirs_of(int64_t pid);
 
 }  // namespace meshsim::sim

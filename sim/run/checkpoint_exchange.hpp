@@ -29,7 +29,8 @@ class CheckpointExchange {
     explicit Slot(int64_t group_size)
         : calls(static_cast<size_t>(group_size)),
           plans(static_cast<size_t>(group_size)),
-          dcp_written(static_cast<size_t>(group_size)) {}
+          dcp_written(static_cast<size_t>(group_size)),
+          files(static_cast<size_t>(group_size)) {}
     // What each rank called ("save of checkpoint \"step1\""); empty until it arrives.
     std::vector<std::string> calls;
     // A save: every rank's local plan, then the coordinator's merge of them.
@@ -37,6 +38,8 @@ class CheckpointExchange {
     GlobalSavePlan merged;
     // A save in DCP's layout: where each rank's items went (the coordinator's metadata lists them).
     std::vector<std::vector<DcpWrittenItem>> dcp_written;
+    // A save: the file each rank wrote, made durable together when the checkpoint is kept.
+    std::vector<std::string> files;
     // A load: the metadata, read once by the coordinator (meshsim's own, or DCP's `.metadata`).
     std::shared_ptr<const CheckpointMetadata> metadata;
     std::shared_ptr<const DcpMetadata> dcp_metadata;

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "sim/report/result_codec.hpp"
+#include "sim/run/checkpoint_dir.hpp"
 #include "sim/run/rank_error.hpp"
 #include "sim/scenario/scenario_loader.hpp"
 
@@ -177,6 +178,7 @@ FileOutcome run_scenario_file(const std::string& file, const StepRegistry& steps
   int status = 0;
   while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) remove_checkpoint_dirs_of(child);
   std::cerr << errors;  // the child's own warnings stay visible
   const size_t newline = result.find('\n');
   const Json header = Json::parse(result.substr(0, newline), nullptr, false);

@@ -118,6 +118,7 @@ class RankState final : public ExpressionEnv {
   const std::string& checkpoint_dir() const { return checkpoints_.path(); }
   // "" until a step has asked for the directory.
   const std::string& checkpoint_dir_made() const { return checkpoints_.made_path(); }
+  bool checkpoints_kept() const { return checkpoints_.kept(); }
   // Where the ranks of a whole-world save or load leave what the coordinator merges.
   CheckpointExchange& checkpoint_exchange() { return exchange_; }
   bool decouple_backend_at_save() const { return decouple_backend_at_save_; }

@@ -251,7 +251,11 @@ class SaveStep final : public Step {
         return p != point ? 0 : p == SavePoint::kWrite ? ENOSPC : EIO;
       };
     }
-    with_stable_errors(rank, [&] { write_file_atomically(resolve(rank, path_), bytes, hook); });
+    // Durable only where it outlives the run: a temporary directory is removed at its end.
+    const Durability durability =
+        rank.checkpoints_kept() ? Durability::kNow : Durability::kByCaller;
+    with_stable_errors(
+        rank, [&] { write_file_atomically(resolve(rank, path_), bytes, hook, durability); });
   }
 
   static void warn_if_group_names(RankState& rank, const DeviceMesh& mesh, bool with_names) {

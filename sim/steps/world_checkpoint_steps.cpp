@@ -16,6 +16,7 @@
 #include "sim/steps/step_kinds.hpp"
 #include "src/io/checkpoint_plan.hpp"
 #include "src/io/dcp_load.hpp"
+#include "src/io/dcp_write.hpp"
 #include "src/io/world_checkpoint.hpp"
 
 namespace meshsim::sim {
@@ -245,18 +246,30 @@ class WorldSaveStep final : public WorldCollectiveStep {
       std::filesystem::create_directories(dir, ec);
       if (ec) throw runtime_error(fmt::format("cannot create {}: {}", dir, ec.message()));
       if (dcp_layout_) {
-        slot.dcp_written[me] = save_dcp_shard(dir, slot.plans[me], slot.merged.writes[me]);
+        slot.dcp_written[me] =
+            save_dcp_shard(dir, slot.plans[me], slot.merged.writes[me], Durability::kByCaller);
+        slot.files[me] = (std::filesystem::path(dir) / dcp_data_file_name(me)).string();
       } else {
-        save_checkpoint_shard(dir, slot.plans[me], slot.merged.metadata, slot.merged.writes[me],
-                              format_);
+        slot.files[me] =
+            save_checkpoint_shard(dir, slot.plans[me], slot.merged.metadata, slot.merged.writes[me],
+                                  format_, Durability::kByCaller);
       }
     });
     call.phase([&] {
       if (!call.coordinator()) return;
+      // A checkpoint kept on disk: every shard made durable in one pass, then its directories,
+      // then the metadata that makes it whole. One in the run's temporary directory needs none.
+      const bool kept = rank.checkpoints_kept();
+      if (kept) {
+        const std::string directories[] = {dir, std::filesystem::path(dir).parent_path().string()};
+        make_durable(slot.files, directories);
+      }
+      const Durability durability = kept ? Durability::kNow : Durability::kByCaller;
       if (dcp_layout_) {
-        save_dcp_metadata(dir, slot.merged.metadata, slot.plans, slot.dcp_written, checkpoint);
+        save_dcp_metadata(dir, slot.merged.metadata, slot.plans, slot.dcp_written, checkpoint,
+                          durability);
       } else {
-        save_checkpoint_metadata(dir, slot.merged.metadata, format_);
+        save_checkpoint_metadata(dir, slot.merged.metadata, format_, durability);
       }
     });
   }

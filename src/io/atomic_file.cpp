@@ -53,12 +53,14 @@ std::string_view save_point_name(SavePoint point) {
   return name_in(kSavePointNames, point);
 }
 
-void write_file_atomically(const std::string& path, std::string_view bytes, const SaveHook& hook) {
-  write_file_atomically(path, std::span<const std::string_view>(&bytes, 1), hook);
+void write_file_atomically(const std::string& path, std::string_view bytes, const SaveHook& hook,
+                           Durability durability) {
+  write_file_atomically(path, std::span<const std::string_view>(&bytes, 1), hook, durability);
 }
 
 void write_file_atomically(const std::string& path, std::span<const std::string_view> pieces,
-                           const SaveHook& hook) {
+                           const SaveHook& hook, Durability durability) {
+  const bool sync = durability == Durability::kNow;
   const std::string temp = fmt::format("{}.tmp.{}", path, ::getpid());
   uint64_t written = 0;
   // The call at `point` fails with the hook's errno, or runs `call` (-1 and errno on failure).
@@ -104,7 +106,7 @@ void write_file_atomically(const std::string& path, std::span<const std::string_
       written += static_cast<uint64_t>(rc);
     }
   }
-  if (step(SavePoint::kFsyncFile, [&] { return ::fsync(fd.get()); }) < 0)
+  if (step(SavePoint::kFsyncFile, [&] { return sync ? ::fsync(fd.get()) : 0; }) < 0)
     fail(SavePoint::kFsyncFile, temp);
   if (step(SavePoint::kClose, [&] { return fd.release_and_close(); }) < 0)
     fail(SavePoint::kClose, temp);
@@ -112,6 +114,14 @@ void write_file_atomically(const std::string& path, std::span<const std::string_
     fail(SavePoint::kRename, temp);
   // The rename is durable once the directory entry is: without this a power cut could bring the
   // old file back (or no file at all for a first save).
+  if (!sync) {
+    if (step(SavePoint::kFsyncDirectory, [] { return 0; }) < 0) {
+      const int saved = errno;
+      throw runtime_error(fmt::format("cannot save {}: fsync of directory {} failed: {}", path,
+                                      directory_of(path), std::strerror(saved)));
+    }
+    return;
+  }
   const std::string dir = directory_of(path);
   const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir_fd < 0) {
@@ -127,6 +137,35 @@ void write_file_atomically(const std::string& path, std::span<const std::string_
                     "file is in place but may not survive a power cut)",
                     path, dir, std::strerror(saved)));
   }
+}
+
+namespace {
+
+// fsync of `path` (a file or a directory), opened read-only.
+void fsync_path(const std::string& path, int flags, std::string_view what) {
+  const int raw = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | flags);
+  if (raw < 0) {
+    const int saved = errno;
+    throw runtime_error(fmt::format("cannot make {} {} durable: open failed: {}", what, path,
+                                    std::strerror(saved)));
+  }
+  FileDescriptor fd(raw);
+  int rc = 0;
+  do {
+    rc = ::fsync(fd.get());
+  } while (rc < 0 && errno == EINTR);
+  if (rc < 0) {
+    const int saved = errno;
+    throw runtime_error(fmt::format("cannot make {} {} durable: fsync failed: {}", what, path,
+                                    std::strerror(saved)));
+  }
+}
+
+}  // namespace
+
+void make_durable(std::span<const std::string> files, std::span<const std::string> directories) {
+  for (const std::string& file : files) fsync_path(file, 0, "file");
+  for (const std::string& dir : directories) fsync_path(dir, O_DIRECTORY, "directory");
 }
 
 namespace {

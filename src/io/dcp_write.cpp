@@ -117,7 +117,8 @@ std::string dcp_data_file_name(int64_t rank) {
 }
 
 std::vector<DcpWrittenItem> save_dcp_shard(const std::string& dir, const LocalSavePlan& mine,
-                                           std::span<const PlannedWrite> writes) {
+                                           std::span<const PlannedWrite> writes,
+                                           Durability durability) {
   const std::string file = dcp_data_file_name(mine.rank);
   for (const SaveItem& item : mine.items)
     box_of(item.indices, item.shape, item.name);  // refuses a strided chunk on every rank
@@ -132,14 +133,14 @@ std::vector<DcpWrittenItem> save_dcp_shard(const std::string& dir, const LocalSa
     written.push_back({item.name, w.chunk, file, offset, archive.size()});
     offset += archive.size();
   }
-  write_file_atomically((std::filesystem::path(dir) / file).string(), pieces);
+  write_file_atomically((std::filesystem::path(dir) / file).string(), pieces, nullptr, durability);
   return written;
 }
 
 void save_dcp_metadata(const std::string& dir, const CheckpointMetadata& plan,
                        std::span<const LocalSavePlan> plans,
                        std::span<const std::vector<DcpWrittenItem>> written,
-                       std::string_view checkpoint_id) {
+                       std::string_view checkpoint_id, Durability durability) {
   // Each tensor's chunks as boxes, computed once, and each tensor by name; every chunk must have
   // been written by some rank.
   std::unordered_map<std::string_view, size_t> tensor_of;
@@ -248,7 +249,8 @@ void save_dcp_metadata(const std::string& dir, const CheckpointMetadata& plan,
     w.string("version");
     w.string("1.0.0");
   });
-  write_file_atomically((std::filesystem::path(dir) / kDcpMetadataFileName).string(), w.finish());
+  write_file_atomically((std::filesystem::path(dir) / kDcpMetadataFileName).string(), w.finish(),
+                        nullptr, durability);
 }
 
 }  // namespace meshsim

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "src/io/atomic_file.hpp"
 #include "src/io/checkpoint_plan.hpp"
 
 namespace meshsim {
@@ -32,9 +33,10 @@ std::string dcp_data_file_name(int64_t rank);
 // `writes` (the chunks of its local plan that the merged plan assigns to it: GlobalSavePlan's
 // writes), in its state dict's order. Throws RuntimeError for a chunk DCP's format cannot hold (a
 // strided shard, whose elements are not one box of the tensor) and for a file that cannot be
-// written (naming it).
+// written (naming it). `durability` as for write_file_atomically.
 std::vector<DcpWrittenItem> save_dcp_shard(const std::string& dir, const LocalSavePlan& mine,
-                                           std::span<const PlannedWrite> writes);
+                                           std::span<const PlannedWrite> writes,
+                                           Durability durability = Durability::kNow);
 
 // What the coordinator writes once every rank has written: `.metadata`, from the merged plan,
 // every rank's local plan (for each tensor's properties, taken from its first chunk's writer, as
@@ -44,6 +46,6 @@ std::vector<DcpWrittenItem> save_dcp_shard(const std::string& dir, const LocalSa
 void save_dcp_metadata(const std::string& dir, const CheckpointMetadata& plan,
                        std::span<const LocalSavePlan> plans,
                        std::span<const std::vector<DcpWrittenItem>> written,
-                       std::string_view checkpoint_id);
+                       std::string_view checkpoint_id, Durability durability = Durability::kNow);
 
 }  // namespace meshsim

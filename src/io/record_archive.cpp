@@ -172,25 +172,55 @@ class TreeWriter {
   PieceSink& sink_;
 };
 
+// What one element of a record costs in memory, and the fewest payload bytes it can be written in:
+// in binary, counts take 8 bytes and kinds 4; in text every number is at least a digit and a
+// separator (XML's tags only add to that).
+struct ElementCost {
+  uint64_t memory;
+  uint64_t binary_bytes;
+  uint64_t text_bytes;
+};
+using Field = std::pair<std::string, RecordValue>;
+constexpr ElementCost kByte{1, 1, 1};                       // of a string or bytes value
+constexpr ElementCost kField{sizeof(Field), 8 + 4, 2 + 2};  // key length, kind
+constexpr ElementCost kListedObject{sizeof(RecordObject), 8 + 8, 2 + 2};  // type length, fields
+constexpr ElementCost kListedInt{sizeof(int64_t), 8, 2};
+constexpr ElementCost kListedString{sizeof(std::string), 8, 2};  // its length
+constexpr ElementCost kElements[] = {kByte, kField, kListedObject, kListedInt, kListedString};
+
+// The most memory a payload byte can stand for in a valid record of `format`: the budget is this
+// times the payload, so a record the writer made always fits, at any size, and a forged one
+// allocates at most this multiple of its size.
+uint64_t memory_per_payload_byte(ArchiveFormat format) {
+  uint64_t most = 1;
+  for (const ElementCost& e : kElements) {
+    const uint64_t bytes = format == ArchiveFormat::kBinary ? e.binary_bytes : e.text_bytes;
+    most = std::max(most, (e.memory + bytes - 1) / bytes);
+  }
+  return most;
+}
+
 // Reads a tree as TreeWriter writes it, through the strict ArchiveReader.
 class TreeReader {
  public:
   TreeReader(ArchiveReader& in, BytesOut bytes_out)
       : in_(in),
         bytes_out_(bytes_out),
-        // A multiple of the payload plus a little, the charges below being in-memory sizes: what
-        // the records meshsim writes need (checkpoint metadata of thousands of tensors, each an
-        // object of seven fields, over 65,536 ranks), a field taking about 3 times its bytes in
-        // memory, and an integer up to 4 times in a text archive ("0 " for 8 bytes).
-        budget_((in.format() == ArchiveFormat::kText ? 8 : 4) * in.remaining() + (64 << 10)) {}
+        budget_(memory_per_payload_byte(in.format()) * in.remaining() + (64 << 10)) {}
 
+  // The root object; the others are charged as values.
+  void root(RecordObject& out) {
+    spend(sizeof(RecordObject), in_.position());
+    object(out, 1);
+  }
+
+ private:
   void object(RecordObject& out, size_t depth) {
     if (depth > kMaxRecordDepth) {
       in_.fail(in_.position(), fmt::format("objects nested more than {} deep", kMaxRecordDepth));
     }
-    charge(1, sizeof(RecordObject));
     text(out.type, "type");
-    const uint64_t count = read_count("fields", sizeof(std::pair<std::string, RecordValue>));
+    const uint64_t count = read_count("fields", kField);
     out.fields.resize(count);
     for (auto& [key, v] : out.fields) {
       text(key, "key");
@@ -198,20 +228,25 @@ class TreeReader {
     }
   }
 
- private:
-  // Charges `count` elements of `each` bytes against the budget; each needs at least one payload
-  // byte, so a count past what is left cannot be real.
-  void charge(uint64_t count, uint64_t each, size_t at) {
-    if (count > in_.remaining() + 1) {
+  // Charges `count` elements against the budget, after checking that what is left of the payload
+  // can hold them: a count past that cannot be real.
+  void charge(uint64_t count, const ElementCost& each, size_t at) {
+    const uint64_t least =
+        in_.format() == ArchiveFormat::kBinary ? each.binary_bytes : each.text_bytes;
+    // Text's last number needs no separator after it.
+    const uint64_t room = in_.remaining() + (in_.format() == ArchiveFormat::kBinary ? 0 : 1);
+    if (count > room / least) {
       in_.fail(at, fmt::format("a count of {} with {} payload bytes left", count, in_.remaining()));
     }
-    const uint64_t cost = count * each;  // both bounded: no overflow
-    if (cost > budget_) in_.fail(at, "it needs more memory than its size allows");
-    budget_ -= cost;
+    spend(count * each.memory, at);  // both bounded: no overflow
   }
-  void charge(uint64_t count, uint64_t each) { charge(count, each, in_.position()); }
 
-  uint64_t read_count(const char* tag, uint64_t each) {
+  void spend(uint64_t memory, size_t at) {
+    if (memory > budget_) in_.fail(at, "it needs more memory than its size allows");
+    budget_ -= memory;
+  }
+
+  uint64_t read_count(const char* tag, const ElementCost& each) {
     const size_t at = in_.position();
     const uint64_t count = in_.read_unsigned(tag, 8);
     charge(count, each, at);
@@ -235,7 +270,7 @@ class TreeReader {
         text(v.text, "str");
         break;
       case RecordValue::Kind::kBytes: {
-        const uint64_t length = read_count("len", 1);
+        const uint64_t length = read_count("len", kByte);
         if (in_.format() == ArchiveFormat::kBinary && bytes_out_ == BytesOut::kBorrow) {
           v.borrowed = in_.borrow_bytes("bytes", length);
           v.is_borrowed = true;
@@ -245,19 +280,20 @@ class TreeReader {
         break;
       }
       case RecordValue::Kind::kInts:
-        v.integers.resize(read_count("count", sizeof(int64_t)));
+        v.integers.resize(read_count("count", kListedInt));
         for (int64_t& i : v.integers) i = in_.read_signed("i");
         break;
       case RecordValue::Kind::kStrs:
-        v.strings.resize(read_count("count", sizeof(std::string)));
+        v.strings.resize(read_count("count", kListedString));
         for (std::string& s : v.strings) text(s, "s");
         break;
       case RecordValue::Kind::kObject:
+        charge(1, kListedObject, at);
         v.objects.resize(1);
         object(v.objects.front(), depth + 1);
         break;
       case RecordValue::Kind::kObjects:
-        v.objects.resize(read_count("count", sizeof(RecordObject)));
+        v.objects.resize(read_count("count", kListedObject));
         for (RecordObject& o : v.objects) object(o, depth + 1);
         break;
     }
@@ -265,7 +301,7 @@ class TreeReader {
 
   // A string: its length, then its bytes (escaped text in XML, a binary object elsewhere).
   void text(std::string& s, const char* tag) {
-    const uint64_t length = read_count("len", 1);
+    const uint64_t length = read_count("len", kByte);
     if (in_.format() == ArchiveFormat::kXml) {
       in_.read_xml_string(tag, length, s);
     } else {
@@ -324,7 +360,7 @@ RecordObject read_record_payload(std::string_view payload, ArchiveFormat format,
                                  std::string_view what, BytesOut bytes_out, size_t base_offset) {
   ArchiveReader in(payload, format, what, base_offset);
   RecordObject root;
-  TreeReader(in, bytes_out).object(root, 1);
+  TreeReader(in, bytes_out).root(root);
   in.finish();
   return root;
 }

@@ -350,22 +350,28 @@ CheckpointMetadata save_world_checkpoint(
   if (name.filename().empty()) name = name.parent_path();  // "dir/"
   global.metadata.save_id =
       checkpoint_save_id(global.metadata, name.filename().string(), global.values_digest);
-  for (size_t p = 0; p < plans.size(); ++p)
-    save_checkpoint_shard(dir, plans[p], global.metadata, global.writes[p], format);
+  std::vector<std::string> files;
+  for (size_t p = 0; p < plans.size(); ++p) {
+    files.push_back(save_checkpoint_shard(dir, plans[p], global.metadata, global.writes[p], format,
+                                          Durability::kByCaller));
+  }
+  make_durable(files, std::span<const std::string>(&dir, 1));
   save_checkpoint_metadata(dir, global.metadata, format);
   return std::move(global.metadata);
 }
 
 void save_checkpoint_metadata(const std::string& dir, const CheckpointMetadata& plan,
-                              ArchiveFormat format) {
+                              ArchiveFormat format, Durability durability) {
   write_file_atomically(metadata_path(dir),
                         seal_record(RecordKind::kCheckpointMetadata, kCheckpointMetadataVersion,
-                                    metadata_record(plan), format));
+                                    metadata_record(plan), format),
+                        nullptr, durability);
 }
 
-void save_checkpoint_shard(const std::string& dir, const LocalSavePlan& mine,
-                           const CheckpointMetadata& plan, std::span<const PlannedWrite> writes,
-                           ArchiveFormat format) {
+std::string save_checkpoint_shard(const std::string& dir, const LocalSavePlan& mine,
+                                  const CheckpointMetadata& plan,
+                                  std::span<const PlannedWrite> writes, ArchiveFormat format,
+                                  Durability durability) {
   std::vector<RecordObject> chunks;
   for (const PlannedWrite& w : writes) {
     const SaveItem& item = mine.items.at(w.item);
@@ -386,7 +392,9 @@ void save_checkpoint_shard(const std::string& dir, const LocalSavePlan& mine,
           .set("chunks", RecordValue::of(std::move(chunks)));
   const SealedRecord sealed =
       seal_record_in_pieces(RecordKind::kShard, kCheckpointShardVersion, shard, format);
-  write_file_atomically(shard_path(dir, mine.rank), sealed.pieces());
+  std::string path = shard_path(dir, mine.rank);
+  write_file_atomically(path, sealed.pieces(), nullptr, durability);
+  return path;
 }
 
 CheckpointShard open_checkpoint_shard(std::string_view file) {

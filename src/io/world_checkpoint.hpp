@@ -18,6 +18,7 @@
 
 #include "src/dtensor/dtensor.hpp"
 #include "src/dtensor/index_runs.hpp"
+#include "src/io/atomic_file.hpp"
 #include "src/io/chunk_lookup.hpp"
 #include "src/io/envelope.hpp"
 #include "src/io/record_archive.hpp"
@@ -76,15 +77,19 @@ struct PlannedWrite {
 
 // What rank `mine.rank` writes: its shard file (always, possibly with no chunks), holding `writes`
 // (the chunks of its local plan that `plan`, the merged metadata, assigns to it: GlobalSavePlan's
-// writes) and the plan's save id. Errors name the file.
-void save_checkpoint_shard(const std::string& dir, const LocalSavePlan& mine,
-                           const CheckpointMetadata& plan, std::span<const PlannedWrite> writes,
-                           ArchiveFormat format);
-// What the coordinator writes once every shard is written: the plan as metadata.
+// writes) and the plan's save id. Errors name the file. Returns the file's path.
+std::string save_checkpoint_shard(const std::string& dir, const LocalSavePlan& mine,
+                                  const CheckpointMetadata& plan,
+                                  std::span<const PlannedWrite> writes, ArchiveFormat format,
+                                  Durability durability = Durability::kNow);
+// What the coordinator writes once every shard is written: the plan as metadata. The metadata
+// is what makes a checkpoint whole: a save whose shards are made durable by the caller writes it
+// only after make_durable, so that a crash never leaves metadata naming shards a power cut lost.
 void save_checkpoint_metadata(const std::string& dir, const CheckpointMetadata& plan,
-                              ArchiveFormat format);
+                              ArchiveFormat format, Durability durability = Durability::kNow);
 // A whole save for one process that plays every rank in turn (tests, benchmarks): `state_dicts`
-// holds each rank's state dict, in rank order. Returns the merged plan.
+// holds each rank's state dict, in rank order; the shards are made durable in one pass before the
+// metadata is written. Returns the merged plan.
 CheckpointMetadata save_world_checkpoint(
     const std::string& dir, const std::vector<std::vector<StateDictEntry>>& state_dicts,
     ArchiveFormat format);

@@ -7,11 +7,14 @@
 
 #include <cerrno>
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
 #include "src/error.hpp"
 
+using meshsim::Durability;
 using meshsim::SavePoint;
 
 namespace {
@@ -69,10 +72,14 @@ TEST_CASE("atomic file: a failure at any step leaves the old file and no tempora
       auto full_disk = [&](SavePoint p, uint64_t written) {
         return p == point && (p != SavePoint::kWrite || written == at_bytes) ? ENOSPC : 0;
       };
-      REQUIRE_THROWS_WITH(meshsim::write_file_atomically(path, content('n'), full_disk),
-                          Catch::Contains("No space left on device"));
-      CHECK(meshsim::read_file_bounded(path, uint64_t{1} << 30) == old_bytes);
-      CHECK(entries(dir.path) == 1);
+      // A save left durable to its caller fails at the same points.
+      for (const Durability durability : {Durability::kNow, Durability::kByCaller}) {
+        REQUIRE_THROWS_WITH(
+            meshsim::write_file_atomically(path, content('n'), full_disk, durability),
+            Catch::Contains("No space left on device"));
+        CHECK(meshsim::read_file_bounded(path, uint64_t{1} << 30) == old_bytes);
+        CHECK(entries(dir.path) == 1);
+      }
     }
   }
 }
@@ -84,8 +91,11 @@ TEST_CASE("atomic file: a process killed at any step leaves the old file or the 
   const std::string old_bytes = content('o');
   const std::string new_bytes = content('n');
   int saw_old = 0, saw_new = 0;
-  // The child dies (as a SIGKILL would end it) before step k of the save, for every k.
-  for (int stop_at = 0; stop_at < 12; ++stop_at) {
+  // The child dies (as a SIGKILL would end it) before step k of the save, for every k, with the
+  // save durable by itself or left to its caller.
+  for (int run = 0; run < 24; ++run) {
+    const int stop_at = run % 12;
+    const Durability durability = run < 12 ? Durability::kNow : Durability::kByCaller;
     meshsim::write_file_atomically(path, old_bytes);
     const pid_t child = ::fork();
     REQUIRE(child >= 0);
@@ -96,7 +106,7 @@ TEST_CASE("atomic file: a process killed at any step leaves the old file or the 
         return 0;
       };
       try {
-        meshsim::write_file_atomically(path, new_bytes, die);
+        meshsim::write_file_atomically(path, new_bytes, die, durability);
       } catch (...) {
         ::_exit(2);
       }
@@ -105,7 +115,7 @@ TEST_CASE("atomic file: a process killed at any step leaves the old file or the 
     int status = 0;
     REQUIRE(::waitpid(child, &status, 0) == child);
     REQUIRE(WIFEXITED(status));
-    INFO("stopped before step " << stop_at);
+    INFO("stopped before step " << stop_at << (run < 12 ? "" : ", durable by the caller"));
     const std::string now = meshsim::read_file_bounded(path, uint64_t{1} << 30);
     CHECK((now == old_bytes || now == new_bytes));
     saw_old += now == old_bytes ? 1 : 0;
@@ -120,4 +130,22 @@ TEST_CASE("atomic file: a process killed at any step leaves the old file or the 
   }
   CHECK(saw_old > 0);  // some deaths came before the rename...
   CHECK(saw_new > 0);  // ...and some after it
+}
+
+TEST_CASE("atomic file: files left to their caller are made durable in one pass", "[io][atomic]") {
+  TempDir dir;
+  std::vector<std::string> files;
+  for (int i = 0; i < 3; ++i) {
+    files.push_back((dir.path / ("shard-" + std::to_string(i))).string());
+    meshsim::write_file_atomically(files.back(), content('a'), nullptr, Durability::kByCaller);
+  }
+  const std::string directories[] = {dir.path.string()};
+  meshsim::make_durable(files, directories);
+  CHECK(entries(dir.path) == 3);
+  CHECK(meshsim::read_file_bounded(files[1], uint64_t{1} << 30) == content('a'));
+  // A file that is not there is named.
+  files.push_back((dir.path / "shard-9").string());
+  CHECK_THROWS_WITH(meshsim::make_durable(files, directories),
+                    Catch::Contains("cannot make file " + files.back() + " durable") &&
+                        Catch::Contains("No such file or directory"));
 }
