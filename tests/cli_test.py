@@ -510,12 +510,38 @@ with tempfile.TemporaryDirectory() as tmp:
                            (["--max-memory", "lots"], "--max-memory: expected a size such as 8G"),
                            (["--max-memory", "0"], "--max-memory: expected a size"),
                            (["--max-memory", "9" * 400], "the number is out of range"),
-                           (["--max-memory", "0." + "0" * 400 + "1"], "out of range")):
+                           (["--max-memory", "0." + "0" * 400 + "1"], "out of range"),
+                           (["--timeout", "0"], "--timeout: expected a duration such as 90"),
+                           (["--timeout", "5x"], "--timeout: expected a duration"),
+                           (["--timeout", "-3s"], "--timeout: expected a duration"),
+                           (["--timeout", "8d"], "--timeout: expected a duration"),
+                           (["--timeout", "169h"], "it must be in (0 s, 1 week]"),
+                           (["--timeout", "9" * 400], "the number is out of range")):
         r = run("run", *flags, one)
         check(r.returncode == 2 and message in r.stderr,
               f"{' '.join(flags)} exits 2 saying '{message}': {r.returncode} {r.stderr}")
     r = run("run", "--no-time", "--seed", "18446744073709551615", "--schedule", "random", one)
     check(r.returncode == 0, "the largest seed is accepted")
+    # --timeout stops a scenario still going: it fails (exit 1) with a wall_clock report, and
+    # its rerun line carries the flag.
+    endless = os.path.join(tmp, "endless.toml")
+    with open(endless, "w") as f:
+        f.write('[scenario]\nname = "endless"\nworld_size = 4\n'
+                '[[step]]\nrepeat = { var = "i", count = 4000 }\n'
+                '[[step]]\nrepeat = { var = "j", count = 4000 }\n'
+                '[[step]]\nall_reduce = { tensor = "ones(2)", out = "x" }\n'
+                '[[step]]\nend_repeat = "j"\n[[step]]\nend_repeat = "i"\n')
+    report = os.path.join(tmp, "endless.json")
+    r = run("run", "--no-time", "--timeout", "500ms", "--json", report, endless)
+    hang = json.load(open(report))["scenarios"][0]["hang"] if r.returncode == 1 else {}
+    check(r.returncode == 1 and hang.get("kind") == "wall_clock" and
+          "wall_clock: wall-clock limit" in r.stdout and
+          "rerun: meshsim run " + endless + " --timeout 500ms" in r.stdout and
+          len(hang.get("ranks", [])) == 4,
+          f"--timeout 500ms stops an endless scenario with a wall_clock report: {r.returncode} "
+          f"{r.stdout[-800:]}")
+    # No progress line reaches output that is not a terminal.
+    check("collective calls/s" not in r.stdout + r.stderr, "no progress line off a terminal")
 
     # The memory budget at run time: ranks that ask for more fail with MemoryError, and the run
     # goes on.

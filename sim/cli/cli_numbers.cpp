@@ -29,6 +29,37 @@ std::string parse_unsigned(std::string_view text, uint64_t min, uint64_t max, ui
   return "";
 }
 
+std::string parse_duration(std::string_view text, double& seconds) {
+  const std::string bad = fmt::format(
+      "expected a duration such as 90, 90s, 1.5s, 500ms, 10m or 2h, got \"{}\"", excerpt(text));
+  size_t digits = 0;
+  while (digits < text.size() &&
+         (std::isdigit(static_cast<unsigned char>(text[digits])) || text[digits] == '.')) {
+    ++digits;
+  }
+  const std::string number(text.substr(0, digits));
+  const std::string_view unit = text.substr(digits);
+  if (number.empty() || number.front() == '.' || number.back() == '.' ||
+      number.find('.') != number.rfind('.')) {
+    return bad;
+  }
+  double value = 0;
+  const auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), value);
+  if (ec != std::errc() || end != number.data() + number.size() || !std::isfinite(value)) {
+    return fmt::format("{}: the number is out of range", bad);
+  }
+  const double scale = unit.empty() || unit == "s" ? 1
+                       : unit == "ms"              ? 1e-3
+                       : unit == "m"               ? 60
+                       : unit == "h"               ? 3600
+                                                   : -1;
+  if (scale < 0) return bad;
+  seconds = value * scale;
+  constexpr double kWeek = 7 * 24 * 3600.0;
+  if (seconds <= 0 || seconds > kWeek) return fmt::format("{}: it must be in (0 s, 1 week]", bad);
+  return "";
+}
+
 std::string parse_byte_size(std::string_view text, uint64_t physical_bytes, uint64_t& out) {
   const std::string bad = fmt::format(
       "expected a size such as 8G, 512M, 12884901888 or 50% (of this machine's memory), got "

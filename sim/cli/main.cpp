@@ -1,4 +1,6 @@
 // The `meshsim` command: run, check and list scenario steps.
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
 #include <cstdio>
@@ -72,6 +74,8 @@ struct RunFlags {
   std::string payload_hashes_path;
   std::string fr_dump_dir;
   uint64_t fr_buffer_size = RunOptions{}.fr_buffer_size;
+  std::string timeout_text;  // as given, for the rerun line
+  bool quiet = false;
 };
 
 // Records a problem with a path the way unusable scenario files are recorded.
@@ -92,6 +96,7 @@ std::string rerun_line(const std::string& file, const RunFlags& flags) {
   if (flags.faults_seed) line += fmt::format(" --faults-seed {}", *flags.faults_seed);
   if (!flags.max_memory_text.empty()) line += " --max-memory " + flags.max_memory_text;
   if (!flags.keep_checkpoints.empty()) line += " --keep-checkpoints " + flags.keep_checkpoints;
+  if (!flags.timeout_text.empty()) line += " --timeout " + flags.timeout_text;
   return line;
 }
 
@@ -199,6 +204,14 @@ int run_command(const std::vector<std::string>& paths, const RunFlags& flags) {
   if (!flags.keep_checkpoints.empty()) options.keep_checkpoints = flags.keep_checkpoints;
   if (!flags.fr_dump_dir.empty()) options.fr_dump_dir = flags.fr_dump_dir;
   options.fr_buffer_size = static_cast<size_t>(flags.fr_buffer_size);
+  if (!flags.timeout_text.empty()) {
+    double seconds = 0;
+    parse_duration(flags.timeout_text, seconds);  // checked when the flags were read
+    options.watch.limit_s = seconds;
+  }
+  // A person at a terminal sees how a long run goes; tools reading the output never do.
+  if (!flags.quiet && flags.with_time && ::isatty(STDERR_FILENO) == 1)
+    options.watch.progress_fd = STDERR_FILENO;
   bool dumps_written = true;
   // The file whose scenario owns each per-scenario folder (--fr-dump, --keep-checkpoints).
   std::map<std::string, std::string> folder_owner;
@@ -376,7 +389,14 @@ int main(int argc, char** argv) {
   run->add_flag("-v,--verbose", flags.verbose, "print every failure, hang report and dump");
   run->add_flag("--warnings-as-errors", flags.warnings_as_errors,
                 "fail the run (exit 1) when any scenario warns");
-  run->add_flag("--no-time", no_time, "leave wall-clock times out of the table (diffable output)");
+  run->add_flag("--no-time", no_time,
+                "leave wall-clock times out of the table (diffable output; no progress line)");
+  run->add_flag("-q,--quiet", flags.quiet,
+                "no progress line (a run longer than a few seconds shows one on a terminal)");
+  run->add_option("--timeout", flags.timeout_text,
+                  "stop each scenario after this much wall-clock time (90, 1.5s, 10m, 2h) and "
+                  "report it failed with where every rank was (virtual time has its own "
+                  "watchdog: the scenario's timeout_s)");
   run->add_option("--schedule", flags.schedule,
                   "fifo (default) or random: a seeded permutation of the ready ranks")
       ->check(CLI::IsMember(names_of(kSchedulePolicyNames)));
@@ -467,6 +487,11 @@ int main(int argc, char** argv) {
   if (!fr_buffer_text.empty() &&
       !(error = parse_unsigned(fr_buffer_text, 1, kMaxFrBufferSize, flags.fr_buffer_size)).empty())
     return bad_flag("--fr-buffer-size", error);
+  if (!flags.timeout_text.empty()) {
+    double seconds = 0;
+    if (!(error = parse_duration(flags.timeout_text, seconds)).empty())
+      return bad_flag("--timeout", error);
+  }
   flags.max_memory_text = memory_text;
   if (!(error = parse_byte_size(memory_text.empty() ? "50%" : memory_text,
                                 meshsim::physical_memory_bytes(), flags.max_memory))

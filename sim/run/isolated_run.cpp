@@ -147,6 +147,10 @@ FileOutcome run_scenario_file(const std::string& file, const StepRegistry& steps
   if (child == 0) {
     ::close(result_pipe[0]);
     ::close(error_pipe[0]);
+    // The progress line goes to the terminal itself, not into the stderr the parent replays.
+    RunOptions child_options = options;
+    if (options.watch.progress_fd >= 0)
+      child_options.watch.progress_fd = ::dup(options.watch.progress_fd);
     ::dup2(error_pipe[1], STDERR_FILENO);
     // A header line first, so a run that dies still has a name; then the outcome.
     const auto header = [&](const Scenario& s) {
@@ -155,7 +159,7 @@ FileOutcome run_scenario_file(const std::string& file, const StepRegistry& steps
                                                {"world_size", s.world_size}}) +
                                     "\n");
     };
-    const FileOutcome outcome = load_and_run(file, steps, options, header);
+    const FileOutcome outcome = load_and_run(file, steps, child_options, header);
     if (outcome.result) {
       write_all(result_pipe[1], json_text(encode_outcome(outcome)));
     } else {

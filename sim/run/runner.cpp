@@ -262,6 +262,10 @@ ScenarioResult run_once(const Scenario& scenario, const RunOptions& options,
   CheckpointExchange checkpoint_exchange;
   std::vector<std::vector<Warning>> rank_warnings(n);
 
+  RunWatch watch(options.watch, scenario.name, activity);
+  const std::string past_limit = fmt::format(
+      "stopped: the run reached its wall-clock limit of {:g} s (--timeout)", watch.limit_s());
+
   // Crash messages name the rank and its scenario location while this world runs.
   crash::watch(&world.stacks(), &activity);
   struct Unwatch {
@@ -280,6 +284,16 @@ ScenarioResult run_once(const Scenario& scenario, const RunOptions& options,
         std::string last_step;
         try {
           while (true) {
+            if (watch.before_step(r)) {
+              // The first rank past the limit writes down where every rank is, then each stops
+              // at its next step (parked ranks: below, once nothing else runs).
+              if (!result.hang) {
+                const HangReport report =
+                    wall_clock_report(activity, backends.rendezvous(), watch.limit_s());
+                keep_hang(report);
+              }
+              throw RankAborted{past_limit};
+            }
             const Step* step = nullptr;
             if (std::optional<RankError> e = capture_rank_error([&] { step = program.next(); })) {
               const Step& at = program.current();
@@ -358,10 +372,18 @@ ScenarioResult run_once(const Scenario& scenario, const RunOptions& options,
         }
       },
       [&] {
+        if (watch.expired()) {
+          std::vector<std::optional<std::string>> stop(n);
+          for (size_t r = 0; r < n; ++r) {
+            if (world.is_parked(static_cast<int64_t>(r))) stop[r] = past_limit;
+          }
+          return stop;
+        }
         const HangReport report = analyze_hang(activity, backends.rendezvous(), backends.timeout());
         keep_hang(report);
         return abort_reasons(report, activity);
       });
+  watch.finish();
   if (backends.timeout())
     keep_hang(analyze_hang(activity, backends.rendezvous(), backends.timeout()));
   // Dumped once, by the run whose report is kept.

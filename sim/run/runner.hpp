@@ -5,6 +5,7 @@
 
 #include "sim/report/results.hpp"
 #include "sim/run/backend_factory.hpp"
+#include "sim/run/run_watch.hpp"
 #include "sim/runtime/hang_report.hpp"
 #include "sim/runtime/world.hpp"
 #include "sim/scenario/scenario.hpp"
@@ -31,6 +32,9 @@ struct RunOptions {
   // Set on the second run of a hang whose report asked for it: these ranks record their skips in
   // a window of calls (HangReport::probe). A run with a probe is not run again.
   std::optional<ProbeRequest> probe;
+  // --timeout: stop the run after this many wall-clock seconds, reporting where every rank was;
+  // and where the progress line of a long run goes (-1: nowhere).
+  RunWatchOptions watch;
 };
 
 // Every rank runs the steps in order as a fiber. A step whose `when` is false is skipped; a model

@@ -1302,6 +1302,7 @@ constexpr EnumName<HangKind> kHangKindNames[] = {
     {HangKind::kDeadlock, "deadlock"},
     {HangKind::kDesync, "desync"},
     {HangKind::kTimeout, "timeout"},
+    {HangKind::kWallClock, "wall_clock"},
 };
 
 std::string_view hang_kind_name(HangKind kind) {
@@ -1377,6 +1378,32 @@ HangReport analyze_hang(const std::vector<RankActivity>& activity, const Rendezv
   for (const auto& [id, members] : report.groups) label(id);
   report.legacy_cause = report.cause;
   RootCause(report).explain();  // may refine the cause (point to point)
+  return report;
+}
+
+HangReport wall_clock_report(const std::vector<RankActivity>& activity,
+                             const Rendezvous& rendezvous, double limit_s) {
+  HangReport report = analyze_hang(activity, rendezvous, std::nullopt);
+  report.kind = HangKind::kWallClock;
+  report.cause = report.legacy_cause = HangCause::kWallClockLimit;
+  report.culprits.clear();
+  report.blamed_earlier = false;
+  report.probe.reset();  // a second run would only reach the limit again
+  int64_t running = 0, blocked = 0, done = 0;
+  for (const HangReport::Rank& r : report.ranks) {
+    if (r.wait >= 0) {
+      ++blocked;
+    } else if (r.activity.state == RankActivity::State::kRunning) {
+      ++running;
+    } else {
+      ++done;
+    }
+  }
+  report.summary = {
+      fmt::format("the run was stopped after {:g} s of wall-clock time (--timeout), still going: "
+                  "of its {} ranks, {} running, {} blocked in a collective, {} done. Where each "
+                  "one was follows; a rerun with a longer limit tells a slow run from a livelock.",
+                  limit_s, report.ranks.size(), running, blocked, done)};
   return report;
 }
 

@@ -36,6 +36,7 @@ enum class HangCause {
   kWrongPeer,
   kHeadToHeadRecv,
   kPointToPointCycle,
+  kWallClockLimit,  // the run went past its wall-clock limit (--timeout) while still going
 };
 std::string_view hang_cause_name(HangCause cause);
 // Every value with its name, in the order lists of them are printed.
@@ -52,11 +53,13 @@ inline constexpr EnumName<HangCause> kHangCauseNames[] = {
     {HangCause::kWrongPeer, "recv from the wrong peer"},
     {HangCause::kHeadToHeadRecv, "head-to-head recv"},
     {HangCause::kPointToPointCycle, "point-to-point cycle"},
+    {HangCause::kWallClockLimit, "wall-clock limit"},
 };
 
 // How a world stopped: no rank can run (deadlock), ranks met with different signatures (desync),
-// or a watchdog fired (timeout).
-enum class HangKind { kDeadlock, kDesync, kTimeout };
+// a watchdog fired (timeout), or the run was stopped at its wall-clock limit (--timeout), which
+// says nothing about the program: only where every rank was.
+enum class HangKind { kDeadlock, kDesync, kTimeout, kWallClock };
 std::string_view hang_kind_name(HangKind kind);
 
 // Ranks whose call histories depart from their peers' after a checkpoint, without a skip the
@@ -110,5 +113,11 @@ struct HangReport {
 // Builds the report from the runtime's state at a stall (or after a timeout).
 HangReport analyze_hang(const std::vector<RankActivity>& activity, const Rendezvous& rendezvous,
                         const std::optional<TimeoutRecord>& timeout);
+
+// Where every rank was when the run reached its wall-clock limit of `limit_s` seconds: the
+// ranks, the collectives they wait in and their flight recorders, with no cause or culprit (a
+// slow run and a livelock look alike from outside).
+HangReport wall_clock_report(const std::vector<RankActivity>& activity,
+                             const Rendezvous& rendezvous, double limit_s);
 
 }  // namespace meshsim::sim

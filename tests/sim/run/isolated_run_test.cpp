@@ -95,3 +95,29 @@ TEST_CASE("isolated run: a file that does not load is unusable at its place", "[
     CHECK_THAT(out.unusable_message, Catch::StartsWith(file + ":5:1: unknown step \"frob\""));
   }
 }
+
+TEST_CASE("isolated run: a child that dies leaves no temporary checkpoint behind", "[sim][run]") {
+  const TempDir dir;
+  const std::filesystem::path temporary = dir.path / "tmp";
+  std::filesystem::create_directories(temporary);
+  const char* before = std::getenv("TMPDIR");
+  const std::string saved = before == nullptr ? "" : before;
+  ::setenv("TMPDIR", temporary.c_str(), 1);
+  const std::string file =
+      dir.write("saves_then_dies.toml",
+                "[scenario]\nname = \"saves-then-dies\"\nworld_size = 4\ndevice = \"cuda\"\n"
+                "[[fault]]\nstack_overflow = { rank = 1, step = 3 }\n"
+                "[[step]]\ntensor = { name = \"w\", value = [1, 2] }\n"
+                "[[step]]\nsave = { checkpoint = \"step1\", tensors = [\"w\"] }\n"
+                "[[step]]\nbarrier = \"WORLD\"\n");
+  const FileOutcome out = run_scenario_file(file, builtin_steps(), {}, Isolation::kChildProcess);
+  if (before == nullptr) {
+    ::unsetenv("TMPDIR");
+  } else {
+    ::setenv("TMPDIR", saved.c_str(), 1);
+  }
+  REQUIRE(out.result.has_value());
+  CHECK_THAT(out.result->crash, Catch::StartsWith("meshsim stopped while running this scenario ("));
+  // The child made its checkpoint directory there, and died with it on disk; it is gone.
+  CHECK(std::filesystem::is_empty(temporary));
+}
