@@ -84,11 +84,11 @@ void BM_scale_hang_pp_tp_16384_floor(benchmark::State& state) {
 BENCHMARK(BM_scale_hang_pp_tp_16384_floor)->Unit(benchmark::kMillisecond)->Iterations(1);
 
 // tests/scale/training_step.toml at `ranks` ranks: its world_size line and the dp_shard size of
-// its [8, 8, dp_shard, 8] mesh rewritten, as tests/scale/run_scale.py --world does.
-void BM_scale_training_step(benchmark::State& state) {
-  const int64_t ranks = state.range(0);
-  const std::string path = scale_file("training_step.toml");
-  std::string text = read_text(path);
+// its [8, 8, dp_shard, 8] mesh rewritten, as tests/scale/run_scale.py --world does; with
+// `checkpoint` false, without the steps from the save to the load (the floor of the save and
+// load). Empty when the file no longer has the lines rewritten.
+std::string training_step_at(int64_t ranks, bool checkpoint) {
+  std::string text = read_text(scale_file("training_step.toml"));
   const auto replace = [&](const std::string& from, const std::string& to) {
     const size_t at = text.find(from);
     if (at == std::string::npos) return false;
@@ -98,19 +98,57 @@ void BM_scale_training_step(benchmark::State& state) {
   if (!replace("\nworld_size = 1024\n", "\nworld_size = " + std::to_string(ranks) + "\n") ||
       !replace("\nshape = [8, 8, 2, 8]\n",
                "\nshape = [8, 8, " + std::to_string(ranks / 512) + ", 8]\n")) {
-    state.SkipWithError("training_step.toml no longer has its 1,024-rank lines");
+    return "";
+  }
+  if (!checkpoint) {
+    const size_t from =
+        text.find("[[step]]\nto_local = { tensor = \"fc.weight\", out = \"weight_before\" }");
+    const size_t to = text.find("[[step]]\nbarrier = \"WORLD\"");
+    if (from == std::string::npos || to == std::string::npos || to < from) return "";
+    text.erase(from, to - from);
+  }
+  return text;
+}
+
+void run_training_step(benchmark::State& state, bool checkpoint) {
+  const int64_t ranks = state.range(0);
+  const std::string text = training_step_at(ranks, checkpoint);
+  if (text.empty()) {
+    state.SkipWithError("training_step.toml no longer has the lines this benchmark rewrites");
     return;
   }
-  run_text(state, text, path, ranks);
+  run_text(state, text, scale_file("training_step.toml"), ranks);
   state.counters["cpu_us_per_rank"] =
       benchmark::Counter(static_cast<double>(ranks), benchmark::Counter::kIsIterationInvariantRate |
                                                          benchmark::Counter::kInvert);
+}
+
+// The curve: CPU time per rank at 131,072 ranks against 1,024.
+void BM_scale_training_step(benchmark::State& state) {
+  run_training_step(state, true);
 }
 BENCHMARK(BM_scale_training_step)
     ->Arg(1024)
     ->Arg(8192)
     ->Arg(32768)
     ->Arg(131072)
+    ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
+    ->Iterations(1);
+
+// The same step without its checkpoint: the difference at 16,384 ranks is what a whole-world
+// save and load of the weight costs.
+void BM_scale_training_step_floor(benchmark::State& state) {
+  run_training_step(state, false);
+}
+BENCHMARK(BM_scale_training_step_floor)
+    ->Arg(16384)
+    ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
+    ->Iterations(1);
+BENCHMARK(BM_scale_training_step)
+    ->Name("BM_scale_training_step_with_checkpoint")
+    ->Arg(16384)
     ->Unit(benchmark::kMillisecond)
     ->MeasureProcessCPUTime()
     ->Iterations(1);
