@@ -63,9 +63,20 @@ class SharedStories {
       const std::string who =
           ranks.empty()
               ? std::string()
-              : fmt::format(": rank{} {}", ranks.size() > 1 ? "s" : "", rank_ranges(ranks));
+              : fmt::format(": rank{} {}", ranks.size() > 1 ? "s" : "", listed_ranks(ranks));
       lines.push_back(text.substr(0, tab) + who + text.substr(tab + 1));
     }
+  }
+
+  // Ranks as ranges, the list cut after about kListedChars characters: at scale a story's ranks
+  // can take thousands of ranges, which the JSON report lists in full.
+  static constexpr size_t kListedChars = 160;
+  static std::string listed_ranks(const std::vector<int64_t>& ranks) {
+    std::string listed = rank_ranges(ranks);
+    if (listed.size() <= kListedChars) return listed;
+    const size_t cut = listed.rfind(", ", kListedChars);
+    return fmt::format("{}, ... ({} ranks in all; --json lists each)", listed.substr(0, cut),
+                       ranks.size());
   }
 
  private:

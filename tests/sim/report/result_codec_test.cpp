@@ -66,6 +66,25 @@ TEST_CASE("report: a hang's graph is in the JSON report, not in the result's han
   CHECK(format_totals(report) == "0 passed, 1 failed\n");
 }
 
+TEST_CASE("report: ranks that fail one expectation alike share a line, their list cut at scale",
+          "[sim][report]") {
+  // Two ranks in three fail, each third alike: a thousand ranks on a line, not ten thousand
+  // characters.
+  const ScenarioResult r = run_scenario(
+      load_scenario_text("[scenario]\nname = \"e\"\nworld_size = 3000\n"
+                         "[[step]]\ntensor = { name = \"x\", value = \"full(1, rank % 3)\" }\n"
+                         "[[expect]]\ntensor = \"x\"\nequals = [1]\nwhen = \"rank % 3 != 1\"\n",
+                         "e.toml"));
+  const std::string text = format_failures(r, 10);
+  CHECK_THAT(text, Catch::Contains("e.toml:6:1: ranks 0, 3, 6, 9, "));
+  CHECK_THAT(text, Catch::Contains(
+                       ", 117, ... (1000 ranks in all; --json lists each): expected tensor(x) == "
+                       "[1], got [0.0]"));
+  CHECK_THAT(text, Catch::Contains(", ... (1000 ranks in all; --json lists each): expected "
+                                   "tensor(x) == [1], got [2.0]"));
+  CHECK(text.size() < 1000);
+}
+
 TEST_CASE("result codec: a draw from a generator it does not know is refused", "[sim][report]") {
   const ScenarioResult r =
       run_scenario(load_scenario_text("[scenario]\nname = \"d\"\nworld_size = 2\n"
