@@ -75,6 +75,7 @@ class SharedStories {
     std::string listed = rank_ranges(ranks);
     if (listed.size() <= kListedChars) return listed;
     const size_t cut = listed.rfind(", ", kListedChars);
+    if (cut == std::string::npos) return listed;  // one range cannot be that long
     return fmt::format("{}, ... ({} ranks in all; --json lists each)", listed.substr(0, cut),
                        ranks.size());
   }
