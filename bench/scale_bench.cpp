@@ -40,6 +40,14 @@ std::string read_text(const std::string& path) {
   return text.str();
 }
 
+// Replaces the first `from` in `text` by `to`; false when there is none.
+bool replace_once(std::string& text, const std::string& from, const std::string& to) {
+  const size_t at = text.find(from);
+  if (at == std::string::npos) return false;
+  text.replace(at, from.size(), to);
+  return true;
+}
+
 void run_file(benchmark::State& state, const std::string& name, int64_t ranks) {
   const std::string path = scale_file(name);
   run_text(state, read_text(path), path, ranks);
@@ -68,14 +76,9 @@ BENCHMARK(BM_scale_hang_pp_tp_16384)->Unit(benchmark::kMillisecond)->Iterations(
 void BM_scale_hang_pp_tp_16384_floor(benchmark::State& state) {
   const std::string path = scale_file("hang_pp_tp_16384.toml");
   std::string text = read_text(path);
-  const auto replace = [&](const std::string& from, const std::string& to) {
-    const size_t at = text.find(from);
-    if (at == std::string::npos) return false;
-    text.replace(at, from.size(), to);
-    return true;
-  };
-  if (!replace("not (rank == 5003 and w == 2)", "true") || !replace("[[expect]]", "") ||
-      !replace("deadlock = {", "# deadlock = {")) {
+  if (!replace_once(text, "not (rank == 5003 and w == 2)", "true") ||
+      !replace_once(text, "[[expect]]", "") ||
+      !replace_once(text, "deadlock = {", "# deadlock = {")) {
     state.SkipWithError("hang_pp_tp_16384.toml no longer has its planted bug");
     return;
   }
@@ -89,15 +92,10 @@ BENCHMARK(BM_scale_hang_pp_tp_16384_floor)->Unit(benchmark::kMillisecond)->Itera
 // load). Empty when the file no longer has the lines rewritten.
 std::string training_step_at(int64_t ranks, bool checkpoint) {
   std::string text = read_text(scale_file("training_step.toml"));
-  const auto replace = [&](const std::string& from, const std::string& to) {
-    const size_t at = text.find(from);
-    if (at == std::string::npos) return false;
-    text.replace(at, from.size(), to);
-    return true;
-  };
-  if (!replace("\nworld_size = 1024\n", "\nworld_size = " + std::to_string(ranks) + "\n") ||
-      !replace("\nshape = [8, 8, 2, 8]\n",
-               "\nshape = [8, 8, " + std::to_string(ranks / 512) + ", 8]\n")) {
+  if (!replace_once(text, "\nworld_size = 1024\n",
+                    "\nworld_size = " + std::to_string(ranks) + "\n") ||
+      !replace_once(text, "\nshape = [8, 8, 2, 8]\n",
+                    "\nshape = [8, 8, " + std::to_string(ranks / 512) + ", 8]\n")) {
     return "";
   }
   if (!checkpoint) {

@@ -29,25 +29,38 @@ std::string parse_unsigned(std::string_view text, uint64_t min, uint64_t max, ui
   return "";
 }
 
-std::string parse_duration(std::string_view text, double& seconds) {
-  const std::string bad = fmt::format(
-      "expected a duration such as 90, 90s, 1.5s, 500ms, 10m or 2h, got \"{}\"", excerpt(text));
+namespace {
+
+// The decimal number `text` starts with ("1.5" of "1.5s") into `value`, and what follows it into
+// `unit`. Returns "" or the error for the message, `bad` saying what was expected.
+std::string leading_number(std::string_view text, const std::string& bad, double& value,
+                           std::string& unit) {
   size_t digits = 0;
   while (digits < text.size() &&
          (std::isdigit(static_cast<unsigned char>(text[digits])) || text[digits] == '.')) {
     ++digits;
   }
   const std::string number(text.substr(0, digits));
-  const std::string_view unit = text.substr(digits);
+  unit = std::string(text.substr(digits));
   if (number.empty() || number.front() == '.' || number.back() == '.' ||
       number.find('.') != number.rfind('.')) {
     return bad;
   }
-  double value = 0;
   const auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), value);
   if (ec != std::errc() || end != number.data() + number.size() || !std::isfinite(value)) {
     return fmt::format("{}: the number is out of range", bad);
   }
+  return "";
+}
+
+}  // namespace
+
+std::string parse_duration(std::string_view text, double& seconds) {
+  const std::string bad = fmt::format(
+      "expected a duration such as 90, 90s, 1.5s, 500ms, 10m or 2h, got \"{}\"", excerpt(text));
+  double value = 0;
+  std::string unit;
+  if (std::string error = leading_number(text, bad, value, unit); !error.empty()) return error;
   const double scale = unit.empty() || unit == "s" ? 1
                        : unit == "ms"              ? 1e-3
                        : unit == "m"               ? 60
@@ -65,22 +78,9 @@ std::string parse_byte_size(std::string_view text, uint64_t physical_bytes, uint
       "expected a size such as 8G, 512M, 12884901888 or 50% (of this machine's memory), got "
       "\"{}\"",
       excerpt(text));
-  size_t digits = 0;
-  while (digits < text.size() &&
-         (std::isdigit(static_cast<unsigned char>(text[digits])) || text[digits] == '.')) {
-    ++digits;
-  }
-  const std::string number(text.substr(0, digits));
-  std::string unit(text.substr(digits));
-  if (number.empty() || number.front() == '.' || number.back() == '.' ||
-      number.find('.') != number.rfind('.')) {
-    return bad;
-  }
   double value = 0;
-  const auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), value);
-  if (ec != std::errc() || end != number.data() + number.size() || !std::isfinite(value)) {
-    return fmt::format("{}: the number is out of range", bad);
-  }
+  std::string unit;
+  if (std::string error = leading_number(text, bad, value, unit); !error.empty()) return error;
   double scale = 1;
   if (unit == "%") {
     if (physical_bytes == 0) return "cannot tell this machine's memory; give a size such as 8G";

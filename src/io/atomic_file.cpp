@@ -20,6 +20,16 @@ namespace {
 // Writes are issued in pieces so that a test can fail or stop a save half-way through.
 constexpr size_t kWriteChunk = size_t{1} << 20;
 
+// `call()` again while a signal interrupts it (-1 and EINTR); its result otherwise.
+template <typename Call>
+long retrying(Call&& call) {
+  long rc = 0;
+  do {
+    rc = static_cast<long>(call());
+  } while (rc < 0 && errno == EINTR);
+  return rc;
+}
+
 std::string directory_of(const std::string& path) {
   const size_t slash = path.rfind('/');
   if (slash == std::string::npos) return ".";
@@ -70,11 +80,7 @@ void write_file_atomically(const std::string& path, std::span<const std::string_
       errno = injected;
       return -1L;
     }
-    long rc = 0;
-    do {
-      rc = static_cast<long>(call());
-    } while (rc < 0 && errno == EINTR);
-    return rc;
+    return retrying(call);
   };
   auto fail = [&](SavePoint point, const std::string& what) {
     const int saved = errno;
@@ -150,11 +156,7 @@ void fsync_path(const std::string& path, int flags, std::string_view what) {
                                     std::strerror(saved)));
   }
   FileDescriptor fd(raw);
-  int rc = 0;
-  do {
-    rc = ::fsync(fd.get());
-  } while (rc < 0 && errno == EINTR);
-  if (rc < 0) {
+  if (retrying([&] { return ::fsync(fd.get()); }) < 0) {
     const int saved = errno;
     throw runtime_error(fmt::format("cannot make {} {} durable: fsync failed: {}", what, path,
                                     std::strerror(saved)));
