@@ -4,9 +4,9 @@
 The model (src/) includes nothing of sim/. In sim/, each folder may include itself and the
 folders below it, in this order:
 
-    base < runtime < gpu, report < scenario < run < steps < cli
+    base < runtime < gpu, report < scenario < run < steps, swarm < cli
 
-(gpu and report are side by side: neither includes the other). The build runs this before it
+(gpu and report are side by side: neither includes the other; so are steps and swarm). The build runs this before it
 compiles anything (an include that runs up a layer fails the build), and the test suite runs it
 on a tree with a planted violation to show that it can fail.
 
@@ -25,7 +25,8 @@ ALLOWED = {
     "scenario": {"base", "runtime", "report"},
     "run": {"base", "runtime", "gpu", "report", "scenario"},
     "steps": {"base", "runtime", "gpu", "report", "scenario", "run"},
-    "cli": {"base", "runtime", "gpu", "report", "scenario", "run", "steps"},
+    "swarm": {"base", "runtime", "gpu", "report", "scenario", "run"},
+    "cli": {"base", "runtime", "gpu", "report", "scenario", "run", "steps", "swarm"},
 }
 INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"((?:sim|src)/[^"]+)"', re.M)
 SOURCES = (".cpp", ".hpp", ".h", ".cu", ".cuh")
@@ -81,8 +82,11 @@ def main():
         print(f"check_layers: {len(found)} include(s) run up a layer", file=sys.stderr)
         return 1
     if len(sys.argv) > 2:
-        with open(sys.argv[2], "w") as f:
-            f.write("// Written by scripts/check_layers.py when the layer rules hold.\n")
+        stamp = "// Written by scripts/check_layers.py when the layer rules hold.\n"
+        # Rewritten only when missing: a new time stamp would make every compiled file stale.
+        if not os.path.exists(sys.argv[2]) or open(sys.argv[2]).read() != stamp:
+            with open(sys.argv[2], "w") as f:
+                f.write(stamp)
     return 0
 
 

@@ -16,6 +16,7 @@
 #include "sim/cli/cli_numbers.hpp"
 #include "sim/cli/fr_command.hpp"
 #include "sim/cli/rng_command.hpp"
+#include "sim/cli/swarm_command.hpp"
 #include "sim/report/report.hpp"
 #include "sim/run/backend_factory.hpp"
 #include "sim/run/isolated_run.hpp"
@@ -457,6 +458,8 @@ int main(int argc, char** argv) {
   const CkptCommands ckpt = add_ckpt_command(app, inspect_flags, plan_flags);
   FrFlags fr_flags;
   CLI::App* fr = add_fr_command(app, fr_flags);
+  SwarmFlags swarm_flags;
+  const SwarmCommands swarm = add_swarm_command(app, swarm_flags, memory_text);
 
   try {
     app.parse(argc, argv);
@@ -505,6 +508,8 @@ int main(int argc, char** argv) {
   if (ckpt.inspect->parsed()) return run_ckpt_inspect(inspect_flags);
   if (ckpt.plan->parsed()) return run_ckpt_plan(plan_flags);
   if (fr->parsed()) return run_fr_command(*fr, fr_flags);
+  if (swarm.merge->parsed()) return run_swarm_merge(swarm_flags);
+  if (swarm.swarm->parsed()) return run_swarm_command(swarm_flags, memory_text);
   for (const auto& [flag, path] : output_flags(flags)) {
     if (run->count(flag) > 0 && path->empty()) return bad_flag(flag, "needs a path (it was empty)");
   }
