@@ -6,7 +6,8 @@ folders below it, in this order:
 
     base < runtime < gpu, report < scenario < run < steps, swarm < cli
 
-(gpu and report are side by side: neither includes the other; so are steps and swarm). The build runs this before it
+(gpu and report are side by side: neither includes the other; nor do steps and
+swarm). The build runs this before it
 compiles anything (an include that runs up a layer fails the build), and the test suite runs it
 on a tree with a planted violation to show that it can fail.
 
@@ -84,7 +85,11 @@ def main():
     if len(sys.argv) > 2:
         stamp = "// Written by scripts/check_layers.py when the layer rules hold.\n"
         # Rewritten only when missing: a new time stamp would make every compiled file stale.
-        if not os.path.exists(sys.argv[2]) or open(sys.argv[2]).read() != stamp:
+        old = None
+        if os.path.exists(sys.argv[2]):
+            with open(sys.argv[2]) as f:
+                old = f.read()
+        if old != stamp:
             with open(sys.argv[2], "w") as f:
                 f.write(stamp)
     return 0

@@ -121,13 +121,22 @@ check(all(any(f["file"] == name and f["first"]["faults_seed"] is not None
       "every schedule fails with some injected fault")
 
 
-def merged_equals_whole(label, shard_files):
+def merged_equals_whole(label, shard_files, reference=("whole.json", whole)):
     merged = run(["swarm", "merge", *shard_files, "--json", "merged.json"], cwd=work)
     check(merged.returncode == 1, f"{label}: merge exits 1 (failures): {merged.stdout[-300:]}")
-    check(read(os.path.join(work, "merged.json")) == read(os.path.join(work, "whole.json")),
+    check(read(os.path.join(work, "merged.json")) == read(os.path.join(work, reference[0])),
           f"{label}: the merged JSON is the unsharded report, byte for byte")
-    check(merged.stdout == whole.stdout.split("\n", 1)[1],
+    check(merged.stdout == reference[1].stdout.split("\n", 1)[1],
           f"{label}: merge prints the unsharded text")
+
+
+def unsharded_like(args, name):
+    """The unsharded swarm with a documented command's run flags (they are the swarm's)."""
+    flags = []
+    for flag in ("--max-memory", "--stack-kib", "--timeout"):
+        if flag in args:
+            flags += [flag, args[args.index(flag) + 1]]
+    return name, run(["swarm", *SEEDS, "-j", "2", *flags, "--json", name, "jobs"], cwd=work)
 
 
 # N shards as I/N.
@@ -143,7 +152,8 @@ for n in (1, 2, 3, 5):
 
 # The documented examples, run as written: their flags, with the test's seeds and schedules.
 docs = os.path.join(ROOT, "docs", "swarm")
-VALUED = {"--shard", "-j", "--jobs", "--seeds", "--faults-seeds", "--json", "--timeout"}
+VALUED = {"--shard", "-j", "--jobs", "--seeds", "--faults-seeds", "--json", "--timeout",
+          "--max-memory", "--stack-kib"}
 
 
 def documented_command(text, variables):
@@ -194,7 +204,7 @@ if array:
     slurm_files = sorted(os.path.join("swarm-4242", f) for f in
                          os.listdir(os.path.join(work, "swarm-4242")))
     check(len(slurm_files) == count, f"one file per array task: {slurm_files}")
-    merged_equals_whole("Slurm job array", slurm_files)
+    merged_equals_whole("Slurm job array", slurm_files, unsharded_like(args, "slurm_whole.json"))
 
 job = open(os.path.join(docs, "k8s-indexed-job.yaml")).read()
 completions = re.search(r"^\s*completions:\s*(\d+)\s*$", job, re.M)
@@ -216,7 +226,8 @@ if completions and indexed:
               f"Kubernetes index {i}: {args}: {r.stdout[:300]}{r.stderr[-300:]}")
     merged_equals_whole("Kubernetes Indexed Job",
                         sorted(os.path.join("results", f) for f in
-                               os.listdir(os.path.join(work, "results"))))
+                               os.listdir(os.path.join(work, "results"))),
+                        unsharded_like(args, "k8s_whole.json"))
 
 # Bad flags exit 2, naming the flag; nothing runs.
 for args, words in [
@@ -228,7 +239,8 @@ for args, words in [
         (["--seeds", "none"], "--seeds: expected seeds"),
         (["--faults-seeds", "1,1"], "--faults-seeds: seed 1 is listed twice"),
         (["--jobs", "0"], "--jobs: expected an integer from 1"),
-        (["--timeout", "soon"], "--timeout: expected a duration")]:
+        (["--timeout", "soon"], "--timeout: expected a duration"),
+        (["--json", "/nonexistent-meshsim-dir/x.json"], "--json: cannot write there")]:
     r = run(["swarm", *args, "jobs"], cwd=work)
     check(r.returncode == 2 and words in r.stderr, f"{args}: exit 2 naming it, got "
           f"{r.returncode}: {r.stderr[-300:]}")
@@ -243,8 +255,8 @@ r = run(["swarm", "broken.toml", "jobs"], cwd=work)
 check(r.returncode == 2 and "broken.toml:" in r.stdout and "nothing ran" in r.stdout,
       f"an unusable scenario stops the swarm before it runs: {r.stdout[-300:]}")
 r = run(["swarm", "merge", "whole.json"], cwd=work)
-check(r.returncode == 2 and "whole.json: not a meshsim swarm shard" in r.stdout,
-      f"merge refuses a report: {r.stdout[-300:]}")
+check(r.returncode == 2 and "whole.json: not a meshsim swarm shard" in r.stderr,
+      f"merge refuses a report, on stderr: {r.stderr[-300:]}")
 
 print(f"swarm: {generated} generated schedules ({len(planted)} with a planted bug), "
       f"{combinations} runs per swarm, {checks} checks, {len(failures)} failed")

@@ -1,9 +1,12 @@
 #include "sim/cli/swarm_command.hpp"
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <thread>
 
@@ -19,7 +22,6 @@
 #include "sim/swarm/swarm_workers.hpp"
 #include "src/error.hpp"
 #include "src/io/atomic_file.hpp"
-#include "src/tensor/memory_budget.hpp"
 
 namespace meshsim::sim {
 
@@ -126,6 +128,23 @@ class ProgressLine {
   std::chrono::steady_clock::time_point last_;
 };
 
+// The cores this process may run on (a Slurm task's or a container's cpuset, not the node's).
+uint64_t usable_cores() {
+  cpu_set_t set;
+  if (::sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+    return static_cast<uint64_t>(CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+// "" when `path` can be written (its folder exists and is writable), else why not: checked
+// before a swarm of hours starts.
+std::string unwritable(const std::string& path) {
+  const std::filesystem::path folder = std::filesystem::path(path).parent_path();
+  const std::string dir = folder.empty() ? "." : folder.string();
+  if (::access(dir.c_str(), W_OK) != 0) return fmt::format("{}: {}", dir, std::strerror(errno));
+  return "";
+}
+
 int exit_for(const SwarmTally& tally) {
   return tally.failed() == 0 ? kExitPass : kExitFailed;
 }
@@ -147,15 +166,16 @@ SwarmCommands add_swarm_command(CLI::App& app, SwarmFlags& flags, std::string& m
   swarm->add_option("--shard", flags.shard,
                     "run one share of the combinations: I/N, slurm (a Slurm job array's task), "
                     "k8s/N (a Kubernetes Indexed Job's completion index)");
-  swarm->add_option("-j,--jobs", flags.jobs, "worker processes (default: one per core)");
+  swarm->add_option("-j,--jobs", flags.jobs,
+                    "worker processes (default: one per core this process may use)");
   swarm->add_option("--json", flags.json_path,
                     "write the results: a shard's with --shard (for swarm merge), else the report");
   swarm->add_option("--timeout", flags.timeout,
                     "stop each run after this much wall-clock time (as for run), a failure");
   swarm->add_option("--stack-kib", flags.stack_kib, "fiber stack per rank in KiB (as for run)");
   swarm->add_option("--max-memory", max_memory,
-                    "budget for tensor data of each worker (default: half the RAM shared by the "
-                    "workers)");
+                    "budget for tensor data of each run, as for run (default: half the RAM; up "
+                    "to JOBS runs hold theirs at once)");
   swarm->add_flag("-v,--verbose", flags.verbose, "list every distinct failure");
   swarm->add_flag("-q,--quiet", flags.quiet, "no progress line on a terminal");
   CLI::App* merge = swarm->add_subcommand(
@@ -179,7 +199,7 @@ int run_swarm_command(const SwarmFlags& flags, const std::string& max_memory) {
   Shard shard;
   if (!flags.shard.empty() && !(error = parse_shard(flags.shard, shard)).empty())
     return bad_flag("--shard", error);
-  uint64_t jobs = std::max(1u, std::thread::hardware_concurrency());
+  uint64_t jobs = usable_cores();
   if (!flags.jobs.empty() && !(error = parse_unsigned(flags.jobs, 1, kMaxJobs, jobs)).empty())
     return bad_flag("--jobs", error);
   RunOptions options;
@@ -199,6 +219,8 @@ int run_swarm_command(const SwarmFlags& flags, const std::string& max_memory) {
     space.run_flags += " --stack-kib " + flags.stack_kib;
   }
   if (!max_memory.empty()) space.run_flags += " --max-memory " + max_memory;
+  if (!flags.json_path.empty() && !(error = unwritable(flags.json_path)).empty())
+    return bad_flag("--json", "cannot write there: " + error);
   if (!space.run_flags.empty()) space.run_flags.erase(0, 1);
 
   // Every file is checked before anything runs: a swarm over a file that cannot load would
@@ -233,8 +255,6 @@ int run_swarm_command(const SwarmFlags& flags, const std::string& max_memory) {
     return kExitUnusable;
   }
   if (!space.size()) return bad_flag("--seeds", "the swarm has more than 2^63 combinations");
-  // Workers run side by side: unless told, they share the default budget.
-  if (max_memory.empty()) MemoryBudget::set_limit(MemoryBudget::limit() / jobs);
   const unsigned workers = static_cast<unsigned>(
       std::min<uint64_t>(jobs, std::max<uint64_t>(1, shard.share_of(*space.size()))));
   std::cout << swarm_header(space, shard, workers) << std::flush;
@@ -267,7 +287,7 @@ int run_swarm_merge(const SwarmFlags& flags) {
       return kExitUnusable;
     return exit_for(merged.tally);
   } catch (const std::exception& e) {  // InputError, or meshsim::Error from the read
-    std::cout << "meshsim swarm merge: " << e.what() << "\n";
+    std::cerr << "meshsim swarm merge: " << e.what() << "\n";
     return kExitUnusable;
   }
 }

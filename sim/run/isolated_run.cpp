@@ -183,7 +183,7 @@ FileOutcome run_scenario_file(const std::string& file, const StepRegistry& steps
   while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) remove_checkpoint_dirs_of(child);
-  std::cerr << errors;  // the child's own warnings stay visible
+  if (options.echo_child_stderr) std::cerr << errors;  // the child's own warnings stay visible
   const size_t newline = result.find('\n');
   const Json header = Json::parse(result.substr(0, newline), nullptr, false);
   const Json j = newline == std::string::npos

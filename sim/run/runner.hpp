@@ -35,6 +35,10 @@ struct RunOptions {
   // --timeout: stop the run after this many wall-clock seconds, reporting where every rank was;
   // and where the progress line of a long run goes (-1: nowhere).
   RunWatchOptions watch;
+  // Whether what a scenario's child process writes to stderr is also written to this process's
+  // (it is kept in the result of a child that crashed either way); a swarm of thousands of runs
+  // keeps it to the results.
+  bool echo_child_stderr = true;
 };
 
 // Every rank runs the steps in order as a fiber. A step whose `when` is false is skipped; a model

@@ -1,6 +1,7 @@
 #include "sim/swarm/failure_signature.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -13,6 +14,29 @@ constexpr size_t kHeadlineChars = 300;
 
 std::string first_line(std::string_view text) {
   return std::string(text.substr(0, text.find('\n')));
+}
+
+// The fault a fault seed drew (the run's last: a scenario's own [[fault]] entries come first),
+// or nullptr when the run had none from a seed.
+const std::string* seeded_fault(const ScenarioResult& result) {
+  for (auto it = result.faults.rbegin(); it != result.faults.rend(); ++it) {
+    if (it->find("(--faults-seed ") != std::string::npos) return &*it;
+  }
+  return nullptr;
+}
+
+// `text` with every run of digits as "N": which rank overflowed its stack, or the stack size
+// the message suggests, depends on the schedule, not on the failure.
+std::string without_numbers(std::string_view text) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (!std::isdigit(static_cast<unsigned char>(text[i]))) {
+      out += text[i];
+    } else if (out.empty() || out.back() != 'N') {
+      out += 'N';
+    }
+  }
+  return out;
 }
 
 // One line of at most about kHeadlineChars.
@@ -78,7 +102,7 @@ FailureSummary summarize_failure(const ScenarioResult& result) {
   // The root cause first, as the run's report orders it: meshsim's own crash, a hang, a rank's
   // failure; an expected outcome leaves the expectations to decide.
   if (!result.crash.empty()) {
-    out.signature = "meshsim stopped: " + first_line(result.crash);
+    out.signature = without_numbers(first_line(result.crash));
     out.headline = first_line(result.crash);
   } else if (result.hang && !result.outcome_expected) {
     out.signature = hang_signature(*result.hang);
@@ -104,13 +128,12 @@ FailureSummary summarize_failure(const ScenarioResult& result) {
     out.signature = "failed";
     out.headline = "the scenario failed";
   }
-  if (!result.faults.empty()) {
-    out.signature +=
-        fmt::format(", with an injected {}", injected_fault_kind(result.faults.front()));
-    if (out.headline.find("injected") == std::string::npos)
-      out.headline += fmt::format(" (injected: {})", result.faults.front());
-  }
   out.headline = cut(std::move(out.headline));
+  if (const std::string* fault = seeded_fault(result)) {
+    out.signature += fmt::format(", with an injected {}", injected_fault_kind(*fault));
+    if (out.headline.find("--faults-seed") == std::string::npos)
+      out.headline += fmt::format(" (injected: {})", *fault);
+  }
   return out;
 }
 

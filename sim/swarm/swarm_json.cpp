@@ -4,6 +4,7 @@
 #include <map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "sim/base/source_location.hpp"
 
@@ -126,6 +127,29 @@ SwarmSpace read_space(const Fields& top, const std::string& name) {
   if (!(error = parse_seed_list(fields.text("fault_seeds"), true, space.fault_seeds)).empty())
     fields.fail("fault_seeds", error);
   space.run_flags = fields.text("run_flags");
+  // They go into replay commands a person pastes into a shell: only the flags a swarm passes
+  // on, with plain values.
+  const std::string& flags = space.run_flags;
+  size_t at = 0;
+  while (at < flags.size()) {
+    const size_t flag_end = std::min(flags.find(' ', at), flags.size());
+    const std::string_view flag(flags.data() + at, flag_end - at);
+    const size_t value_end = std::min(flags.find(' ', flag_end + 1), flags.size());
+    const std::string_view value =
+        flag_end < flags.size()
+            ? std::string_view(flags).substr(flag_end + 1, value_end - flag_end - 1)
+            : std::string_view();
+    const bool known = flag == "--timeout" || flag == "--stack-kib" || flag == "--max-memory";
+    if (!known || value.empty() ||
+        value.find_first_not_of(
+            "0123456789.abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ%") !=
+            std::string_view::npos) {
+      fields.fail("run_flags",
+                  "holds something else than --timeout, --stack-kib or --max-memory "
+                  "with their values");
+    }
+    at = value_end + 1;
+  }
   const std::optional<uint64_t> size = space.size();
   if (!size || *size != fields.number("combinations"))
     fields.fail("combinations", "is not files x fault seeds x schedule seeds");
@@ -138,6 +162,7 @@ void read_failures(const Fields& top, const ShardResults& shard, const std::stri
   const Json& failures = top.at("failures");
   if (!failures.is_array()) top.fail("failures", "is not a list");
   uint64_t failed = 0;
+  std::map<size_t, uint64_t> failed_of_file;
   for (size_t i = 0; i < failures.size(); ++i) {
     const Fields f(failures[i], fmt::format("failures[{}]", i), name);
     const Fields first(f.at("first"), f.child("first"), name);
@@ -163,6 +188,12 @@ void read_failures(const Fields& top, const ShardResults& shard, const std::stri
     if (d.runs == 0 || d.runs > shard.shard.share_of(*shard.space.size()) - failed)
       f.fail("runs", "does not fit in the shard's share of runs");
     failed += d.runs;
+    // No file's failures may outnumber its runs in the shard.
+    const auto [begin, end] = shard.space.file_range(c.file);
+    uint64_t& of_file = failed_of_file[c.file];
+    if (d.runs > shard.shard.share_of(begin, end) - of_file)
+      f.fail("runs", "is more than its file's runs in the shard");
+    of_file += d.runs;
     const size_t before = tally.distinct();
     tally.add_failure(std::move(d));
     if (tally.distinct() == before) f.fail("signature", "is listed twice for one file");
@@ -262,14 +293,27 @@ ShardResults merge_shards(const std::vector<NamedShard>& shards) {
     out.tally.merge(r.tally);
   }
   if (by_index.size() != count) {
-    uint64_t missing = 0;  // the lowest index no file has
-    for (const auto& [index, shard] : by_index) {
-      if (index != missing) break;
-      ++missing;
+    constexpr size_t kNamed = 10;
+    std::vector<uint64_t> missing;  // the first few indices no file has
+    uint64_t next = 0;
+    for (auto it = by_index.begin(); missing.size() < kNamed && next < count;) {
+      if (it != by_index.end() && it->first == next) {
+        ++it;
+      } else {
+        missing.push_back(next);
+      }
+      ++next;
     }
-    throw InputError(SourceLocation{model.name, 0, 0},
-                     fmt::format("shard {} of {} is missing ({} shard file{} given)", missing,
-                                 count, shards.size(), shards.size() == 1 ? "" : "s"));
+    const uint64_t absent = count - by_index.size();
+    throw InputError(
+        SourceLocation{model.name, 0, 0},
+        fmt::format("{} {} of {} {} missing ({} shard file{} given)",
+                    absent == 1 ? "shard" : "shards", fmt::join(missing, ", "), count,
+                    absent == 1 ? "is"
+                                : fmt::format("are{}", absent > missing.size()
+                                                           ? fmt::format(" ({} in all)", absent)
+                                                           : ""),
+                    shards.size(), shards.size() == 1 ? "" : "s"));
   }
   return out;
 }

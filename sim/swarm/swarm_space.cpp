@@ -85,6 +85,11 @@ Combination SwarmSpace::at(uint64_t index) const {
   return c;
 }
 
+std::pair<uint64_t, uint64_t> SwarmSpace::file_range(size_t file) const {
+  const uint64_t per_file = *schedule_seeds.count() * *fault_seeds.count();
+  return {file * per_file, (file + 1) * per_file};
+}
+
 std::string SwarmSpace::replay_line(const Combination& c) const {
   std::string line = fmt::format("meshsim run {} --schedule random --seed {}",
                                  shell_word(files.at(c.file).path), c.schedule_seed);
@@ -130,10 +135,18 @@ std::string parse_seed_list(std::string_view text, bool allow_none, SeedList& ou
   }
   if (list.ranges.empty() && !list.with_none) return expected + ", got nothing";
   std::sort(list.ranges.begin(), list.ranges.end());
-  for (size_t i = 1; i < list.ranges.size(); ++i) {
-    if (list.ranges[i].first <= list.ranges[i - 1].second)
-      return fmt::format("seed {} is listed twice", list.ranges[i].first);
+  // Ranges that touch are joined: "0-4,5-9" and "0-9" are one swarm.
+  std::vector<std::pair<uint64_t, uint64_t>> joined;
+  for (const auto& range : list.ranges) {
+    if (!joined.empty() && range.first <= joined.back().second)
+      return fmt::format("seed {} is listed twice", range.first);
+    if (!joined.empty() && range.first == joined.back().second + 1) {
+      joined.back().second = range.second;
+    } else {
+      joined.push_back(range);
+    }
   }
+  list.ranges = std::move(joined);
   if (!list.count()) return "more than 2^63 seeds";
   out = std::move(list);
   return "";

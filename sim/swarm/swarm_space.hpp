@@ -54,6 +54,8 @@ struct SwarmSpace {
   // Every combination, or nullopt past 2^63.
   std::optional<uint64_t> size() const;
   Combination at(uint64_t index) const;  // index < size()
+  // The combinations of file `file`: [first, end).
+  std::pair<uint64_t, uint64_t> file_range(size_t file) const;
   // The command that runs one combination again.
   std::string replay_line(const Combination& c) const;
   friend bool operator==(const SwarmSpace&, const SwarmSpace&) = default;
@@ -67,11 +69,14 @@ struct Shard {
   bool whole() const { return count == 1; }
   // How many of `size` combinations fall to this shard.
   uint64_t share_of(uint64_t size) const { return size / count + (index < size % count ? 1 : 0); }
+  // How many of the combinations [begin, end) fall to this shard.
+  uint64_t share_of(uint64_t begin, uint64_t end) const { return share_of(end) - share_of(begin); }
   // The number of this shard's `nth` combination.
   uint64_t combination(uint64_t nth) const { return nth * count + index; }
 };
 
-// "0-99", "1,5,9-12", and with `allow_none` also "none" (first): into `out`, ranges ascending.
+// "0-99", "1,5,9-12", and with `allow_none` also "none" (first): into `out`, ranges ascending
+// and those that touch joined.
 // Returns "" or the error for the message (a bad number, a range backwards, a seed twice).
 std::string parse_seed_list(std::string_view text, bool allow_none, SeedList& out);
 

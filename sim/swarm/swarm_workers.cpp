@@ -4,7 +4,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -44,6 +47,7 @@ std::string run_line(const SwarmSpace& space, const Combination& c, const StepRe
   options.world.policy = SchedulePolicy::kRandom;
   options.world.seed = c.schedule_seed;
   options.faults_seed = c.faults_seed;
+  options.echo_child_stderr = false;  // a crashed run's stderr is in its result
   const FileOutcome outcome =
       run_scenario_file(space.files[c.file].path, steps, options, Isolation::kChildProcess);
   Json line{{"n", c.index}};
@@ -114,10 +118,18 @@ SwarmTally run_swarm(const SwarmSpace& space, const Shard& shard, unsigned jobs,
   SwarmTally tally;
   std::vector<Worker> workers;
   std::string failure;
+  // On the first failure the others are stopped: their runs would be thrown away.
+  const auto fail = [&](std::string why) {
+    if (!failure.empty()) return;
+    failure = std::move(why);
+    for (const Worker& w : workers) {
+      if (w.fd >= 0) ::kill(w.pid, SIGTERM);
+    }
+  };
   for (unsigned w = 0; w < workers_wanted; ++w) {
     int fds[2];
     if (::pipe(fds) != 0) {
-      failure = fmt::format("cannot start swarm worker {}: {}", w, std::strerror(errno));
+      fail(fmt::format("cannot start swarm worker {}: {}", w, std::strerror(errno)));
       break;
     }
     std::fflush(nullptr);
@@ -130,7 +142,7 @@ SwarmTally run_swarm(const SwarmSpace& space, const Shard& shard, unsigned jobs,
     ::close(fds[1]);
     if (pid < 0) {
       ::close(fds[0]);
-      failure = fmt::format("cannot start swarm worker {}: {}", w, std::strerror(errno));
+      fail(fmt::format("cannot start swarm worker {}: {}", w, std::strerror(errno)));
       break;
     }
     workers.push_back({pid, fds[0], "", share / workers_wanted + (w < share % workers_wanted), 0});
@@ -146,8 +158,9 @@ SwarmTally run_swarm(const SwarmSpace& space, const Shard& shard, unsigned jobs,
       owners.push_back(&w);
     }
     if (::poll(polled.data(), polled.size(), -1) < 0) {
-      if (errno == EINTR) continue;
-      throw std::runtime_error(fmt::format("swarm: poll: {}", std::strerror(errno)));
+      if (errno != EINTR) fail(fmt::format("swarm: poll: {}", std::strerror(errno)));
+      if (errno != EINTR) break;
+      continue;
     }
     for (size_t i = 0; i < polled.size(); ++i) {
       if (polled[i].revents == 0) continue;
@@ -159,10 +172,16 @@ SwarmTally run_swarm(const SwarmSpace& space, const Shard& shard, unsigned jobs,
         w.pending.append(buffer, static_cast<size_t>(n));
         size_t newline;
         while ((newline = w.pending.find('\n')) != std::string::npos) {
-          if (failure.empty()) take_line(w.pending.substr(0, newline), space, tally, seen);
+          if (failure.empty()) {
+            try {
+              take_line(w.pending.substr(0, newline), space, tally, seen);
+            } catch (const std::exception& e) {
+              fail(e.what());
+            }
+          }
           w.pending.erase(0, newline + 1);
           ++w.reported;
-          if (progress) progress(seen);
+          if (progress && failure.empty()) progress(seen);
         }
         continue;
       }
@@ -170,12 +189,18 @@ SwarmTally run_swarm(const SwarmSpace& space, const Shard& shard, unsigned jobs,
       w.fd = -1;
       --open;
       const std::string ended = wait_for(w.pid);
-      if (failure.empty() && (!ended.empty() || w.reported != w.expected)) {
-        failure = fmt::format("swarm worker {} (process {}) {} after {} of its {} runs",
-                              &w - workers.data(), w.pid, ended.empty() ? "stopped" : ended,
-                              w.reported, w.expected);
+      if (!ended.empty() || w.reported != w.expected) {
+        fail(fmt::format("swarm worker {} (process {}) {} after {} of its {} runs",
+                         &w - workers.data(), w.pid, ended.empty() ? "stopped" : ended, w.reported,
+                         w.expected));
       }
     }
+  }
+  // Only after a failed poll: the workers still running are stopped and waited for.
+  for (Worker& w : workers) {
+    if (w.fd < 0) continue;
+    ::close(w.fd);
+    wait_for(w.pid);
   }
   if (!failure.empty()) throw std::runtime_error(failure);
   return tally;

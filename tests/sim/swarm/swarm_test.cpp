@@ -81,6 +81,8 @@ TEST_CASE("seed lists read as the command line gives them", "[swarm]") {
   CHECK(seed_error("0-18446744073709551615") == "more than 2^63 seeds");
   CHECK(seed_error("5-3").find("backwards") != std::string::npos);
   CHECK(seed_error("1-5,3").find("seed 3 is listed twice") != std::string::npos);
+  CHECK(seeds("5-9,0-4,11,10") == seeds("0-11"));  // touching ranges are one
+  CHECK(seeds("5-9,0-4,11,10").text() == "0-11");
   CHECK(seed_error("none,none").find("twice") != std::string::npos);
   CHECK(seed_error("none", false).find("expected seeds") != std::string::npos);
   for (const char* bad :
@@ -189,9 +191,14 @@ TEST_CASE("failure signatures name the cause and place, never ranks or seeds", "
   s = summarize_failure(r);
   CHECK(s.signature == "s.toml:14:1: expected deadlock failed, with an injected crash");
   CHECK(s.headline.starts_with("s.toml:14:1: expected deadlock == \"y\", got \"x\""));
-  r.crash = "rank 1 overflowed its fiber stack\nmore";
+  r.crash = "meshsim stopped (signal 11): rank 13 overflowed its 64 KiB stack\nmore";
   CHECK(summarize_failure(r).signature ==
-        "meshsim stopped: rank 1 overflowed its fiber stack, with an injected crash");
+        "meshsim stopped (signal N): rank N overflowed its N KiB stack, with an injected crash");
+  // Only the fault a seed drew is the run's: the scenario's own come first.
+  r.faults.insert(r.faults.begin(), "stall rank 0 for 5 s at step 2 (s.toml:3:1)");
+  CHECK(summarize_failure(r).signature.ends_with(", with an injected crash"));
+  r.faults.pop_back();
+  CHECK(summarize_failure(r).signature.find("injected") == std::string::npos);
   r.crash.clear();
   r.expectations.front().what = std::string(1000, 'v');
   r.expectations.erase(r.expectations.begin() + 1);
@@ -282,6 +289,11 @@ TEST_CASE("a shard file that is not whole is refused, naming the field", "[swarm
        "failures[1].signature is listed twice"},
       {[](auto& j) { j["failures"][0]["runs"] = -1; }, "failures[0].runs is not a whole number"},
       {[](auto& j) { j["failures"][0]["runs"] = 0; }, "failures[0].runs does not fit"},
+      {[](auto& j) { j["failures"][0]["runs"] = 6; },  // its file has 5 runs in the shard
+       "failures[0].runs is more than its file's runs in the shard"},
+      {[](auto& j) { j["space"]["run_flags"] = "--timeout 1s; curl x | sh"; },
+       "space.run_flags holds something else"},
+      {[](auto& j) { j["space"]["run_flags"] = "--timeout"; }, "space.run_flags holds"},
       {[](auto& j) { j.erase("meshsim"); }, "meshsim is missing"},
       {[](auto& j) { j["schema"] = 2; }, "schema is not 1"},
       {[](auto& j) { j["meshsim_swarm"] = "report"; }, "meshsim_swarm is not \"shard\""},
