@@ -16,7 +16,7 @@ packages=(
   meson ninja-build pkg-config g++
   libboost-fiber-dev libboost-context-dev libboost-serialization-dev
   catch2 libbenchmark-dev libtomlplusplus-dev libcli11-dev libfmt-dev nlohmann-json3-dev
-  libxxhash-dev
+  libxxhash-dev libjemalloc-dev
 )
 $only_run || packages+=(clang clang-format libclang-rt-14-dev)
 

@@ -225,10 +225,12 @@ void RankState::record_sample(int64_t id, ShardSample sample) {
 }
 
 const DeviceMesh& RankState::mesh(const std::string& name) const {
+  if (last_mesh_ != nullptr && last_mesh_->first == name) return last_mesh_->second;
   const auto it = meshes_.find(name);
   if (it == meshes_.end()) {
     throw runtime_error(fmt::format("mesh \"{}\" was not created on rank {}", name, rank_));
   }
+  last_mesh_ = &*it;
   return it->second;
 }
 

@@ -143,6 +143,9 @@ class RankState final : public ExpressionEnv {
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<GroupCreator> groups_;
   std::map<std::string, DeviceMesh> meshes_;
+  // The mesh last looked up: `when` conditions ask for the same one (coord(world, pp)) at nearly
+  // every step of every rank. Map nodes stay put, and meshes are never erased.
+  mutable const std::pair<const std::string, DeviceMesh>* last_mesh_ = nullptr;
   std::map<std::string, Parameter> values_;
   // The names that share a storage with others (views, and the tensors views were made of).
   struct Alias {

@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "sim/runtime/meeting.hpp"
@@ -16,6 +17,7 @@
 #include "sim/runtime/site_divergence.hpp"
 #include "sim/runtime/world.hpp"
 #include "src/comm/rank_list.hpp"
+#include "src/fnv1a.hpp"
 
 namespace meshsim::sim {
 
@@ -117,7 +119,17 @@ class Rendezvous {
   World& world_;
   std::vector<RankActivity>& activity_;
   std::vector<std::unique_ptr<Channel>> channels_;  // by group id + 1 (the store is -1)
-  std::map<std::tuple<int64_t, int64_t, int64_t>, Channel> pairs_;  // (group id, src, dst)
+  // One direction of a send/recv pair: (group id, src, dst).
+  using PairKey = std::tuple<int64_t, int64_t, int64_t>;
+  struct PairKeyHash {
+    size_t operator()(const PairKey& k) const {
+      const int64_t words[] = {std::get<0>(k), std::get<1>(k), std::get<2>(k)};
+      return static_cast<size_t>(fnv1a_words(words));
+    }
+  };
+  // Hashed: a world of a million ranks has millions of directions, and a tree's walk through
+  // them missed the cache at every level.
+  std::unordered_map<PairKey, Channel, PairKeyHash> pairs_;
   RankListPool pair_members_;
   std::vector<std::unique_ptr<Meeting>> meetings_;  // every meeting ever opened, for reuse
   std::vector<Meeting*> spare_;
