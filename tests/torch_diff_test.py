@@ -925,7 +925,12 @@ def compare_case(case, report, crash):
     failures = {r["rank"]: r["failure"] for r in report.get("ranks", [])
                 if r.get("status") == "failed" and r.get("failure")}
     dumps = {(d["location"]["line"], d["rank"]): d["value"] for d in report.get("dumps", [])}
-    expects = {(e["location"]["line"], e["rank"]): e for e in report.get("expectations", [])}
+    expects = {}
+    for e in report.get("expectations", []):
+        # A record that ranks passed alike lists them as [first, last] ranges.
+        ranks = [r for a, b in e["ranks"] for r in range(a, b + 1)] if "ranks" in e else [e["rank"]]
+        for r in ranks:
+            expects[(e["location"]["line"], r)] = e
     if report.get("hang"):
         h = report["hang"]
         primary = any(f.get("type") != "aborted" for f in failures.values())

@@ -181,9 +181,9 @@ std::string format_table(const RunReport& report, bool with_time) {
                                         : "FAIL",
                        r.world_size,
                        fmt::format("{}/{}",
-                                   r.expectations.size() + r.unlisted_passed + r.unlisted_failed -
+                                   r.listed_checks() + r.unlisted_passed + r.unlisted_failed -
                                        r.failed_expectations(),
-                                   r.expectations.size() + r.unlisted_passed + r.unlisted_failed),
+                                   r.listed_checks() + r.unlisted_passed + r.unlisted_failed),
                        time);
   }
   return out;
@@ -233,12 +233,16 @@ Json report_json(const RunReport& report, const std::string& version) {
     passed += r.passed() ? 1 : 0;
     Json expectations = Json::array();
     for (const ExpectationRecord& e : r.expectations) {
-      expectations.push_back({{"location", location_json(e.where)},
-                              {"rank", e.rank >= 0 ? Json(e.rank) : Json(nullptr)},
-                              {"what", e.what},
-                              {"passed", e.passed},
-                              {"observed", e.observed},
-                              {"expected", e.expected}});
+      Json one{{"location", location_json(e.where)},
+               {"rank", e.rank >= 0 ? Json(e.rank) : Json(nullptr)},
+               {"what", e.what},
+               {"passed", e.passed},
+               {"observed", e.observed},
+               {"expected", e.expected}};
+      // A record every rank of a range passed alike: the ranks as [first, last] pairs.
+      if (!e.ranks.empty()) one["ranks"] = e.ranks.ranges();
+      if (e.checks > 1) one["checks"] = e.checks;
+      expectations.push_back(std::move(one));
     }
     Json dumps = Json::array();
     for (const DumpRecord& d : r.dumps) {

@@ -56,8 +56,8 @@ Json encode_result(const ScenarioResult& r) {
   }
   Json expectations = Json::array();
   for (const ExpectationRecord& e : r.expectations) {
-    expectations.push_back(
-        Json::array({where_json(e.where), e.rank, e.what, e.passed, e.observed, e.expected}));
+    expectations.push_back(Json::array({where_json(e.where), e.rank, e.what, e.passed, e.observed,
+                                        e.expected, e.ranks.ranges(), e.checks}));
   }
   Json failures = Json::array();
   for (const std::optional<RankFailure>& f : r.failures) {
@@ -117,8 +117,12 @@ std::optional<ScenarioResult> decode_result(const Json& j) {
           {where_of(d.at(0)), d.at(1).get<int64_t>(), d.at(2).get<std::string>(), d.at(3)});
     }
     for (const Json& e : j.at("expectations")) {
-      r.expectations.push_back({where_of(e.at(0)), e.at(1).get<int64_t>(),
-                                e.at(2).get<std::string>(), e.at(3).get<bool>(), e.at(4), e.at(5)});
+      ExpectationRecord& x = r.expectations.emplace_back(
+          ExpectationRecord{where_of(e.at(0)), e.at(1).get<int64_t>(), e.at(2).get<std::string>(),
+                            e.at(3).get<bool>(), e.at(4), e.at(5)});
+      for (const Json& range : e.at(6))
+        x.ranks.add(range.at(0).get<int64_t>(), range.at(1).get<int64_t>());
+      x.checks = e.at(7).get<uint64_t>();
     }
     for (const Json& f : j.at("failures")) {
       if (f.is_null()) {

@@ -5,11 +5,13 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "sim/base/source_location.hpp"
+#include "sim/report/rank_ranges.hpp"
 #include "src/rng/rank_rng.hpp"
 
 namespace meshsim::sim {
@@ -35,13 +37,17 @@ struct DumpRecord {
   Json value;
 };
 
+// One check of an expectation, or, for one that passed, every check that passed it the same way
+// (same step, query and values): a world that passes alike costs one record, not one per rank.
 struct ExpectationRecord {
   SourceLocation where;
-  int64_t rank;
+  int64_t rank;      // the lowest of `ranks` (-1: a check of the run as a whole)
   std::string what;  // e.g. coordinate(world)
   bool passed;
   Json observed;
   Json expected;
+  RankRanges ranks = {};  // when it stands for more than `rank` (empty: `rank` alone)
+  uint64_t checks = 1;    // how many checks it stands for (a loop checks a rank again)
 };
 
 // Something legal that is likely not what the user meant: a redistribute PyTorch plans badly,
@@ -153,6 +159,11 @@ struct ScenarioResult {
   std::string crash;
 
   size_t failed_expectations() const;
+  // Every check made, passed records counted by what they stand for (listed ones only).
+  uint64_t listed_checks() const;
+  // While the run lasts: the passed records by a hash of their step, query and values, so that
+  // another check passing the same way joins its record.
+  std::unordered_multimap<uint64_t, size_t> passed_index;
   size_t failed_ranks() const;
   // Overlaps beyond this many are counted, not listed.
   static constexpr size_t kMaxReportedOverlaps = 64;

@@ -2,9 +2,11 @@
 
 #include <charconv>
 #include <cstring>
+#include <functional>
 
 #include <fmt/format.h>
 
+#include "src/fnv1a.hpp"
 #include "src/io/tensor_digest.hpp"
 
 namespace meshsim::sim {
@@ -296,10 +298,33 @@ void RankState::record_dump(const Step& step, std::string what, Json value) {
 
 void RankState::record_expectation(const Step& step, std::string what, bool passed, Json observed,
                                    Json expected) {
+  // A check that passed the way an earlier one did joins its record.
+  uint64_t key = 0;
+  if (passed) {
+    const std::hash<Json> hash;
+    key = fnv1a(kFnv1aOffset, what);
+    for (const uint64_t part :
+         {static_cast<uint64_t>(step.where.line), static_cast<uint64_t>(step.where.column),
+          uint64_t{hash(observed)}, uint64_t{hash(expected)}})
+      key = (key ^ part) * kFnv1aPrime;
+    const auto [first, end] = result_.passed_index.equal_range(key);
+    for (auto it = first; it != end; ++it) {
+      ExpectationRecord& r = result_.expectations[it->second];
+      if (r.where == step.where && r.what == what && r.observed == observed &&
+          r.expected == expected) {
+        if (r.ranks.empty()) r.ranks = RankRanges(r.rank);
+        r.ranks.add(rank_);
+        r.rank = r.ranks.lowest();
+        ++r.checks;
+        return;
+      }
+    }
+  }
   if (result_.dumps.size() + result_.expectations.size() >= ScenarioResult::kMaxListedRecords) {
     ++(passed ? result_.unlisted_passed : result_.unlisted_failed);
     return;
   }
+  if (passed) result_.passed_index.emplace(key, result_.expectations.size());
   result_.expectations.push_back({step.where, rank_, std::move(what), passed,
                                   within_report_budget(std::move(observed)),
                                   within_report_budget(std::move(expected))});

@@ -458,6 +458,12 @@ uint64_t json_weight(const Json& value) {
   return weight;
 }
 
+uint64_t ScenarioResult::listed_checks() const {
+  uint64_t n = 0;
+  for (const ExpectationRecord& e : expectations) n += e.checks;
+  return n;
+}
+
 size_t ScenarioResult::failed_expectations() const {
   size_t n = unlisted_failed;
   for (const ExpectationRecord& e : expectations) n += e.passed ? 0 : 1;

@@ -153,7 +153,7 @@ by_rank = [[0, 1, 2, 3, 4, 5, 6, 7], [0, 0, 0, 0, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0
                                                            "t.toml"));
   INFO(failures_of(r));
   CHECK(r.passed());
-  CHECK(r.expectations.size() == 12);
+  CHECK(r.listed_checks() == 12);
 }
 
 TEST_CASE("redistribute: FSDP2 + TP's strided layout issues PyTorch 2.15's collectives",
@@ -335,7 +335,7 @@ redistribute = { tensor = "mixed", placements = ["R", "R"] }
                                                            "t.toml"),
                                         options);
   CHECK(failures_of(r) == "");
-  CHECK(r.expectations.size() == 18);
+  CHECK(r.listed_checks() == 18);
   // Each redistribute and the collectives it issued on rank 0.
   std::vector<std::string> moves = rank0_steps(r);
   std::erase_if(moves, [](const std::string& s) { return s != "redistribute" && s[0] != ' '; });
@@ -569,7 +569,7 @@ TEST_CASE("redistribute: any layout to any other equals the target laid out dire
     } else {
       CHECK(failures == "");
     }
-    CHECK(r.expectations.size() == static_cast<size_t>(2 * world));
+    CHECK(r.listed_checks() == static_cast<size_t>(2 * world));
   }
   CHECK(flattened_runs > 100);
   CHECK(wrong_runs > 5);
@@ -591,7 +591,7 @@ TEST_CASE("redistribute: uneven strided gathers, Gloo's all_to_all, equal placem
       "[[expect]]\ntensor = \"full\"\nequals = [0, 1, 2, 3, 4, 5, 6, 7, 8]\n",
       "t.toml"));
   CHECK(failures_of(strided) == "");
-  CHECK(strided.expectations.size() == 8);
+  CHECK(strided.listed_checks() == 8);
   // Gloo has no all_to_all: the Shard(0) -> Shard(1) move gathers, and says so once.
   const ScenarioResult gloo = run_scenario(load_scenario_text(
       "[scenario]\nname = \"t\"\nworld_size = 2\ndevice = \"cpu\"\n[[mesh]]\nname = \"m\"\n"
@@ -601,7 +601,7 @@ TEST_CASE("redistribute: uneven strided gathers, Gloo's all_to_all, equal placem
       "[[expect]]\nwarning = { contains = \"Gloo has no all_to_all\", count = 1 }\n",
       "t.toml"));
   CHECK(failures_of(gloo) == "");
-  REQUIRE(gloo.expectations.size() == 1);
+  REQUIRE(gloo.listed_checks() == 1);
   // Equal placements are no move at all, even onto another mesh (PyTorch returns early).
   const ScenarioResult same = run_scenario(load_scenario_text(
       kWorld4 + "[[mesh]]\nname = \"n\"\nshape = [2, 2]\ndims = [\"a\", "
