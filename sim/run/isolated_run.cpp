@@ -1,12 +1,9 @@
 #include "sim/run/isolated_run.hpp"
 
 #include <poll.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <csignal>
-#include <cstring>
 #include <functional>
 #include <iostream>
 
@@ -14,6 +11,7 @@
 
 #include "sim/report/result_codec.hpp"
 #include "sim/run/checkpoint_dir.hpp"
+#include "sim/run/child_process.hpp"
 #include "sim/run/rank_error.hpp"
 #include "sim/scenario/scenario_loader.hpp"
 
@@ -67,16 +65,6 @@ FileOutcome decode_outcome(const Json& j, const std::string& file) {
   return out;
 }
 
-void write_all(int fd, const std::string& data) {
-  size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    done += static_cast<size_t>(n);
-  }
-}
-
 // Reads both pipes to their ends at once, so the child never blocks on a full one.
 void drain(int result_fd, int error_fd, std::string& result, std::string& errors) {
   pollfd fds[2] = {{result_fd, POLLIN, 0}, {error_fd, POLLIN, 0}};
@@ -99,14 +87,6 @@ void drain(int result_fd, int error_fd, std::string& result, std::string& errors
       }
     }
   }
-}
-
-std::string how_it_ended(int status) {
-  if (WIFEXITED(status)) return fmt::format("exit status {}", WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) {
-    return fmt::format("signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
-  }
-  return "an unknown status";
 }
 
 // A failed result for a scenario whose run died: what a person needs to rerun and debug it.
@@ -179,17 +159,15 @@ FileOutcome run_scenario_file(const std::string& file, const StepRegistry& steps
   drain(result_pipe[0], error_pipe[0], result, errors);
   ::close(result_pipe[0]);
   ::close(error_pipe[0]);
-  int status = 0;
-  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) remove_checkpoint_dirs_of(child);
+  const int status = wait_for_child(child);
+  if (!ended_cleanly(status)) remove_checkpoint_dirs_of(child);
   if (options.echo_child_stderr) std::cerr << errors;  // the child's own warnings stay visible
   const size_t newline = result.find('\n');
   const Json header = Json::parse(result.substr(0, newline), nullptr, false);
   const Json j = newline == std::string::npos
                      ? Json(nullptr)
                      : Json::parse(result.substr(newline + 1), nullptr, false);
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && j.is_object()) {
+  if (ended_cleanly(status) && j.is_object()) {
     FileOutcome out = decode_outcome(j, file);
     if (out.result || out.unusable_at) return out;
   }

@@ -1,7 +1,6 @@
 #include "sim/swarm/swarm_workers.hpp"
 
 #include <poll.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/run/child_process.hpp"
 #include "sim/run/isolated_run.hpp"
 #include "sim/swarm/failure_signature.hpp"
 
@@ -29,17 +29,6 @@ struct Worker {
   uint64_t expected = 0;  // runs it owes
   uint64_t reported = 0;
 };
-
-// All of `text` to `fd`; false when the reader is gone.
-bool write_all(int fd, std::string_view text) {
-  while (!text.empty()) {
-    const ssize_t n = ::write(fd, text.data(), text.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    text.remove_prefix(static_cast<size_t>(n));
-  }
-  return true;
-}
 
 // One line per run: {"n": combination, "pass": true} or its failure.
 std::string run_line(const SwarmSpace& space, const Combination& c, const StepRegistry& steps,
@@ -97,14 +86,10 @@ void take_line(const std::string& text, const SwarmSpace& space, SwarmTally& tal
   progress.distinct = tally.distinct();
 }
 
-// How worker `pid` ended, for a message.
+// How worker `pid` ended, for a message ("" for a clean exit).
 std::string wait_for(pid_t pid) {
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return "";
-  if (WIFSIGNALED(status)) return fmt::format("was killed by signal {}", WTERMSIG(status));
-  return fmt::format("exited with status {}", WEXITSTATUS(status));
+  const int status = wait_for_child(pid);
+  return ended_cleanly(status) ? "" : "ended with " + how_it_ended(status);
 }
 
 }  // namespace
@@ -158,9 +143,9 @@ SwarmTally run_swarm(const SwarmSpace& space, const Shard& shard, unsigned jobs,
       owners.push_back(&w);
     }
     if (::poll(polled.data(), polled.size(), -1) < 0) {
-      if (errno != EINTR) fail(fmt::format("swarm: poll: {}", std::strerror(errno)));
-      if (errno != EINTR) break;
-      continue;
+      if (errno == EINTR) continue;
+      fail(fmt::format("swarm: poll: {}", std::strerror(errno)));
+      break;
     }
     for (size_t i = 0; i < polled.size(); ++i) {
       if (polled[i].revents == 0) continue;
