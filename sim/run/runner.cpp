@@ -271,6 +271,44 @@ ScenarioResult run_once(const Scenario& scenario, const RunOptions& options,
   struct Unwatch {
     ~Unwatch() { crash::watch(nullptr, nullptr); }
   } unwatch;
+  // The rank body's cold paths are functions of their own: every rank's stack holds the body's
+  // frame while it runs, and with these out of it an idle rank stays within one page of stack.
+  const auto stop_past_limit = [&]() __attribute__((noinline)) {
+    // The first rank past the limit writes down where every rank is, then each stops at its
+    // next step (parked ranks: below, once nothing else runs).
+    if (!result.hang)
+      keep_hang(wall_clock_report(activity, backends.rendezvous(), watch.limit_s()));
+    throw RankAborted{past_limit};
+  };
+  const auto keep_failure = [&](int64_t r, RankActivity::State state, std::string error,
+                                RankFailure failure) __attribute__((noinline)) {
+    RankActivity& me = activity[static_cast<size_t>(r)];
+    me.state = state;
+    me.error = std::move(error);
+    result.failures[static_cast<size_t>(r)] = std::move(failure);
+  };
+  // An error at the rank's current place (where, step).
+  const auto fail_here = [&](int64_t r, const RankError& e) __attribute__((noinline)) {
+    const RankActivity& me = activity[static_cast<size_t>(r)];
+    keep_failure(
+        r, RankActivity::State::kFailed,
+        fmt::format("{}: {}", py_error_type_name(e.type), e.message),
+        RankFailure{me.where, me.step, std::string(py_error_type_name(e.type)), e.message});
+  };
+  const auto fail_step = [&](int64_t r, const Step& at, const RankError& e)
+      __attribute__((noinline)) {
+    RankActivity& me = activity[static_cast<size_t>(r)];
+    me.where = at.where;
+    me.step = at.kind;
+    fail_here(r, e);
+  };
+  const auto trace_step = [&](int64_t r, const Step& step, const std::string& position,
+                              double started) __attribute__((noinline)) {
+    nlohmann::json args{{"location", step.where.to_string()}};
+    if (!position.empty()) args["iterations"] = position;
+    trace.slice(r, step.kind, "step", started, activity[static_cast<size_t>(r)].clock,
+                std::move(args));
+  };
   world.run(
       [&](int64_t r) {
         RankActivity& me = activity[static_cast<size_t>(r)];
@@ -284,25 +322,10 @@ ScenarioResult run_once(const Scenario& scenario, const RunOptions& options,
         std::string last_step;
         try {
           while (true) {
-            if (watch.before_step(r)) {
-              // The first rank past the limit writes down where every rank is, then each stops
-              // at its next step (parked ranks: below, once nothing else runs).
-              if (!result.hang) {
-                const HangReport report =
-                    wall_clock_report(activity, backends.rendezvous(), watch.limit_s());
-                keep_hang(report);
-              }
-              throw RankAborted{past_limit};
-            }
+            if (watch.before_step(r)) stop_past_limit();
             const Step* step = nullptr;
             if (std::optional<RankError> e = capture_rank_error([&] { step = program.next(); })) {
-              const Step& at = program.current();
-              me.where = at.where;
-              me.step = at.kind;
-              me.state = RankActivity::State::kFailed;
-              me.error = fmt::format("{}: {}", py_error_type_name(e->type), e->message);
-              result.failures[static_cast<size_t>(r)] = RankFailure{
-                  at.where, at.kind, std::string(py_error_type_name(e->type)), e->message};
+              fail_step(r, program.current(), *e);
               return;
             }
             if (step == nullptr) break;
@@ -333,15 +356,10 @@ ScenarioResult run_once(const Scenario& scenario, const RunOptions& options,
             } else if (const std::optional<PlannedCall> call = step->planned_call(rank)) {
               me.skipped.add(*call, me.site, me.calls.count());
             }
-            if (options.trace) {
-              nlohmann::json args{{"location", step->where.to_string()}};
-              if (!position.empty()) args["iterations"] = position;
-              trace.slice(r, step->kind, "step", started, me.clock, std::move(args));
-            }
+            if (options.trace) trace_step(r, *step, position, started);
             if (f) {
-              me.state = RankActivity::State::kFailed;
-              me.error = fmt::format("{}: {}", f->error_type, f->message);
-              result.failures[static_cast<size_t>(r)] = std::move(f);
+              std::string error = fmt::format("{}: {}", f->error_type, f->message);
+              keep_failure(r, RankActivity::State::kFailed, std::move(error), std::move(*f));
               return;
             }
           }
@@ -351,24 +369,17 @@ ScenarioResult run_once(const Scenario& scenario, const RunOptions& options,
           me.step = last_step;
         } catch (const InjectedCrash& c) {
           forget_unwound_frames();
-          me.state = RankActivity::State::kFailed;
-          me.error = "crash: " + c.what;
-          result.failures[static_cast<size_t>(r)] = RankFailure{me.where, me.step, "crash", c.what};
+          keep_failure(r, RankActivity::State::kFailed, "crash: " + c.what,
+                       RankFailure{me.where, me.step, "crash", c.what});
         } catch (const RankAborted& a) {
           forget_unwound_frames();
-          me.state = RankActivity::State::kAborted;
-          me.error = a.reason;
-          result.failures[static_cast<size_t>(r)] =
-              RankFailure{me.where, me.step, "aborted", a.reason};
+          keep_failure(r, RankActivity::State::kAborted, a.reason,
+                       RankFailure{me.where, me.step, "aborted", a.reason});
         } catch (...) {
           // Outside any step (a fault, a trace record): still this rank's failure, never the
           // process's.
           forget_unwound_frames();
-          const RankError e = classify_current_exception();
-          me.state = RankActivity::State::kFailed;
-          me.error = fmt::format("{}: {}", py_error_type_name(e.type), e.message);
-          result.failures[static_cast<size_t>(r)] =
-              RankFailure{me.where, me.step, std::string(py_error_type_name(e.type)), e.message};
+          fail_here(r, classify_current_exception());
         }
       },
       [&] {

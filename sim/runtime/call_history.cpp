@@ -3,19 +3,26 @@
 namespace meshsim::sim {
 
 void CallHistory::add(const CallSite& site, CollectiveOp op) {
-  uint64_t h = CallSite::mix(static_cast<uint64_t>(site.step), site.outer_hash);
-  h = CallSite::mix(h, static_cast<uint64_t>(op));
-  for (const int32_t i : site.iterations) h = CallSite::mix(h, static_cast<uint32_t>(i));
+  // Two 32-bit values per mix: this runs on every call of every rank.
+  const auto pair = [](int32_t low, int32_t high) {
+    return static_cast<uint64_t>(static_cast<uint32_t>(low)) |
+           static_cast<uint64_t>(static_cast<uint32_t>(high)) << 32;
+  };
+  static_assert(CallSite::kShownDepth == 4);
+  uint64_t h = CallSite::mix(pair(site.step, static_cast<int32_t>(op)), site.outer_hash);
+  h = CallSite::mix(h, pair(site.iterations[0], site.iterations[1]));
+  h = CallSite::mix(h, pair(site.iterations[2], site.iterations[3]));
   hash_ = CallSite::mix(hash_, h);
   ++count_;
   recent_[count_ % kRecent] = hash_;
-  if (count_ % stride_ != 0) return;
+  // The stride is a power of two: a mask instead of a division on every call.
+  if ((count_ & (stride_ - 1)) != 0) return;
   if (kept_ == kCheckpoints) {
     // Keep the hashes at even multiples of the stride: (i + 1) * stride for odd i.
     for (size_t i = 0; i < kCheckpoints / 2; ++i) checkpoints_[i] = checkpoints_[2 * i + 1];
     kept_ = kCheckpoints / 2;
     stride_ *= 2;
-    if (count_ % stride_ != 0) return;
+    if ((count_ & (stride_ - 1)) != 0) return;
   }
   checkpoints_[kept_++] = hash_;
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "sim/runtime/call_site.hpp"
+#include "sim/runtime/shared_signature.hpp"
 #include "src/comm/collective.hpp"
 #include "src/comm/group_batch.hpp"
 #include "src/comm/group_table.hpp"
@@ -36,6 +37,7 @@ struct Meeting {
   RankList members;
   bool point_to_point = false;
   Signature signature;                    // the first arrival's
+  SharedSignature shared_signature;       // the same, as flight-recorder records hold it
   std::map<size_t, Signature> differing;  // members whose signature differs from it
   std::vector<Exchange> exchanges;
   size_t arrived = 0;
@@ -49,14 +51,14 @@ struct Meeting {
   std::map<size_t, std::string> errors;
 
   size_t size() const { return exchanges.size(); }
-  // Member `pos` has returned to its frame (or unwound it): keep only that it arrived, and when.
+  // Member `pos` has returned to its frame (or unwound it): keep only that it arrived, when and
+  // from where.
   void forget_frame(size_t pos) {
     Exchange& e = exchanges[pos];
-    Exchange kept;
-    kept.arrived = true;
-    kept.arrived_at = e.arrived_at;
-    kept.site = e.site;
-    e = kept;
+    static_cast<CallBuffers&>(e) = CallBuffers{};
+    e.new_groups = nullptr;
+    e.group_origin = nullptr;
+    e.group_operation = nullptr;
   }
   // The signature member `pos` arrived with.
   const Signature& signature_of(size_t pos) const {

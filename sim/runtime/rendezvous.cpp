@@ -20,6 +20,29 @@ bool compatible(const Signature& a, const Signature& b) {
   return a == b;
 }
 
+// Refusals, kept out of the frames of meet and meet_pair, which every parked rank's stack holds.
+[[noreturn]] __attribute__((noinline)) void refuse_outsider(int64_t rank, const Group& group,
+                                                            const Signature& signature) {
+  throw runtime_error(fmt::format("rank {} called {} on group {} ({}) without being a member", rank,
+                                  collective_op_name(signature.op), group.name,
+                                  fmt::join(*group.ranks, ", ")));
+}
+
+[[noreturn]] __attribute__((noinline)) void refuse_pair_outside(int64_t src, int64_t dst,
+                                                                const Group& group,
+                                                                const Signature& signature) {
+  throw runtime_error(fmt::format("{} between ranks {} and {}: both must be in group {}",
+                                  collective_op_name(signature.op), src, dst,
+                                  display_group(group.name)));
+}
+
+[[noreturn]] __attribute__((noinline)) void refuse_other_members(
+    const Group& group, const std::vector<int64_t>& first_members) {
+  throw runtime_error(fmt::format(
+      "group {} has members [{}] on this rank but [{}] on the ranks that used it first",
+      display_group(group.name), fmt::join(*group.ranks, ", "), fmt::join(first_members, ", ")));
+}
+
 }  // namespace
 
 Rendezvous::Rendezvous(World& world, std::vector<RankActivity>& activity)
@@ -38,9 +61,7 @@ Rendezvous::Channel& Rendezvous::channel(const Group& group) {
   } else if (slot->members != group.ranks && *slot->members != *group.ranks) {
     // Ranks that passed other members under the same name see different groups (new_group
     // warned); a collective on it cannot be met.
-    throw runtime_error(fmt::format(
-        "group {} has members [{}] on this rank but [{}] on the ranks that used it first",
-        display_group(group.name), fmt::join(*group.ranks, ", "), fmt::join(*slot->members, ", ")));
+    refuse_other_members(group, *slot->members);
   }
   return *slot;
 }
@@ -74,7 +95,9 @@ Meeting& Rendezvous::meeting_at(Channel& channel, int64_t seq, const Group& grou
     m->members = channel.members;
     m->point_to_point = point_to_point;
     m->differing.clear();
-    m->exchanges.assign(channel.members->size(), Exchange{});
+    // Every member's exchange was reset to its arrival as it left; only that is undone here.
+    m->exchanges.resize(channel.members->size());
+    for (Exchange& e : m->exchanges) e.arrived = false;
     m->arrived = m->first = m->collected = 0;
     m->done = m->desynced = m->sites_differ = false;
     m->failure = nullptr;
@@ -85,62 +108,70 @@ Meeting& Rendezvous::meeting_at(Channel& channel, int64_t seq, const Group& grou
 }
 
 void Rendezvous::meet(int64_t rank, const Group& group, const Signature& signature,
-                      Exchange exchange, Executor& executor) {
-  if (group.position < 0) {
-    throw runtime_error(fmt::format("rank {} called {} on group {} ({}) without being a member",
-                                    rank, collective_op_name(signature.op), group.name,
-                                    fmt::join(*group.ranks, ", ")));
-  }
+                      const Exchange& exchange, Executor& executor) {
+  if (group.position < 0) refuse_outsider(rank, group, signature);
   Channel& c = channel(group);
   enter_and_wait(rank, c, static_cast<size_t>(group.position), group, signature, exchange, executor,
                  false);
 }
 
 void Rendezvous::meet_pair(int64_t rank, int64_t src, int64_t dst, const Group& group,
-                           const Signature& signature, Exchange exchange, Executor& executor) {
-  if (group.group_rank(src) < 0 || group.group_rank(dst) < 0) {
-    throw runtime_error(fmt::format("{} between ranks {} and {}: both must be in group {}",
-                                    collective_op_name(signature.op), src, dst,
-                                    display_group(group.name)));
-  }
+                           const Signature& signature, const Exchange& exchange,
+                           Executor& executor) {
+  if (group.group_rank(src) < 0 || group.group_rank(dst) < 0)
+    refuse_pair_outside(src, dst, group, signature);
   Channel& c = pair_channel(group, src, dst);
   enter_and_wait(rank, c, rank == std::min(src, dst) ? 0 : 1, group, signature, exchange, executor,
                  true);
 }
 
 void Rendezvous::enter_and_wait(int64_t rank, Channel& channel, size_t pos, const Group& group,
-                                const Signature& signature, Exchange exchange, Executor& executor,
-                                bool point_to_point) {
+                                const Signature& signature, const Exchange& exchange,
+                                Executor& executor, bool point_to_point) {
   RankActivity& me = activity_[static_cast<size_t>(rank)];
+  me.history.prefetch_next();
   if (signature.op != CollectiveOp::kNewGroup) me.history.make_room();
   const int64_t seq = ++channel.last_seq[pos];
   Meeting& m = meeting_at(channel, seq, group, point_to_point);
   ++me.meetings_entered;
   me.last_seq = seq;
-  if (signature.op != CollectiveOp::kNewGroup) {
-    me.history.enter({group.id, seq, point_to_point ? (*m.members)[1 - pos] : -1, signature,
-                      me.site, me.clock, CollectiveRecord::State::kWaiting});
-    me.calls.add(me.site, signature.op);
-    me.issued.issued(group.id, signature.op);
-  }
+  // The signature this rank's record holds: the meeting's, shared by every member that agrees,
+  // and by the meetings after it on this channel while they repeat it (send/recv: per side).
+  const auto repeated = [&](SharedSignature& last) -> const SharedSignature& {
+    if (!last || !(*last == signature)) last = SharedSignature(signature);
+    return last;
+  };
+  SharedSignature held;
   if (m.arrived == 0) {
     m.first = pos;
     m.signature = signature;
+    m.shared_signature = repeated(channel.last_signature[point_to_point ? pos : 0]);
+    held = m.shared_signature;
+  } else if (m.signature == signature) {
+    held = m.shared_signature;
   } else {
-    if (!(m.signature == signature)) {
-      m.desynced = m.desynced || !compatible(m.signature, signature);
-      m.differing.emplace(pos, signature);
-    }
+    m.desynced = m.desynced || !compatible(m.signature, signature);
+    m.differing.emplace(pos, signature);
+    held = point_to_point ? repeated(channel.last_signature[pos]) : SharedSignature(signature);
+  }
+  if (m.arrived != 0) {
     // One comparison per arrival; the first such meeting of a group is described once.
     m.sites_differ = m.sites_differ || (!point_to_point && !(m.exchanges[m.first].site == me.site));
   }
-  exchange.arrived = true;
-  exchange.arrived_at = me.clock;
-  exchange.site = me.site;
-  m.exchanges[pos] = exchange;
+  if (signature.op != CollectiveOp::kNewGroup) {
+    me.history.enter(group.id, seq, point_to_point ? (*m.members)[1 - pos] : -1, std::move(held),
+                     me.site, me.clock);
+    me.calls.add(me.site, signature.op);
+    me.issued.issued(group.id, signature.op);
+  }
+  Exchange& mine = m.exchanges[pos];
+  mine = exchange;
+  mine.arrived = true;
+  mine.arrived_at = me.clock;
+  mine.site = me.site;
   ++m.arrived;
   if (m.sites_differ && m.arrived == m.size() && !channel.divergence) {
-    channel.divergence = describe_sites(m);
+    note_divergence(channel, m);
   }
   if (point_to_point && !m.desynced && m.arrived == m.size()) {
     channel.matched[0] = m.exchanges[0].site;
@@ -188,7 +219,8 @@ void Rendezvous::leave(int64_t rank, Channel& channel, Meeting& m, size_t pos) {
   if (!error.empty()) throw runtime_error(error);
 }
 
-void Rendezvous::record_desync(const Meeting& m) {
+// Cold, and kept out of the caller's frame, which every parked rank's stack holds.
+__attribute__((noinline)) void Rendezvous::record_desync(const Meeting& m) {
   // Later arrivals at a desynced meeting complete its record.
   const auto known = std::find(desynced_.begin(), desynced_.end(), &m);
   if (known == desynced_.end() && desyncs_.size() == kMaxDesyncs) return;
@@ -217,6 +249,11 @@ void Rendezvous::complete(Meeting& m, Executor& executor) {
   for (int64_t member : *m.members) {
     if (world_.is_parked(member)) world_.wake(member);
   }
+}
+
+// Cold, and kept out of the caller's frame, which every parked rank's stack holds.
+__attribute__((noinline)) void Rendezvous::note_divergence(Channel& channel, const Meeting& m) {
+  channel.divergence = describe_sites(m);
 }
 
 SiteDivergence Rendezvous::describe_sites(const Meeting& m) const {

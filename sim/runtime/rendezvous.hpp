@@ -66,12 +66,12 @@ class Rendezvous {
   // meeting anyone, for a rank outside the group or a group whose members differ from the other
   // members' view. A meeting whose members disagree on the signature (a desync) is recorded and
   // never completes: its ranks stay parked until the world aborts them (RankAborted).
-  void meet(int64_t rank, const Group& group, const Signature& signature, Exchange exchange,
+  void meet(int64_t rank, const Group& group, const Signature& signature, const Exchange& exchange,
             Executor& executor);
   // The same for a send (rank == src) or recv (rank == dst): the n-th message from src to dst
   // within `group` meets the n-th receive.
   void meet_pair(int64_t rank, int64_t src, int64_t dst, const Group& group,
-                 const Signature& signature, Exchange exchange, Executor& executor);
+                 const Signature& signature, const Exchange& exchange, Executor& executor);
 
   // Names groups in reports from now on (null: c10d's names).
   void set_group_table(const GroupTable* groups) { groups_ = groups; }
@@ -104,14 +104,16 @@ class Rendezvous {
     int64_t base = 1;
     std::optional<SiteDivergence> divergence;  // the first complete one
     CallSite matched[2];                       // send/recv: the last pair's sites, by position
+    SharedSignature last_signature[2];         // the newest meeting's (send/recv: by position)
   };
   Channel& channel(const Group& group);
   Channel& pair_channel(const Group& group, int64_t src, int64_t dst);
   void enter_and_wait(int64_t rank, Channel& channel, size_t pos, const Group& group,
-                      const Signature& signature, Exchange exchange, Executor& executor,
+                      const Signature& signature, const Exchange& exchange, Executor& executor,
                       bool point_to_point);
   Meeting& meeting_at(Channel& channel, int64_t seq, const Group& group, bool point_to_point);
   void record_desync(const Meeting& m);
+  void note_divergence(Channel& channel, const Meeting& m);
   SiteDivergence describe_sites(const Meeting& m) const;
   void complete(Meeting& m, Executor& executor);
   void leave(int64_t rank, Channel& channel, Meeting& m, size_t pos);

@@ -13,10 +13,18 @@ uint64_t mix64(uint64_t seed, uint64_t n) {
 
 void ScheduleLog::record(int64_t rank) {
   ++decisions;
-  // The rank's eight bytes, low first.
-  char bytes[8];
-  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>((rank >> (8 * i)) & 0xff);
-  digest = fnv1a(digest, std::string_view(bytes, sizeof bytes));
+  // FNV-1a over the rank's eight bytes, low first. A zero byte only multiplies by the prime, so
+  // the four high bytes of a rank below 2^32 are one multiplication by its fourth power.
+  constexpr uint64_t kPrimeToTheFourth = kFnv1aPrime * kFnv1aPrime * kFnv1aPrime * kFnv1aPrime;
+  auto bytes = static_cast<uint64_t>(rank);
+  uint64_t h = digest;
+  for (int i = 0; i < 4; ++i, bytes >>= 8) h = (h ^ (bytes & 0xff)) * kFnv1aPrime;
+  if (bytes == 0) {
+    h *= kPrimeToTheFourth;
+  } else {
+    for (int i = 0; i < 4; ++i, bytes >>= 8) h = (h ^ (bytes & 0xff)) * kFnv1aPrime;
+  }
+  digest = h;
 }
 
 void DeterministicScheduler::awakened(boost::fibers::context* ctx, RankProps&) noexcept {

@@ -2,6 +2,7 @@
 // signature that ranks meeting in one collective must agree on.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -54,15 +55,34 @@ struct Group {
   int64_t group_rank(int64_t global_rank) const;
 };
 
-// A tensor shape held inline: signatures are built on every call and must not allocate.
+// A tensor shape held inline: signatures are built on every call and must not allocate. Only the
+// first `ndim` dims are written, copied and compared: doing all 25 on every call cost more than
+// the rest of building a signature.
 struct InlineShape {
-  std::array<int64_t, Tensor::kMaxDims> dims{};
+  std::array<int64_t, Tensor::kMaxDims> dims;  // unset past ndim
   uint8_t ndim = 0;
   bool present = false;  // a 0-dim tensor has a shape; a barrier has none
 
+  InlineShape() = default;
+  InlineShape(const InlineShape& other) : ndim(other.ndim), present(other.present) {
+    std::copy_n(other.dims.begin(), ndim, dims.begin());
+  }
+  InlineShape& operator=(const InlineShape& other) {
+    ndim = other.ndim;
+    present = other.present;
+    std::copy_n(other.dims.begin(), ndim, dims.begin());
+    return *this;
+  }
+
   static InlineShape of(std::span<const int64_t> shape);
   std::span<const int64_t> view() const { return {dims.data(), ndim}; }
-  friend bool operator==(const InlineShape&, const InlineShape&) = default;
+  friend bool operator==(const InlineShape& a, const InlineShape& b) {
+    if (a.ndim != b.ndim || a.present != b.present) return false;
+    // A loop, not std::equal: that calls memcmp, which costs more than a few dims.
+    for (size_t i = 0; i < a.ndim; ++i)
+      if (a.dims[i] != b.dims[i]) return false;
+    return true;
+  }
 };
 
 // What every participant of one collective must agree on.

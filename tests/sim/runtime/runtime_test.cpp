@@ -93,6 +93,24 @@ TEST_CASE("runtime: FIFO runs ranks in order; a seed fixes a random permutation"
   }
 }
 
+TEST_CASE("runtime: the schedule digest is FNV-1a over each picked rank's eight bytes",
+          "[sim][runtime]") {
+  // The digest is printed in reports, so its fast path must not change its value.
+  uint64_t state = 7;
+  for (int i = 0; i < 2000; ++i) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    // Small ranks, ranks past 2^32, and every byte position set.
+    const auto rank = static_cast<int64_t>(i % 3 == 0 ? state >> 1 : (state >> 40) >> (i % 24));
+    ScheduleLog log;
+    log.digest = state;
+    log.record(rank);
+    std::string bytes;
+    for (int b = 0; b < 8; ++b) bytes.push_back(static_cast<char>((rank >> (8 * b)) & 0xff));
+    CHECK(log.digest == fnv1a(state, bytes));
+    CHECK(log.decisions == 1);
+  }
+}
+
 TEST_CASE("runtime: all_reduce gives known answers for every op and schedule", "[sim][runtime]") {
   // Rank r holds (r + 1) * (i + 1) at index i, so over 5 ranks the answers have closed forms:
   // sum 15 (i+1), avg 3 (i+1), min (i+1), max 5 (i+1), product 120 (i+1)^5.
@@ -568,6 +586,43 @@ TEST_CASE("runtime: a dump's flight recorder counts calls per group as c10d does
     CHECK(copied.back().seq == 12);
     CHECK(copied.front().seq == 13 - static_cast<int64_t>(copied.size()));
     CHECK(copy.total() == 13);
+  }
+}
+
+TEST_CASE("runtime: a flight recorder keeps how each call ended, through wraps and copies",
+          "[sim][runtime][hang]") {
+  // Only calls that did not complete write their slot a second time; the rest read as completed
+  // once a newer call exists, and the newest reads as it was settled.
+  using State = CollectiveRecord::State;
+  const std::vector<State> ends{State::kCompleted, State::kFailed,    State::kCompleted,
+                                State::kAborted,   State::kCompleted, State::kFailed,
+                                State::kCompleted, State::kCompleted, State::kFailed,
+                                State::kCompleted, State::kCompleted};
+  for (const size_t capacity : {size_t{3}, size_t{4}, size_t{64}}) {
+    FlightRecorder recorder = FlightRecorder::for_dump(capacity);
+    const Tensor t({2}, DType::kFloat32);
+    const SharedSignature shared(Signature::of(CollectiveOp::kAllReduce, &t));
+    for (size_t i = 0; i < ends.size(); ++i) {
+      recorder.make_room();
+      recorder.enter(0, static_cast<int64_t>(i), -1, shared, CallSite{}, 0.0);
+      CHECK(recorder.records(1)[0].state == State::kWaiting);
+      recorder.settle(ends[i]);
+      const std::vector<CollectiveRecord> kept = recorder.records();
+      const FlightRecorder copy = recorder;
+      const std::vector<CollectiveRecord> copied = copy.records();
+      REQUIRE(kept.size() == std::min(capacity, i + 1));
+      for (size_t k = 0; k < kept.size(); ++k) {
+        const size_t call = i + 1 - kept.size() + k;
+        CHECK(kept[k].seq == static_cast<int64_t>(call));
+        CHECK(kept[k].state == ends[call]);
+        CHECK(kept[k].signature == *shared);
+      }
+      REQUIRE(copied.size() == std::min(kept.size(), FlightRecorder::kReportDepth));
+      for (size_t k = 0; k < copied.size(); ++k) {
+        const CollectiveRecord& same = kept[kept.size() - copied.size() + k];
+        CHECK((copied[k].seq == same.seq && copied[k].state == same.state));
+      }
+    }
   }
 }
 
