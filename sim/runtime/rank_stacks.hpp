@@ -5,11 +5,14 @@
 //   faults at once and the crash handler names the rank. Each guarded stack costs two memory maps,
 //   and the kernel allows vm.max_map_count (65,530 by default) per process, so guard pages are
 //   used only while they fit (about 28,000 stacks with the default limit).
-// - Canaries: past that (65,536 ranks and more), each stack's lowest page holds a pattern that is
-//   checked whenever the rank's fiber switches out (it blocks, yields or ends), before any other
-//   fiber runs. A fault while a rank runs is also checked against that rank's stack. What no
-//   canary can see is a frame that steps past the page without writing to it and writes only into
-//   memory that does not fault: for certainty at that scale, raise vm.max_map_count.
+// - Canaries: past that (65,536 ranks and more), each stack's lowest page is left zero and never
+//   written, and is checked whenever the rank's fiber switches out (it blocks, yields or ends),
+//   before any other fiber runs: any nonzero word means the stack ran into it. A page that is only
+//   read costs no memory (the kernel maps its one zero page there), where a written pattern cost
+//   every rank a page. A fault while a rank runs is also checked against that rank's stack. What
+//   no canary can see is a frame that steps past the page, or writes only zeros into it, and
+//   writes only into memory that does not fault: for certainty at that scale, raise
+//   vm.max_map_count.
 // Either way the process stops with a message that names the rank, its scenario location and the
 // --stack-kib to try; a corrupted process cannot be trusted to continue.
 #pragma once
