@@ -3,6 +3,7 @@
 // delivered to every member. What a complete meeting computes is the executor's business.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -107,7 +108,8 @@ class Rendezvous {
     SharedSignature last_signature[2];         // the newest meeting's (send/recv: by position)
   };
   Channel& channel(const Group& group);
-  Channel& pair_channel(const Group& group, int64_t src, int64_t dst);
+  Channel& pair_channel(int64_t rank, const Group& group, int64_t src, int64_t dst);
+  Channel& lookup_pair_channel(const Group& group, int64_t src, int64_t dst);
   void enter_and_wait(int64_t rank, Channel& channel, size_t pos, const Group& group,
                       const Signature& signature, const Exchange& exchange, Executor& executor,
                       bool point_to_point);
@@ -133,6 +135,19 @@ class Rendezvous {
   // them missed the cache at every level.
   std::unordered_map<PairKey, Channel, PairKeyHash> pairs_;
   RankListPool pair_members_;
+  // Each rank's last few send/recv directions (channels in pairs_ never move).
+  struct RecentPairs {
+    static constexpr size_t kEntries = 4;
+    struct Entry {
+      int64_t group_id = 0;
+      int64_t src = 0;
+      int64_t dst = 0;
+      Channel* channel = nullptr;
+    };
+    std::array<Entry, kEntries> entries{};
+    size_t next = 0;
+  };
+  std::vector<RecentPairs> pair_cache_;             // by rank, once any rank sends or receives
   std::vector<std::unique_ptr<Meeting>> meetings_;  // every meeting ever opened, for reuse
   std::vector<Meeting*> spare_;
   struct Parked {

@@ -27,12 +27,12 @@ void ScheduleLog::record(int64_t rank) {
   digest = h;
 }
 
-void DeterministicScheduler::awakened(boost::fibers::context* ctx, RankProps&) noexcept {
+void DeterministicScheduler::awakened(boost::fibers::context* ctx, RankProps& props) noexcept {
   // A new fiber is awakened before its rank is set, so tell ranks from the driver by context type.
   if (ctx->is_context(boost::fibers::type::pinned_context)) {
     others_.push_back(ctx);
   } else {
-    ranks_.push_back(ctx);
+    ranks_.push_back({ctx, props.rank});
     log_->ready_ranks = ranks_.size();
   }
 }
@@ -44,9 +44,10 @@ boost::fibers::context* DeterministicScheduler::pick_next() noexcept {
   if (!ranks_.empty()) {
     size_t index = 0;
     if (policy_ == SchedulePolicy::kRandom) index = mix64(seed_, log_->decisions) % ranks_.size();
-    ctx = ranks_.take(index);
+    const ReadyRank picked = ranks_.take(index);
+    ctx = picked.context;
     log_->ready_ranks = ranks_.size();
-    running_ = properties(ctx).rank;
+    running_ = picked.rank >= 0 ? picked.rank : properties(ctx).rank;
     log_->record(running_);
   } else if (!others_.empty()) {
     ctx = others_.take(0);

@@ -589,6 +589,40 @@ TEST_CASE("runtime: a dump's flight recorder counts calls per group as c10d does
   }
 }
 
+TEST_CASE("runtime: messages over more directions than a rank keeps at hand arrive in order",
+          "[sim][runtime]") {
+  // Rank 0 sends to six peers and receives from them in turn, round after round: each rank's few
+  // recent directions are evicted and found again, and every message meets its own receive.
+  Harness h(7);
+  std::vector<std::vector<double>> got(7);
+  std::vector<double> back;
+  const auto hang = h.run([&](int64_t r, Backend& b) {
+    const Group g = h.world_group(r);
+    for (int round = 0; round < 5; ++round) {
+      if (r == 0) {
+        for (int64_t peer = 1; peer < 7; ++peer)
+          b.send(Tensor::full({1}, 100 * round + peer, DType::kFloat64), peer, g);
+        for (int64_t peer = 6; peer >= 1; --peer)
+          back.push_back(b.recv(Tensor({1}, DType::kFloat64), peer, g).get(0));
+      } else {
+        got[static_cast<size_t>(r)].push_back(b.recv(Tensor({1}, DType::kFloat64), 0, g).get(0));
+        b.send(Tensor::full({1}, -(100 * round + r), DType::kFloat64), 0, g);
+      }
+    }
+  });
+  REQUIRE_FALSE(hang);
+  for (int64_t r = 1; r < 7; ++r) {
+    REQUIRE(got[static_cast<size_t>(r)].size() == 5);
+    for (int round = 0; round < 5; ++round)
+      CHECK(got[static_cast<size_t>(r)][static_cast<size_t>(round)] == 100 * round + r);
+  }
+  REQUIRE(back.size() == 30);
+  for (int round = 0; round < 5; ++round) {
+    for (int64_t k = 0; k < 6; ++k)
+      CHECK(back[static_cast<size_t>(6 * round + k)] == -(100 * round + 6 - k));
+  }
+}
+
 TEST_CASE("runtime: a flight recorder keeps how each call ended, through wraps and copies",
           "[sim][runtime][hang]") {
   // Only calls that did not complete write their slot a second time; the rest read as completed
