@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <cstring>
 #include <fstream>
 #include <string>
 
@@ -136,12 +138,11 @@ bool RankStacks::intact(int64_t rank) const {
   if (mode_ != StackGuard::kCanary) return true;
   const Slot& slot = slots_[static_cast<size_t>(rank)];
   if (slot.base == 0) return true;
-  // Word by word: 512 loads the compiler vectorises. An intact canary was only ever read, so the
-  // kernel backs every rank's with its one zero page: the loads hit the cache.
-  const auto* words = reinterpret_cast<const uint64_t*>(slot.base);
-  uint64_t written = 0;
-  for (size_t i = 0; i < kCanaryBytes / sizeof(uint64_t); ++i) written |= words[i];
-  return written == 0;
+  // An intact canary was only ever read, so the kernel backs every rank's with its one zero page
+  // and the loads hit the cache. memcmp is the C library's vectorised compare, for the machine it
+  // runs on: a word-by-word loop (which the compiler leaves scalar) cost 170 ns per switch.
+  static const std::array<unsigned char, kCanaryBytes> kZeros{};
+  return std::memcmp(reinterpret_cast<const void*>(slot.base), kZeros.data(), kCanaryBytes) == 0;
 }
 
 int64_t RankStacks::overflowed_rank(uintptr_t address) const noexcept {
