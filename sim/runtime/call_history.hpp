@@ -32,12 +32,13 @@ class CallHistory {
   std::optional<uint64_t> hash_at(uint64_t calls) const;
 
  private:
+  // What every call writes first, the checkpoints (written at every stride-th call) last.
   uint64_t count_ = 0;
   uint64_t hash_ = 0;
   uint64_t stride_ = 1;
   size_t kept_ = 0;
-  std::array<uint64_t, kCheckpoints> checkpoints_{};  // [i]: the hash after (i + 1) * stride_ calls
   std::array<uint64_t, kRecent> recent_{};  // [c % kRecent]: the hash after c calls, the newest
+  std::array<uint64_t, kCheckpoints> checkpoints_{};  // [i]: the hash after (i + 1) * stride_ calls
 };
 
 }  // namespace meshsim::sim

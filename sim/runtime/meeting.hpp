@@ -16,14 +16,20 @@
 
 namespace meshsim::sim {
 
+// What a rank's new_group asks the store barrier for; it lives in the caller's frame.
+struct NewGroupRequest {
+  const SharedGroupBatch* batch = nullptr;  // the groups this rank asks for
+  int64_t first_group = 0;                  // the name its first group gets
+  const std::string* origin = nullptr;      // what reports call them
+  const std::string* operation = nullptr;   // the call creating them, or empty
+};
+
 // What one rank brings to a collective and where its result goes (its call's buffers), and how it
 // arrived. The buffers point into the caller's frame, which stays alive while the rank is parked
-// in the rendezvous; the rendezvous forgets a rank's exchange when the rank leaves.
-struct Exchange : CallBuffers {
-  const SharedGroupBatch* new_groups = nullptr;  // new_group: the groups this rank asks for
-  int64_t first_group = 0;                       // new_group: the name its first group gets
-  const std::string* group_origin = nullptr;     // new_group: what reports call them
-  const std::string* group_operation = nullptr;  // new_group: the call creating them, or empty
+// in the rendezvous; the rendezvous forgets a rank's exchange when the rank leaves. Two cache
+// lines: a meeting's exchanges are written on every call.
+struct alignas(64) Exchange : CallBuffers {
+  const NewGroupRequest* new_group = nullptr;  // new_group only
   bool arrived = false;
   double arrived_at = 0.0;  // the rank's virtual clock when it arrived
   CallSite site{};          // where the rank called it
@@ -56,9 +62,7 @@ struct Meeting {
   void forget_frame(size_t pos) {
     Exchange& e = exchanges[pos];
     static_cast<CallBuffers&>(e) = CallBuffers{};
-    e.new_groups = nullptr;
-    e.group_origin = nullptr;
-    e.group_operation = nullptr;
+    e.new_group = nullptr;
   }
   // The signature member `pos` arrived with.
   const Signature& signature_of(size_t pos) const {

@@ -28,14 +28,13 @@ struct WaitInfo {
   std::optional<int64_t> peer;  // send/recv: the other side (global rank)
 };
 
-struct RankActivity {
+// Fields in the order a call touches them: what every collective reads and writes comes first,
+// so that a call brings in a few cache lines of its rank's activity, not a dozen (a rank's
+// activity is cold by then: a thousand other ranks ran since its last call).
+struct alignas(64) RankActivity {
   enum class State { kRunning, kBlocked, kFinished, kFailed, kAborted };
   State state = State::kRunning;
-  SourceLocation where;  // the step being run
-  CallSite site;         // the same step, with its loop iterations
-  std::string step;
   bool in_loop = false;  // the step runs inside a repeat loop (its line does not order it)
-  std::string error;     // why it failed or was aborted
   double clock = 0.0;    // virtual seconds
   // Meetings (collectives, send/recv, store barriers) this rank has entered, and the sequence
   // number of the last: what tells a collective that happened from a call refused before it met
@@ -43,9 +42,13 @@ struct RankActivity {
   int64_t meetings_entered = 0;
   int64_t last_seq = 0;
   FlightRecorder history;  // its last collectives and point-to-point calls (not new_group)
-  SkipLog skipped;         // the calls its `when`s skipped
+  CallSite site;           // the step being run, with its loop iterations
   CallHistory calls;       // every call it entered, hashed
   CommCounts issued;       // what it issued while a count_collectives step counts
+  SourceLocation where;    // the same step
+  std::string step;
+  std::string error;  // why it failed or was aborted
+  SkipLog skipped;    // the calls its `when`s skipped
 };
 
 inline constexpr EnumName<RankActivity::State> kRankStateNames[] = {

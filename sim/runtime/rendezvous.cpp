@@ -371,12 +371,13 @@ std::vector<OpenWait> Rendezvous::open_waits(std::vector<int64_t>& wait_of) cons
                  {},
                  {}};
       const Exchange& e = m.exchanges[p.pos];
-      if (e.new_groups != nullptr) {
-        const GroupBatch& batch = **e.new_groups;
-        w.creating = fmt::format("{}{} {}", e.group_origin ? *e.group_origin : "new_group",
+      if (e.new_group != nullptr) {
+        const NewGroupRequest& asked = *e.new_group;
+        const GroupBatch& batch = **asked.batch;
+        w.creating = fmt::format("{}{} {}", asked.origin ? *asked.origin : "new_group",
                                  batch.count() > 1 ? "'s" : "", batch.describe());
-        if (e.group_operation != nullptr && !e.group_operation->empty())
-          w.creating += " for " + *e.group_operation;
+        if (asked.operation != nullptr && !asked.operation->empty())
+          w.creating += " for " + *asked.operation;
       }
       for (size_t i = 0; i < m.size(); ++i) {
         (m.exchanges[i].arrived ? w.arrived : w.missing).push_back((*m.members)[i]);

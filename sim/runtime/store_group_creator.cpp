@@ -22,19 +22,20 @@ std::string names_of(int64_t first, size_t count) {
 
 void StoreBarrier::execute(Meeting& m) {
   const std::vector<int64_t>& members = *m.members;
-  const int64_t first = m.exchanges[0].first_group;
+  const int64_t first = m.exchanges[0].new_group->first_group;
   // Ranks that asked for the same groups, by request, in the order of their lowest rank.
   std::vector<GroupRequest> requests;
   for (size_t i = 0; i < m.size(); ++i) {
     const Exchange& e = m.exchanges[i];
-    MESHSIM_ASSERT(e.first_group == first,
+    const NewGroupRequest& asked = *e.new_group;
+    MESHSIM_ASSERT(asked.first_group == first,
                    fmt::format("rank {} names its groups from {}, rank {} from {}", members[i],
-                               e.first_group, members[0], first));
+                               asked.first_group, members[0], first));
     auto it = std::find_if(requests.begin(), requests.end(), [&](const GroupRequest& r) {
-      return r.batch == *e.new_groups || r.batch->same_groups(**e.new_groups);
+      return r.batch == *asked.batch || r.batch->same_groups(**asked.batch);
     });
     if (it == requests.end()) {
-      requests.push_back({*e.new_groups, {}, e.group_origin ? *e.group_origin : std::string()});
+      requests.push_back({*asked.batch, {}, asked.origin ? *asked.origin : std::string()});
       it = std::prev(requests.end());
     }
     it->ranks.push_back(members[i]);
@@ -81,11 +82,9 @@ void StoreGroupCreator::store_barrier(const SharedGroupBatch& batch, int64_t fir
   sig.shape = InlineShape::of(count);
   const Group store("store", world_ranks(), rank());
   const double entered_at = activity_.clock;
+  const NewGroupRequest request{&batch, first, &creating(), &operation()};
   Exchange exchange;
-  exchange.new_groups = &batch;
-  exchange.first_group = first;
-  exchange.group_origin = &creating();
-  exchange.group_operation = &operation();
+  exchange.new_group = &request;
   rendezvous_.meet(rank(), store, sig, exchange, barrier_);
   if (trace_ != nullptr) {
     trace_->meeting(rank(), activity_.site, sig, kStoreGroupId, store.size(), activity_.last_seq,

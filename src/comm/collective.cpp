@@ -56,13 +56,17 @@ int64_t Group::group_rank(int64_t global_rank) const {
 }
 
 InlineShape InlineShape::of(std::span<const int64_t> shape) {
+  InlineShape out;
+  out.assign(shape);
+  return out;
+}
+
+void InlineShape::assign(std::span<const int64_t> shape) {
   MESHSIM_ASSERT(shape.size() <= Tensor::kMaxDims,
                  fmt::format("a shape of {} dims in a signature", shape.size()));
-  InlineShape out;
-  std::copy(shape.begin(), shape.end(), out.dims.begin());
-  out.ndim = static_cast<uint8_t>(shape.size());
-  out.present = true;
-  return out;
+  copy_dims(shape.data(), shape.size());
+  ndim = static_cast<uint8_t>(shape.size());
+  present = true;
 }
 
 Signature Signature::of(CollectiveOp op, const Tensor* tensor) {
@@ -70,7 +74,7 @@ Signature Signature::of(CollectiveOp op, const Tensor* tensor) {
   s.op = op;
   if (tensor != nullptr) {
     s.dtype = tensor->dtype();
-    s.shape = InlineShape::of(tensor->shape());
+    s.shape.assign(tensor->shape());
   }
   return s;
 }

@@ -64,18 +64,23 @@ struct InlineShape {
   bool present = false;  // a 0-dim tensor has a shape; a barrier has none
 
   InlineShape() = default;
-  InlineShape(const InlineShape& other) : ndim(other.ndim), present(other.present) {
-    std::copy_n(other.dims.begin(), ndim, dims.begin());
-  }
+  InlineShape(const InlineShape& other) { *this = other; }
   InlineShape& operator=(const InlineShape& other) {
     ndim = other.ndim;
     present = other.present;
-    std::copy_n(other.dims.begin(), ndim, dims.begin());
+    copy_dims(other.dims.data(), ndim);
     return *this;
   }
 
   static InlineShape of(std::span<const int64_t> shape);
+  // The same, written in place (a signature is built on every call: no temporary to copy).
+  void assign(std::span<const int64_t> shape);
   std::span<const int64_t> view() const { return {dims.data(), ndim}; }
+  // A plain loop: a shape has a few dims, and memmove's setup costs more than copying them.
+  void copy_dims(const int64_t* from, size_t n) {
+#pragma GCC unroll 4
+    for (size_t i = 0; i < n; ++i) dims[i] = from[i];
+  }
   friend bool operator==(const InlineShape& a, const InlineShape& b) {
     if (a.ndim != b.ndim || a.present != b.present) return false;
     // A loop, not std::equal: that calls memcmp, which costs more than a few dims.
