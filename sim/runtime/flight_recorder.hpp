@@ -104,13 +104,6 @@ class FlightRecorder {
                                     "flight recorder buffer (--fr-buffer-size)");
     records_.reserve(grown);
   }
-  // The slot the next record goes to is cold: start loading it while the meeting is found.
-  void prefetch_next() const {
-    if (records_.size() < capacity_) return;
-    const Slot* slot = &records_[newest_ + 1 == capacity_ ? 0 : newest_ + 1];
-    __builtin_prefetch(slot, 1);
-    __builtin_prefetch(reinterpret_cast<const char*>(slot) + sizeof(Slot) - 1, 1);
-  }
   // A call the rank entered (`peer`: -1 for a collective), still waiting.
   void enter(int64_t group_id, int64_t seq, int64_t peer, SharedSignature signature,
              const CallSite& site, double entered_at,

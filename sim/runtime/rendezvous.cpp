@@ -145,7 +145,6 @@ void Rendezvous::enter_and_wait(int64_t rank, Channel& channel, size_t pos, cons
                                 const Signature& signature, const Exchange& exchange,
                                 Executor& executor, bool point_to_point) {
   RankActivity& me = activity_[static_cast<size_t>(rank)];
-  me.history.prefetch_next();
   if (signature.op != CollectiveOp::kNewGroup) me.history.make_room();
   const int64_t seq = ++channel.last_seq[pos];
   Meeting& m = meeting_at(channel, seq, group, point_to_point);

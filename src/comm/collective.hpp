@@ -2,7 +2,6 @@
 // signature that ranks meeting in one collective must agree on.
 #pragma once
 
-#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <optional>
