@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <exception>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,12 +28,13 @@ struct NewGroupRequest {
 // What one rank brings to a collective and where its result goes (its call's buffers), and how it
 // arrived. The buffers point into the caller's frame, which stays alive while the rank is parked
 // in the rendezvous; the rendezvous forgets a rank's exchange when the rank leaves. Two cache
-// lines: a meeting's exchanges are written on every call.
+// lines: a meeting's exchanges are written on every call, and what completing the meeting reads
+// of every member (its buffers, whether and when it arrived) is the first.
 struct alignas(64) Exchange : CallBuffers {
-  const NewGroupRequest* new_group = nullptr;  // new_group only
   bool arrived = false;
-  double arrived_at = 0.0;  // the rank's virtual clock when it arrived
-  CallSite site{};          // where the rank called it
+  double arrived_at = 0.0;                     // the rank's virtual clock when it arrived
+  const NewGroupRequest* new_group = nullptr;  // new_group only
+  CallSite site{};                             // where the rank called it
 };
 
 struct Meeting {
@@ -55,6 +57,12 @@ struct Meeting {
   // Filled by the executor: one error for every member, or errors for some.
   std::exception_ptr failure;
   std::map<size_t, std::string> errors;
+  // Also the executor's, taken by each member as it leaves, while its own frame and activity are
+  // in cache (written for every member by the last arrival, they cost each member's cache lines
+  // twice): the virtual time all members leave at, and the tensor every member's output gets
+  // when all get the same one.
+  std::optional<double> leaves_at;
+  std::optional<Tensor> shared_output;
 
   size_t size() const { return exchanges.size(); }
   // Member `pos` has returned to its frame (or unwound it): keep only that it arrived, when and
@@ -62,7 +70,8 @@ struct Meeting {
   void forget_frame(size_t pos) {
     Exchange& e = exchanges[pos];
     static_cast<CallBuffers&>(e) = CallBuffers{};
-    e.new_group = nullptr;
+    // Only new_group's request points into a frame from the exchange's second cache line.
+    if (signature_of(pos).op == CollectiveOp::kNewGroup) e.new_group = nullptr;
   }
   // The signature member `pos` arrived with.
   const Signature& signature_of(size_t pos) const {

@@ -38,8 +38,10 @@ void PayloadHashingExecutor::execute(Meeting& m) {
     } else {
       const Exchange& e = m.exchanges[i];
       Xxh3Stream hash;
-      // A send's result is nothing; an in-place collective's output is its input.
-      if (e.output != nullptr && sig.op != CollectiveOp::kSend) hash_tensor(hash, *e.output);
+      // A send's result is nothing; an in-place collective's output is its input. A result
+      // shared by every member reaches each output as the member leaves.
+      if (e.output != nullptr && sig.op != CollectiveOp::kSend)
+        hash_tensor(hash, m.shared_output ? *m.shared_output : *e.output);
       if (e.outputs != nullptr) {
         for (const Tensor& t : *e.outputs) hash_tensor(hash, t);
       }

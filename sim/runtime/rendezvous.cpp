@@ -118,32 +118,36 @@ Meeting& Rendezvous::meeting_at(Channel& channel, int64_t seq, const Group& grou
     m->done = m->desynced = m->sites_differ = false;
     m->failure = nullptr;
     m->errors.clear();
+    m->leaves_at.reset();
+    m->shared_output.reset();
     channel.open.push_back(m);
   }
   return *channel.open[static_cast<size_t>(seq - channel.base)];
 }
 
 void Rendezvous::meet(int64_t rank, const Group& group, const Signature& signature,
-                      const Exchange& exchange, Executor& executor) {
+                      const CallBuffers& buffers, Executor& executor,
+                      const NewGroupRequest* new_group) {
   if (group.position < 0) refuse_outsider(rank, group, signature);
   Channel& c = channel(group);
-  enter_and_wait(rank, c, static_cast<size_t>(group.position), group, signature, exchange, executor,
-                 false);
+  enter_and_wait(rank, c, static_cast<size_t>(group.position), group, signature, buffers, new_group,
+                 executor, false);
 }
 
 void Rendezvous::meet_pair(int64_t rank, int64_t src, int64_t dst, const Group& group,
-                           const Signature& signature, const Exchange& exchange,
+                           const Signature& signature, const CallBuffers& buffers,
                            Executor& executor) {
   if (group.group_rank(src) < 0 || group.group_rank(dst) < 0)
     refuse_pair_outside(src, dst, group, signature);
   Channel& c = pair_channel(rank, group, src, dst);
-  enter_and_wait(rank, c, rank == std::min(src, dst) ? 0 : 1, group, signature, exchange, executor,
-                 true);
+  enter_and_wait(rank, c, rank == std::min(src, dst) ? 0 : 1, group, signature, buffers, nullptr,
+                 executor, true);
 }
 
 void Rendezvous::enter_and_wait(int64_t rank, Channel& channel, size_t pos, const Group& group,
-                                const Signature& signature, const Exchange& exchange,
-                                Executor& executor, bool point_to_point) {
+                                const Signature& signature, const CallBuffers& buffers,
+                                const NewGroupRequest* new_group, Executor& executor,
+                                bool point_to_point) {
   RankActivity& me = activity_[static_cast<size_t>(rank)];
   if (signature.op != CollectiveOp::kNewGroup) me.history.make_room();
   const int64_t seq = ++channel.last_seq[pos];
@@ -180,7 +184,8 @@ void Rendezvous::enter_and_wait(int64_t rank, Channel& channel, size_t pos, cons
     me.issued.issued(group.id, signature.op);
   }
   Exchange& mine = m.exchanges[pos];
-  mine = exchange;
+  static_cast<CallBuffers&>(mine) = buffers;
+  mine.new_group = new_group;
   mine.arrived = true;
   mine.arrived_at = me.clock;
   mine.site = me.site;
@@ -212,16 +217,28 @@ void Rendezvous::enter_and_wait(int64_t rank, Channel& channel, size_t pos, cons
 
 void Rendezvous::leave(int64_t rank, Channel& channel, Meeting& m, size_t pos) {
   parked_[static_cast<size_t>(rank)] = {};
+  RankActivity& me = activity_[static_cast<size_t>(rank)];
+  if (m.leaves_at) me.clock = *m.leaves_at;
+  if (m.shared_output) {
+    const Exchange& e = m.exchanges[pos];
+    // In place (all_reduce, broadcast), with every member's signature alike: the output already
+    // has the result's dtype and shape.
+    if (e.output != nullptr && e.output == e.input && m.differing.empty()) {
+      e.output->adopt_values(*m.shared_output);
+    } else if (e.output != nullptr) {
+      *e.output = *m.shared_output;
+    }
+  }
   m.forget_frame(pos);
   const std::exception_ptr failure = m.failure;
   std::string error;
   if (const auto it = m.errors.find(pos); it != m.errors.end()) error = it->second;
   if (m.signature.op != CollectiveOp::kNewGroup) {
-    activity_[static_cast<size_t>(rank)].history.settle(failure || !error.empty()
-                                                            ? CollectiveRecord::State::kFailed
-                                                            : CollectiveRecord::State::kCompleted);
+    me.history.settle(failure || !error.empty() ? CollectiveRecord::State::kFailed
+                                                : CollectiveRecord::State::kCompleted);
   }
   if (++m.collected == m.size()) {
+    m.shared_output.reset();  // its storage goes as soon as no member needs it
     // Meetings of a channel complete in sequence order, so the finished one is at the front.
     while (!channel.open.empty() &&
            channel.open.front()->collected == channel.open.front()->size()) {

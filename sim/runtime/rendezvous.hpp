@@ -67,12 +67,14 @@ class Rendezvous {
   // meeting anyone, for a rank outside the group or a group whose members differ from the other
   // members' view. A meeting whose members disagree on the signature (a desync) is recorded and
   // never completes: its ranks stay parked until the world aborts them (RankAborted).
-  void meet(int64_t rank, const Group& group, const Signature& signature, const Exchange& exchange,
-            Executor& executor);
+  // `new_group`: what a store barrier creates (new_group only).
+  void meet(int64_t rank, const Group& group, const Signature& signature,
+            const CallBuffers& buffers, Executor& executor,
+            const NewGroupRequest* new_group = nullptr);
   // The same for a send (rank == src) or recv (rank == dst): the n-th message from src to dst
   // within `group` meets the n-th receive.
   void meet_pair(int64_t rank, int64_t src, int64_t dst, const Group& group,
-                 const Signature& signature, const Exchange& exchange, Executor& executor);
+                 const Signature& signature, const CallBuffers& buffers, Executor& executor);
 
   // Names groups in reports from now on (null: c10d's names).
   void set_group_table(const GroupTable* groups) { groups_ = groups; }
@@ -110,9 +112,11 @@ class Rendezvous {
   Channel& channel(const Group& group);
   Channel& pair_channel(int64_t rank, const Group& group, int64_t src, int64_t dst);
   Channel& lookup_pair_channel(const Group& group, int64_t src, int64_t dst);
+  // The caller's buffers go straight into the meeting's slot: an exchange built on the stack
+  // first was two more cache lines of every parked rank's stack per call.
   void enter_and_wait(int64_t rank, Channel& channel, size_t pos, const Group& group,
-                      const Signature& signature, const Exchange& exchange, Executor& executor,
-                      bool point_to_point);
+                      const Signature& signature, const CallBuffers& buffers,
+                      const NewGroupRequest* new_group, Executor& executor, bool point_to_point);
   Meeting& meeting_at(Channel& channel, int64_t seq, const Group& group, bool point_to_point);
   void record_desync(const Meeting& m);
   void note_divergence(Channel& channel, const Meeting& m);

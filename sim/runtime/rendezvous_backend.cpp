@@ -34,7 +34,7 @@ void RendezvousBackend::call(const Signature& signature, const CallBuffers& buff
       const int64_t peer = *signature.root;
       check_not_self(rank_, peer, sends ? "destination" : "source");
       rendezvous_.meet_pair(rank_, sends ? rank_ : peer, sends ? peer : rank_, group, signature,
-                            Exchange{buffers}, executor_);
+                            buffers, executor_);
       return;
     }
     case CollectiveOp::kAllToAll:
@@ -46,7 +46,7 @@ void RendezvousBackend::call(const Signature& signature, const CallBuffers& buff
     default:
       break;
   }
-  rendezvous_.meet(rank_, group, signature, Exchange{buffers}, executor_);
+  rendezvous_.meet(rank_, group, signature, buffers, executor_);
 }
 
 }  // namespace meshsim::sim

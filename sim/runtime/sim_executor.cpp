@@ -36,12 +36,13 @@ void SimExecutor::compute_results(Meeting& m) {
     if (e.input != nullptr) inputs_.push_back(e.input);
   }
   // Each result is computed once and shared out; only all_gather and all_to_all are per rank.
+  // Members whose signatures all agree hold inputs of one dtype and shape.
+  const InputLayouts layouts =
+      m.differing.empty() ? InputLayouts::kKnownSame : InputLayouts::kCheck;
   switch (sig.op) {
-    case CollectiveOp::kAllReduce: {
-      const Tensor reduced = reduce_tensors(inputs_, *sig.reduce_op);
-      for (Exchange& e : ex) *e.output = reduced;
+    case CollectiveOp::kAllReduce:
+      m.shared_output = reduce_tensors(inputs_, *sig.reduce_op, layouts);
       break;
-    }
     case CollectiveOp::kAllGather:
       check_fan_out(sig, n);
       for (Exchange& e : ex) {
@@ -49,13 +50,11 @@ void SimExecutor::compute_results(Meeting& m) {
         for (const Exchange& from : ex) e.outputs->push_back(*from.input);
       }
       break;
-    case CollectiveOp::kAllGatherIntoTensor: {
-      const Tensor joined = concat_dim0(inputs_);
-      for (Exchange& e : ex) *e.output = joined;
+    case CollectiveOp::kAllGatherIntoTensor:
+      m.shared_output = concat_dim0(inputs_);
       break;
-    }
     case CollectiveOp::kReduceScatter: {
-      const Tensor reduced = reduce_tensors(inputs_, *sig.reduce_op);
+      const Tensor reduced = reduce_tensors(inputs_, *sig.reduce_op, layouts);
       for (size_t i = 0; i < n; ++i) {
         *ex[i].output = chunk_dim0(reduced, static_cast<int64_t>(n), static_cast<int64_t>(i));
       }
@@ -73,8 +72,7 @@ void SimExecutor::compute_results(Meeting& m) {
       }
       const Exchange& root = ex[static_cast<size_t>(root_at - m.members->begin())];
       if (sig.op == CollectiveOp::kBroadcast) {
-        const Tensor value = *root.input;  // the root's own output is its input
-        for (Exchange& e : ex) *e.output = value;
+        m.shared_output = *root.input;  // the root's own output is its input
       } else {
         const std::vector<std::string> value = *root.objects_in;
         for (Exchange& e : ex) *e.objects_out = value;

@@ -83,9 +83,7 @@ void StoreGroupCreator::store_barrier(const SharedGroupBatch& batch, int64_t fir
   const Group store("store", world_ranks(), rank());
   const double entered_at = activity_.clock;
   const NewGroupRequest request{&batch, first, &creating(), &operation()};
-  Exchange exchange;
-  exchange.new_group = &request;
-  rendezvous_.meet(rank(), store, sig, exchange, barrier_);
+  rendezvous_.meet(rank(), store, sig, CallBuffers{}, barrier_, &request);
   if (trace_ != nullptr) {
     trace_->meeting(rank(), activity_.site, sig, kStoreGroupId, store.size(), activity_.last_seq,
                     entered_at, activity_.clock);

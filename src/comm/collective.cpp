@@ -123,14 +123,48 @@ double reduce_pair(double acc, double x, ReduceOp op) {
   return acc;
 }
 
+// float32 and float64 read and written as themselves, with what Tensor::get and set do per
+// element (widen to double, narrow back) and the same order of operations.
+template <typename T>
+void reduce_typed(const std::vector<const Tensor*>& inputs, ReduceOp op, Tensor& out) {
+  std::vector<const std::byte*> data;
+  data.reserve(inputs.size());
+  for (const Tensor* t : inputs) data.push_back(t->bytes().data());
+  std::byte* result = out.mutable_bytes().data();
+  const auto numel = static_cast<size_t>(out.numel());
+  const auto load = [](const std::byte* p) {
+    T v;
+    std::memcpy(&v, p, sizeof v);
+    return static_cast<double>(v);
+  };
+  for (size_t i = 0; i < numel; ++i) {
+    const size_t at = i * sizeof(T);
+    double acc = load(data[0] + at);
+    for (size_t k = 1; k < data.size(); ++k) acc = reduce_pair(acc, load(data[k] + at), op);
+    if (op == ReduceOp::kAvg) acc /= static_cast<double>(inputs.size());
+    const auto narrowed = static_cast<T>(acc);
+    std::memcpy(result + at, &narrowed, sizeof narrowed);
+  }
+}
+
 }  // namespace
 
-Tensor reduce_tensors(const std::vector<const Tensor*>& inputs, ReduceOp op) {
+Tensor reduce_tensors(const std::vector<const Tensor*>& inputs, ReduceOp op, InputLayouts layouts) {
   MESHSIM_ASSERT(!inputs.empty(), "reduce of no tensors");
   const Tensor& first = *inputs[0];
-  for (const Tensor* t : inputs) require_same_layout(first, *t);
+  if (layouts == InputLayouts::kCheck) {
+    for (const Tensor* t : inputs) require_same_layout(first, *t);
+  }
   if (first.is_meta()) return first;
   Tensor out(first.shape(), first.dtype());
+  if (first.dtype() == DType::kFloat32) {
+    reduce_typed<float>(inputs, op, out);
+    return out;
+  }
+  if (first.dtype() == DType::kFloat64) {
+    reduce_typed<double>(inputs, op, out);
+    return out;
+  }
   if (!is_floating(first.dtype())) {
     // Integers reduce exactly, wrapping at the dtype's width as NCCL's integer kernels do.
     for (int64_t i = 0; i < first.numel(); ++i) {

@@ -58,9 +58,11 @@ struct Group {
 // first `ndim` dims are written, copied and compared: doing all 25 on every call cost more than
 // the rest of building a signature.
 struct InlineShape {
-  std::array<int64_t, Tensor::kMaxDims> dims;  // unset past ndim
+  // The counts first and the dims last: a shape of a few dims is one cache line with what precedes
+  // it in a signature.
   uint8_t ndim = 0;
-  bool present = false;  // a 0-dim tensor has a shape; a barrier has none
+  bool present = false;                        // a 0-dim tensor has a shape; a barrier has none
+  std::array<int64_t, Tensor::kMaxDims> dims;  // unset past ndim
 
   InlineShape() = default;
   InlineShape(const InlineShape& other) { *this = other; }
@@ -90,15 +92,17 @@ struct InlineShape {
 };
 
 // What every participant of one collective must agree on.
+// The shape comes last, so that building and comparing one of a few dims touches one cache line:
+// a signature is built on every rank's stack on every call.
 struct Signature {
   CollectiveOp op = CollectiveOp::kBarrier;
   DType dtype = DType::kFloat32;
+  std::optional<ReduceOp> reduce_op;
+  // broadcast: the global root; send/recv: the peer (global rank).
+  std::optional<int64_t> root;
   // The input tensor's shape; object collectives: the object count; new_group: how many groups
   // are created together.
   InlineShape shape;
-  // broadcast: the global root; send/recv: the peer (global rank).
-  std::optional<int64_t> root;
-  std::optional<ReduceOp> reduce_op;
 
   // `op` over `tensor` (dtype and shape), or over nothing.
   static Signature of(CollectiveOp op, const Tensor* tensor = nullptr);
@@ -153,9 +157,14 @@ class Backend {
   virtual void call(const Signature& signature, const CallBuffers& buffers, const Group& group) = 0;
 };
 
+// Whether reduce_tensors checks that every input has the first's dtype and shape, or its caller
+// knows they do (the members of a meeting whose signatures agree): reading every rank's shape
+// costs a cache miss per rank.
+enum class InputLayouts { kCheck, kKnownSame };
 // Elementwise reduction of `inputs` (same dtype and shape) in the given order; avg divides the
 // sum by the count. Meta inputs give a meta result. Throws meshsim::Error on mismatched inputs.
-Tensor reduce_tensors(const std::vector<const Tensor*>& inputs, ReduceOp op);
+Tensor reduce_tensors(const std::vector<const Tensor*>& inputs, ReduceOp op,
+                      InputLayouts layouts = InputLayouts::kCheck);
 // Concatenation along dim 0 (all inputs must agree on the other dims).
 Tensor concat_dim0(const std::vector<const Tensor*>& inputs);
 // Chunk `index` of `pieces` equal chunks along dim 0 (dim 0 must divide evenly).

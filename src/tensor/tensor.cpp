@@ -255,6 +255,15 @@ Tensor Tensor::reshaped(std::vector<int64_t> shape) const {
   return out;
 }
 
+void Tensor::adopt_values(const Tensor& source) {
+  if (dtype_ != source.dtype_ || numel_ != source.numel_) {
+    throw runtime_error(
+        fmt::format("cannot take the values of {} into {}", source.describe(), describe()));
+  }
+  storage_ = source.storage_;
+  data_ = source.data_;
+}
+
 bool Tensor::same_as(const Tensor& other) const {
   return dtype_ == other.dtype_ && shape_ == other.shape_ && storage_ == other.storage_ &&
          (data_ == other.data_ || (data_ && other.data_ && data_->bytes == other.data_->bytes));

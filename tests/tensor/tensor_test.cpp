@@ -154,3 +154,19 @@ TEST_CASE("tensor: storage counts against the memory budget", "[tensor][limits]"
           Tensor({int64_t{1} << 40}, DType::kFloat32);
         }).rfind("MemoryError: a tensor needs 4.0 TiB", 0) == 0);
 }
+
+TEST_CASE("tensor: adopt_values takes another tensor's values and keeps its own shape",
+          "[tensor]") {
+  Tensor t = Tensor::full({2, 3}, 0, DType::kFloat32);
+  const Tensor source = Tensor::arange(6, DType::kFloat32).reshaped({2, 3});
+  t.adopt_values(source);
+  CHECK(t.shape() == std::vector<int64_t>{2, 3});
+  CHECK(t.same_as(source));
+  // Values are shared copy-on-write, as a copy's are: writing one leaves the other.
+  t.set(0, 42.0);
+  CHECK(source.get(0) == 0.0);
+  Tensor other_dtype = Tensor::full({2, 3}, 0, DType::kFloat64);
+  CHECK_THROWS_AS(other_dtype.adopt_values(source), Error);
+  Tensor other_numel = Tensor::full({4}, 0, DType::kFloat32);
+  CHECK_THROWS_AS(other_numel.adopt_values(source), Error);
+}
