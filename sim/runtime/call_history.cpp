@@ -3,16 +3,22 @@
 namespace meshsim::sim {
 
 void CallHistory::add(const CallSite& site, CollectiveOp op) {
-  // Two 32-bit values per mix: this runs on every call of every rank.
+  // Two 32-bit values per word, one multiply and one shift per word: this runs on every call of
+  // every rank. Each fold is a bijection of the running hash, so histories that agree so far and
+  // then differ in a word differ from there on.
   const auto pair = [](int32_t low, int32_t high) {
     return static_cast<uint64_t>(static_cast<uint32_t>(low)) |
            static_cast<uint64_t>(static_cast<uint32_t>(high)) << 32;
   };
+  const auto fold = [](uint64_t h, uint64_t word) {
+    h = (h ^ word) * 0x9e3779b97f4a7c15ULL;
+    return h ^ (h >> 29);
+  };
   static_assert(CallSite::kShownDepth == 4);
-  uint64_t h = CallSite::mix(pair(site.step, static_cast<int32_t>(op)), site.outer_hash);
-  h = CallSite::mix(h, pair(site.iterations[0], site.iterations[1]));
-  h = CallSite::mix(h, pair(site.iterations[2], site.iterations[3]));
-  hash_ = CallSite::mix(hash_, h);
+  uint64_t h = fold(hash_, pair(site.step, static_cast<int32_t>(op)));
+  h = fold(h, site.outer_hash);
+  h = fold(h, pair(site.iterations[0], site.iterations[1]));
+  hash_ = fold(h, pair(site.iterations[2], site.iterations[3]));
   ++count_;
   recent_[count_ % kRecent] = hash_;
   // The stride is a power of two: a mask instead of a division on every call.

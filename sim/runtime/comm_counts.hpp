@@ -16,17 +16,12 @@ struct CommCounts {
            op != CollectiveOp::kNewGroup;
   }
 
-  bool counting = false;
   std::map<std::pair<int64_t, CollectiveOp>, int64_t> by_group_and_op;  // by group id
 
-  // `with CommDebugMode()`: a fresh count from here on.
-  void start() {
-    by_group_and_op.clear();
-    counting = true;
-  }
-  void stop() { counting = false; }
+  // `with CommDebugMode()`: a fresh count from here on (whether it is on is its owner's flag).
+  void start() { by_group_and_op.clear(); }
   void issued(int64_t group_id, CollectiveOp op) {
-    if (counting && counts(op)) ++by_group_and_op[{group_id, op}];
+    if (counts(op)) ++by_group_and_op[{group_id, op}];
   }
 };
 

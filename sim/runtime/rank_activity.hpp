@@ -34,8 +34,9 @@ struct WaitInfo {
 struct alignas(64) RankActivity {
   enum class State { kRunning, kBlocked, kFinished, kFailed, kAborted };
   State state = State::kRunning;
-  bool in_loop = false;  // the step runs inside a repeat loop (its line does not order it)
-  double clock = 0.0;    // virtual seconds
+  bool in_loop = false;   // the step runs inside a repeat loop (its line does not order it)
+  bool counting = false;  // a count_collectives step counts what it issues (in `issued`)
+  double clock = 0.0;     // virtual seconds
   // Meetings (collectives, send/recv, store barriers) this rank has entered, and the sequence
   // number of the last: what tells a collective that happened from a call refused before it met
   // anyone.
@@ -44,8 +45,10 @@ struct alignas(64) RankActivity {
   FlightRecorder history;  // its last collectives and point-to-point calls (not new_group)
   CallSite site;           // the step being run, with its loop iterations
   CallHistory calls;       // every call it entered, hashed
-  CommCounts issued;       // what it issued while a count_collectives step counts
-  SourceLocation where;    // the same step
+  // What it issued while a count_collectives step counts: far down, since only `counting`, on
+  // the first line, is read on every call.
+  CommCounts issued;
+  SourceLocation where;  // the same step
   std::string step;
   std::string error;  // why it failed or was aborted
   SkipLog skipped;    // the calls its `when`s skipped

@@ -21,13 +21,6 @@ bool compatible(const Signature& a, const Signature& b) {
 }
 
 // Refusals, kept out of the frames of meet and meet_pair, which every parked rank's stack holds.
-[[noreturn]] __attribute__((noinline)) void refuse_outsider(int64_t rank, const Group& group,
-                                                            const Signature& signature) {
-  throw runtime_error(fmt::format("rank {} called {} on group {} ({}) without being a member", rank,
-                                  collective_op_name(signature.op), group.name,
-                                  fmt::join(*group.ranks, ", ")));
-}
-
 [[noreturn]] __attribute__((noinline)) void refuse_pair_outside(int64_t src, int64_t dst,
                                                                 const Group& group,
                                                                 const Signature& signature) {
@@ -125,13 +118,11 @@ Meeting& Rendezvous::meeting_at(Channel& channel, int64_t seq, const Group& grou
   return *channel.open[static_cast<size_t>(seq - channel.base)];
 }
 
-void Rendezvous::meet(int64_t rank, const Group& group, const Signature& signature,
-                      const CallBuffers& buffers, Executor& executor,
-                      const NewGroupRequest* new_group) {
-  if (group.position < 0) refuse_outsider(rank, group, signature);
-  Channel& c = channel(group);
-  enter_and_wait(rank, c, static_cast<size_t>(group.position), group, signature, buffers, new_group,
-                 executor, false);
+__attribute__((noinline)) void Rendezvous::refuse_outsider(int64_t rank, const Group& group,
+                                                           const Signature& signature) {
+  throw runtime_error(fmt::format("rank {} called {} on group {} ({}) without being a member", rank,
+                                  collective_op_name(signature.op), group.name,
+                                  fmt::join(*group.ranks, ", ")));
 }
 
 void Rendezvous::meet_pair(int64_t rank, int64_t src, int64_t dst, const Group& group,
@@ -181,7 +172,7 @@ void Rendezvous::enter_and_wait(int64_t rank, Channel& channel, size_t pos, cons
     me.history.enter(group.id, seq, point_to_point ? (*m.members)[1 - pos] : -1, std::move(held),
                      me.site, me.clock);
     me.calls.add(me.site, signature.op);
-    me.issued.issued(group.id, signature.op);
+    if (me.counting) me.issued.issued(group.id, signature.op);
   }
   Exchange& mine = m.exchanges[pos];
   static_cast<CallBuffers&>(mine) = buffers;

@@ -67,10 +67,15 @@ class Rendezvous {
   // meeting anyone, for a rank outside the group or a group whose members differ from the other
   // members' view. A meeting whose members disagree on the signature (a desync) is recorded and
   // never completes: its ranks stay parked until the world aborts them (RankAborted).
-  // `new_group`: what a store barrier creates (new_group only).
+  // `new_group`: what a store barrier creates (new_group only). Inline: one frame fewer on every
+  // parked rank's stack.
   void meet(int64_t rank, const Group& group, const Signature& signature,
             const CallBuffers& buffers, Executor& executor,
-            const NewGroupRequest* new_group = nullptr);
+            const NewGroupRequest* new_group = nullptr) {
+    if (group.position < 0) refuse_outsider(rank, group, signature);
+    enter_and_wait(rank, channel(group), static_cast<size_t>(group.position), group, signature,
+                   buffers, new_group, executor, false);
+  }
   // The same for a send (rank == src) or recv (rank == dst): the n-th message from src to dst
   // within `group` meets the n-th receive.
   void meet_pair(int64_t rank, int64_t src, int64_t dst, const Group& group,
@@ -109,6 +114,8 @@ class Rendezvous {
     CallSite matched[2];                       // send/recv: the last pair's sites, by position
     SharedSignature last_signature[2];         // the newest meeting's (send/recv: by position)
   };
+  [[noreturn]] static void refuse_outsider(int64_t rank, const Group& group,
+                                           const Signature& signature);
   Channel& channel(const Group& group);
   Channel& pair_channel(int64_t rank, const Group& group, int64_t src, int64_t dst);
   Channel& lookup_pair_channel(const Group& group, int64_t src, int64_t dst);

@@ -319,11 +319,9 @@ class SleepStep final : public Step {
 class CountCollectivesStep final : public Step {
  public:
   void run(RankState& rank) const override {
-    if (start_) {
-      rank.activity().issued.start();
-    } else {
-      rank.activity().issued.stop();
-    }
+    RankActivity& activity = rank.activity();
+    if (start_) activity.issued.start();
+    activity.counting = start_;
   }
   bool start_ = true;
 };
