@@ -35,7 +35,7 @@ BackendFactory::BackendFactory(World& world, std::vector<RankActivity>& activity
     : activity_(activity),
       options_(std::move(options)),
       rendezvous_(world, activity),
-      time_(activity, options_.cost),
+      time_(options_.cost),
       groups_(std::make_shared<GroupTable>(world.size())),
       backend_(options_.choice.entry().make({.world_size = world.size(),
                                              .time = time_,

@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "sim/runtime/meeting.hpp"
-#include "sim/runtime/rank_activity.hpp"
 
 namespace meshsim::sim {
 
@@ -33,17 +32,16 @@ struct TimeoutRecord {
 
 class VirtualTime {
  public:
-  VirtualTime(std::vector<RankActivity>& activity, CostModel cost)
-      : activity_(activity), cost_(cost) {}
+  explicit VirtualTime(CostModel cost) : cost_(cost) {}
 
-  // Moves every member's clock to the meeting's end; a member whose watchdog fired gets its
-  // error in `meeting.errors`, and so do the others (their communicator is aborted).
+  // Sets the meeting's end (`leaves_at`: every member's clock as it leaves); a member whose
+  // watchdog fired gets its error in `meeting.errors`, and so do the others (their communicator
+  // is aborted).
   void advance(Meeting& meeting);
   // The first collective whose watchdog fired.
   const std::optional<TimeoutRecord>& timeout() const { return timeout_; }
 
  private:
-  std::vector<RankActivity>& activity_;
   CostModel cost_;
   std::optional<TimeoutRecord> timeout_;
 };

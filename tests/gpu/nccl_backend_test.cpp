@@ -378,8 +378,7 @@ TEST_CASE("nccl backend: all_gather of 0-d tensors, each piece copied back into 
   auto api = std::make_shared<RecordingDeviceApi>(2);
   {
     gpu::NcclCommunicators comms(api, 2);
-    std::vector<RankActivity> activity(2);
-    VirtualTime time(activity, CostModel{});
+    VirtualTime time(CostModel{});
     gpu::NcclExecutor executor(comms, time);
     Tensor a({}, DType::kInt64);
     Tensor b({}, DType::kInt64);
