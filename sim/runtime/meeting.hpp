@@ -75,6 +75,7 @@ struct Meeting {
   }
   // The signature member `pos` arrived with.
   const Signature& signature_of(size_t pos) const {
+    if (differing.empty()) return signature;
     const auto it = differing.find(pos);
     return it == differing.end() ? signature : it->second;
   }

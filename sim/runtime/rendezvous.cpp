@@ -221,9 +221,13 @@ void Rendezvous::leave(int64_t rank, Channel& channel, Meeting& m, size_t pos) {
     }
   }
   m.forget_frame(pos);
-  const std::exception_ptr failure = m.failure;
+  // Copied out before the meeting can be recycled; nothing to copy on the common path.
+  std::exception_ptr failure;
   std::string error;
-  if (const auto it = m.errors.find(pos); it != m.errors.end()) error = it->second;
+  if (m.failure) failure = m.failure;
+  if (!m.errors.empty()) {
+    if (const auto it = m.errors.find(pos); it != m.errors.end()) error = it->second;
+  }
   if (m.signature.op != CollectiveOp::kNewGroup) {
     me.history.settle(failure || !error.empty() ? CollectiveRecord::State::kFailed
                                                 : CollectiveRecord::State::kCompleted);
