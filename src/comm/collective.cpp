@@ -1,8 +1,10 @@
 #include "src/comm/collective.hpp"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cstring>
+#include <span>
 
 #include <fmt/format.h>
 
@@ -127,9 +129,15 @@ double reduce_pair(double acc, double x, ReduceOp op) {
 // element (widen to double, narrow back) and the same order of operations.
 template <typename T>
 void reduce_typed(const std::vector<const Tensor*>& inputs, ReduceOp op, Tensor& out) {
-  std::vector<const std::byte*> data;
-  data.reserve(inputs.size());
-  for (const Tensor* t : inputs) data.push_back(t->bytes().data());
+  // Groups of up to 64 keep their data pointers on the stack: no allocation per collective.
+  constexpr size_t kOnStack = 64;
+  std::array<const std::byte*, kOnStack> on_stack{};
+  std::vector<const std::byte*> on_heap;
+  if (inputs.size() > kOnStack) on_heap.resize(inputs.size());
+  const std::span<const std::byte*> data = inputs.size() > kOnStack
+                                               ? std::span<const std::byte*>(on_heap)
+                                               : std::span(on_stack.data(), inputs.size());
+  for (size_t k = 0; k < inputs.size(); ++k) data[k] = inputs[k]->bytes().data();
   std::byte* result = out.mutable_bytes().data();
   const auto numel = static_cast<size_t>(out.numel());
   const auto load = [](const std::byte* p) {
