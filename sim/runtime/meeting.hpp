@@ -83,8 +83,9 @@ struct Meeting {
 
 // Completes a meeting once every member has arrived with agreeing signatures: the simulated
 // executor computes exact results and advances virtual time; a real one launches every member's
-// call at once. Fills each member's exchange, or `errors` for some members; an exception thrown
-// here reaches every member.
+// call at once. Fills each member's results through its exchange, or leaves one result for all
+// in `shared_output`; sets `leaves_at`; fills `errors` for some members. An exception thrown here
+// reaches every member.
 class Executor {
  public:
   virtual ~Executor() = default;

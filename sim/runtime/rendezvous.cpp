@@ -214,11 +214,9 @@ void Rendezvous::leave(int64_t rank, Channel& channel, Meeting& m, size_t pos) {
     const Exchange& e = m.exchanges[pos];
     // In place (all_reduce, broadcast), with every member's signature alike: the output already
     // has the result's dtype and shape.
-    if (e.output != nullptr && e.output == e.input && m.differing.empty()) {
-      e.output->adopt_values(*m.shared_output);
-    } else if (e.output != nullptr) {
+    const bool in_place = e.output == e.input && m.differing.empty();
+    if (e.output != nullptr && !(in_place && e.output->adopt_values(*m.shared_output)))
       *e.output = *m.shared_output;
-    }
   }
   m.forget_frame(pos);
   // Copied out before the meeting can be recycled; nothing to copy on the common path.

@@ -62,13 +62,13 @@ class Rendezvous {
   Rendezvous& operator=(const Rendezvous&) = delete;
 
   // Rank `rank` enters its next collective on `group` (group.position must be its own) with
-  // `signature` and `exchange`; parks until every member has arrived and `executor` has run, then
-  // returns (its exchange filled) or throws the meeting's error. Throws RuntimeError, before
-  // meeting anyone, for a rank outside the group or a group whose members differ from the other
-  // members' view. A meeting whose members disagree on the signature (a desync) is recorded and
-  // never completes: its ranks stay parked until the world aborts them (RankAborted).
-  // `new_group`: what a store barrier creates (new_group only). Inline: one frame fewer on every
-  // parked rank's stack.
+  // `signature` and its call's `buffers`; parks until every member has arrived and `executor` has
+  // run, then returns (its results written through `buffers`) or throws the meeting's error. Throws
+  // RuntimeError, before meeting anyone, for a rank outside the group or a group whose members
+  // differ from the other members' view. A meeting whose members disagree on the signature (a
+  // desync) is recorded and never completes: its ranks stay parked until the world aborts them
+  // (RankAborted). `new_group`: what a store barrier creates (new_group only). Inline: one frame
+  // fewer on every parked rank's stack.
   void meet(int64_t rank, const Group& group, const Signature& signature,
             const CallBuffers& buffers, Executor& executor,
             const NewGroupRequest* new_group = nullptr) {

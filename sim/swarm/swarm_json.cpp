@@ -231,6 +231,12 @@ ShardResults read_shard_json(const std::string& bytes, const std::string& name) 
     if (const size_t at = text.find("] "); at != std::string::npos) text = text.substr(at + 2);
     throw InputError(SourceLocation{name, 0, 0},
                      fmt::format("not JSON (byte {}): {}", e.byte, text.substr(0, 200)));
+  } catch (const Json::exception& e) {
+    // A number past a double's range ("1e566") is nlohmann's out_of_range, not a parse error.
+    std::string text = e.what();
+    if (const size_t at = text.find("] "); at != std::string::npos) text = text.substr(at + 2);
+    throw InputError(SourceLocation{name, 0, 0},
+                     fmt::format("not usable JSON: {}", text.substr(0, 200)));
   }
   const Fields fields(top, "", name);
   if (fields.text("meshsim_swarm") != "shard") {

@@ -255,13 +255,11 @@ Tensor Tensor::reshaped(std::vector<int64_t> shape) const {
   return out;
 }
 
-void Tensor::adopt_values(const Tensor& source) {
-  if (dtype_ != source.dtype_ || numel_ != source.numel_) {
-    throw runtime_error(
-        fmt::format("cannot take the values of {} into {}", source.describe(), describe()));
-  }
+bool Tensor::adopt_values(const Tensor& source) {
+  if (dtype_ != source.dtype_ || numel_ != source.numel_) return false;
   storage_ = source.storage_;
   data_ = source.data_;
+  return true;
 }
 
 bool Tensor::same_as(const Tensor& other) const {

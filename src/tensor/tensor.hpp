@@ -62,10 +62,10 @@ class Tensor {
   // The same elements under another shape of equal numel, sharing storage (a view, as
   // Tensor.view on a contiguous tensor). Throws RuntimeError when the numels differ.
   Tensor reshaped(std::vector<int64_t> shape) const;
-  // Takes the values of `source`, which has this tensor's dtype and shape (its caller knows: a
-  // collective's output whose signature says so), leaving the shape alone: copying a shape
-  // reads and writes its heap block. Throws meshsim::Error when dtype or numel differ.
-  void adopt_values(const Tensor& source);
+  // Takes the values of `source` when it has this tensor's dtype and number of elements, keeping
+  // this tensor's shape (a collective's in-place result, whose signature says the shapes agree):
+  // copying a shape reads and writes its heap block. False, changing nothing, otherwise.
+  bool adopt_values(const Tensor& source);
 
   // Same dtype, shape and bits (meta tensors: same dtype and shape, and both meta).
   bool same_as(const Tensor& other) const;

@@ -84,7 +84,7 @@ TEST_CASE("rendezvous: an executor runs once per meeting, after every member has
     for (int round = 0; round < 2; ++round) {
       Tensor in = Tensor::full({1}, r, DType::kInt64), out;
       rendezvous.meet(r, g, Signature::of(CollectiveOp::kAllReduce, &in),
-                      Exchange{{.input = &in, .output = &out}}, executor);
+                      CallBuffers{.input = &in, .output = &out}, executor);
       got[static_cast<size_t>(r)] += out.get_int(0);
     }
   });

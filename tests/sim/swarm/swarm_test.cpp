@@ -316,6 +316,14 @@ TEST_CASE("a shard file that is not whole is refused, naming the field", "[swarm
     INFO(e.what());
     CHECK(std::string(e.what()).find("f.json: not JSON (byte 10)") == 0);
   }
+  // A number past a double's range is nlohmann's out_of_range, not a parse error.
+  try {
+    read_shard_json("{\"meshsim_swarm\": \"shard\", \"schema\": 1e566}", "f.json");
+    FAIL("read");
+  } catch (const InputError& e) {
+    INFO(e.what());
+    CHECK(std::string(e.what()).find("f.json: not usable JSON: number overflow") == 0);
+  }
 }
 
 TEST_CASE("worker processes share a shard; their number changes nothing", "[swarm]") {
