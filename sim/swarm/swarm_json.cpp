@@ -200,6 +200,13 @@ void read_failures(const Fields& top, const ShardResults& shard, const std::stri
   }
 }
 
+// nlohmann's text without its "[json.exception.parse_error.101] " tag, at most 200 characters.
+std::string nlohmann_message(const Json::exception& e) {
+  std::string text = e.what();
+  if (const size_t at = text.find("] "); at != std::string::npos) text = text.substr(at + 2);
+  return text.substr(0, 200);
+}
+
 }  // namespace
 
 Ordered shard_json(const ShardResults& results) {
@@ -227,16 +234,12 @@ ShardResults read_shard_json(const std::string& bytes, const std::string& name) 
       return true;
     });
   } catch (const Json::parse_error& e) {
-    std::string text = e.what();
-    if (const size_t at = text.find("] "); at != std::string::npos) text = text.substr(at + 2);
     throw InputError(SourceLocation{name, 0, 0},
-                     fmt::format("not JSON (byte {}): {}", e.byte, text.substr(0, 200)));
+                     fmt::format("not JSON (byte {}): {}", e.byte, nlohmann_message(e)));
   } catch (const Json::exception& e) {
     // A number past a double's range ("1e566") is nlohmann's out_of_range, not a parse error.
-    std::string text = e.what();
-    if (const size_t at = text.find("] "); at != std::string::npos) text = text.substr(at + 2);
     throw InputError(SourceLocation{name, 0, 0},
-                     fmt::format("not usable JSON: {}", text.substr(0, 200)));
+                     fmt::format("not usable JSON: {}", nlohmann_message(e)));
   }
   const Fields fields(top, "", name);
   if (fields.text("meshsim_swarm") != "shard") {
