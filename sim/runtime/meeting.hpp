@@ -9,7 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "sim/runtime/call_site.hpp"
 #include "sim/runtime/shared_signature.hpp"
 #include "src/comm/collective.hpp"
 #include "src/comm/group_batch.hpp"
@@ -25,17 +24,16 @@ struct NewGroupRequest {
   const std::string* operation = nullptr;   // the call creating them, or empty
 };
 
-// What one rank brings to a collective and where its result goes (its call's buffers), and how it
-// arrived. The buffers point into the caller's frame, which stays alive while the rank is parked
-// in the rendezvous; the rendezvous forgets a rank's exchange when the rank leaves. Two cache
-// lines: a meeting's exchanges are written on every call, and what completing the meeting reads
-// of every member (its buffers, whether and when it arrived) is the first.
+// What one rank brings to a collective and where its result goes (its call's buffers), and whether
+// and when it arrived: one cache line, written on every call and read by whoever completes the
+// meeting. The buffers point into the caller's frame, which stays alive while the rank is parked
+// in the rendezvous; the rendezvous forgets a rank's buffers when the rank leaves. Where a member
+// called from is its activity's site, which holds still while the member is in the meeting.
 struct alignas(64) Exchange : CallBuffers {
   bool arrived = false;
-  double arrived_at = 0.0;                     // the rank's virtual clock when it arrived
-  const NewGroupRequest* new_group = nullptr;  // new_group only
-  CallSite site{};                             // where the rank called it
+  double arrived_at = 0.0;  // the rank's virtual clock when it arrived
 };
+static_assert(sizeof(Exchange) == 64, "a member's exchange is one cache line");
 
 struct Meeting {
   int64_t group_id = 0;
@@ -48,6 +46,8 @@ struct Meeting {
   SharedSignature shared_signature;       // the same, as flight-recorder records hold it
   std::map<size_t, Signature> differing;  // members whose signature differs from it
   std::vector<Exchange> exchanges;
+  // new_group's store barrier only: what each member asks for, by position (empty otherwise).
+  std::vector<const NewGroupRequest*> new_groups;
   size_t arrived = 0;
   size_t first = 0;  // position of the first arrival
   size_t collected = 0;
@@ -65,13 +65,10 @@ struct Meeting {
   std::optional<Tensor> shared_output;
 
   size_t size() const { return exchanges.size(); }
-  // Member `pos` has returned to its frame (or unwound it): keep only that it arrived, when and
-  // from where.
+  // Member `pos` has returned to its frame (or unwound it): keep only that it arrived, and when.
   void forget_frame(size_t pos) {
-    Exchange& e = exchanges[pos];
-    static_cast<CallBuffers&>(e) = CallBuffers{};
-    // Only new_group's request points into a frame from the exchange's second cache line.
-    if (signature_of(pos).op == CollectiveOp::kNewGroup) e.new_group = nullptr;
+    static_cast<CallBuffers&>(exchanges[pos]) = CallBuffers{};
+    if (!new_groups.empty()) new_groups[pos] = nullptr;
   }
   // The signature member `pos` arrived with.
   const Signature& signature_of(size_t pos) const {

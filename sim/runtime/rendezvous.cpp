@@ -107,6 +107,7 @@ Meeting& Rendezvous::meeting_at(Channel& channel, int64_t seq, const Group& grou
     // Every member's exchange was reset to its arrival as it left; only that is undone here.
     m->exchanges.resize(channel.members->size());
     for (Exchange& e : m->exchanges) e.arrived = false;
+    m->new_groups.clear();
     m->arrived = m->first = m->collected = 0;
     m->done = m->desynced = m->sites_differ = false;
     m->failure = nullptr;
@@ -125,20 +126,10 @@ __attribute__((noinline)) void Rendezvous::refuse_outsider(int64_t rank, const G
                                   fmt::join(*group.ranks, ", ")));
 }
 
-void Rendezvous::meet_pair(int64_t rank, int64_t src, int64_t dst, const Group& group,
-                           const Signature& signature, const CallBuffers& buffers,
-                           Executor& executor) {
-  if (group.group_rank(src) < 0 || group.group_rank(dst) < 0)
-    refuse_pair_outside(src, dst, group, signature);
-  Channel& c = pair_channel(rank, group, src, dst);
-  enter_and_wait(rank, c, rank == std::min(src, dst) ? 0 : 1, group, signature, buffers, nullptr,
-                 executor, true);
-}
-
-void Rendezvous::enter_and_wait(int64_t rank, Channel& channel, size_t pos, const Group& group,
-                                const Signature& signature, const CallBuffers& buffers,
-                                const NewGroupRequest* new_group, Executor& executor,
-                                bool point_to_point) {
+inline void Rendezvous::enter_and_wait(int64_t rank, Channel& channel, size_t pos,
+                                       const Group& group, const Signature& signature,
+                                       const CallBuffers& buffers, const NewGroupRequest* new_group,
+                                       Executor& executor, bool point_to_point) {
   RankActivity& me = activity_[static_cast<size_t>(rank)];
   if (signature.op != CollectiveOp::kNewGroup) me.history.make_room();
   const int64_t seq = ++channel.last_seq[pos];
@@ -166,7 +157,7 @@ void Rendezvous::enter_and_wait(int64_t rank, Channel& channel, size_t pos, cons
   }
   if (m.arrived != 0) {
     // One comparison per arrival; the first such meeting of a group is described once.
-    m.sites_differ = m.sites_differ || (!point_to_point && !(m.exchanges[m.first].site == me.site));
+    m.sites_differ = m.sites_differ || (!point_to_point && !(site_of(m, m.first) == me.site));
   }
   if (signature.op != CollectiveOp::kNewGroup) {
     me.history.enter(group.id, seq, point_to_point ? (*m.members)[1 - pos] : -1, std::move(held),
@@ -176,17 +167,19 @@ void Rendezvous::enter_and_wait(int64_t rank, Channel& channel, size_t pos, cons
   }
   Exchange& mine = m.exchanges[pos];
   static_cast<CallBuffers&>(mine) = buffers;
-  mine.new_group = new_group;
   mine.arrived = true;
   mine.arrived_at = me.clock;
-  mine.site = me.site;
+  if (new_group != nullptr) {
+    if (m.new_groups.empty()) m.new_groups.assign(m.size(), nullptr);
+    m.new_groups[pos] = new_group;
+  }
   ++m.arrived;
   if (m.sites_differ && m.arrived == m.size() && !channel.divergence) {
     note_divergence(channel, m);
   }
   if (point_to_point && !m.desynced && m.arrived == m.size()) {
-    channel.matched[0] = m.exchanges[0].site;
-    channel.matched[1] = m.exchanges[1].site;
+    channel.matched[0] = site_of(m, 0);
+    channel.matched[1] = site_of(m, 1);
   }
   if (m.desynced) record_desync(m);
   parked_[static_cast<size_t>(rank)] = {&m, pos};
@@ -204,6 +197,30 @@ void Rendezvous::enter_and_wait(int64_t rank, Channel& channel, size_t pos, cons
     me.state = RankActivity::State::kRunning;
   }
   leave(rank, channel, m, pos);
+}
+
+void Rendezvous::meet(int64_t rank, const Group& group, const Signature& signature,
+                      const CallBuffers& buffers, Executor& executor) {
+  if (group.position < 0) refuse_outsider(rank, group, signature);
+  enter_and_wait(rank, channel(group), static_cast<size_t>(group.position), group, signature,
+                 buffers, nullptr, executor, false);
+}
+
+void Rendezvous::meet_store(int64_t rank, const Group& group, const Signature& signature,
+                            const NewGroupRequest& request, Executor& executor) {
+  if (group.position < 0) refuse_outsider(rank, group, signature);
+  enter_and_wait(rank, channel(group), static_cast<size_t>(group.position), group, signature,
+                 CallBuffers{}, &request, executor, false);
+}
+
+void Rendezvous::meet_pair(int64_t rank, int64_t src, int64_t dst, const Group& group,
+                           const Signature& signature, const CallBuffers& buffers,
+                           Executor& executor) {
+  if (group.group_rank(src) < 0 || group.group_rank(dst) < 0)
+    refuse_pair_outside(src, dst, group, signature);
+  Channel& c = pair_channel(rank, group, src, dst);
+  enter_and_wait(rank, c, rank == std::min(src, dst) ? 0 : 1, group, signature, buffers, nullptr,
+                 executor, true);
 }
 
 void Rendezvous::leave(int64_t rank, Channel& channel, Meeting& m, size_t pos) {
@@ -296,12 +313,13 @@ SiteDivergence Rendezvous::describe_sites(const Meeting& m) const {
       continue;
     }
     d.entered_at = std::min(d.entered_at, e.arrived_at);
+    const CallSite& site = site_of(m, i);
     const auto same = std::find_if(d.sites.begin(), d.sites.end(),
-                                   [&](const auto& s) { return s.first == e.site; });
+                                   [&](const auto& s) { return s.first == site; });
     if (same != d.sites.end()) {
       same->second.push_back(rank);  // members are in rank order
     } else if (d.sites.size() < SiteDivergence::kMaxSites) {
-      d.sites.push_back({e.site, {rank}});
+      d.sites.push_back({site, {rank}});
     } else {
       d.elsewhere.push_back(rank);
     }
@@ -374,14 +392,13 @@ std::vector<OpenWait> Rendezvous::open_waits(std::vector<int64_t>& wait_of) cons
                  {},
                  {},
                  m.group_id,
-                 m.exchanges[p.pos].site,
+                 site_of(m, p.pos),
                  0,
                  0,
                  {},
                  {}};
-      const Exchange& e = m.exchanges[p.pos];
-      if (e.new_group != nullptr) {
-        const NewGroupRequest& asked = *e.new_group;
+      if (!m.new_groups.empty() && m.new_groups[p.pos] != nullptr) {
+        const NewGroupRequest& asked = *m.new_groups[p.pos];
         const GroupBatch& batch = **asked.batch;
         w.creating = fmt::format("{}{} {}", asked.origin ? *asked.origin : "new_group",
                                  batch.count() > 1 ? "'s" : "", batch.describe());

@@ -67,15 +67,13 @@ class Rendezvous {
   // RuntimeError, before meeting anyone, for a rank outside the group or a group whose members
   // differ from the other members' view. A meeting whose members disagree on the signature (a
   // desync) is recorded and never completes: its ranks stay parked until the world aborts them
-  // (RankAborted). `new_group`: what a store barrier creates (new_group only). Inline: one frame
-  // fewer on every parked rank's stack.
+  // (RankAborted). Six arguments, all in registers: a backend's call can jump here instead of
+  // keeping its own frame on every parked rank's stack.
   void meet(int64_t rank, const Group& group, const Signature& signature,
-            const CallBuffers& buffers, Executor& executor,
-            const NewGroupRequest* new_group = nullptr) {
-    if (group.position < 0) refuse_outsider(rank, group, signature);
-    enter_and_wait(rank, channel(group), static_cast<size_t>(group.position), group, signature,
-                   buffers, new_group, executor, false);
-  }
+            const CallBuffers& buffers, Executor& executor);
+  // The same for new_group's store barrier: `request` is what this rank creates.
+  void meet_store(int64_t rank, const Group& group, const Signature& signature,
+                  const NewGroupRequest& request, Executor& executor);
   // The same for a send (rank == src) or recv (rank == dst): the n-th message from src to dst
   // within `group` meets the n-th receive.
   void meet_pair(int64_t rank, int64_t src, int64_t dst, const Group& group,
@@ -120,11 +118,19 @@ class Rendezvous {
   Channel& pair_channel(int64_t rank, const Group& group, int64_t src, int64_t dst);
   Channel& lookup_pair_channel(const Group& group, int64_t src, int64_t dst);
   // The caller's buffers go straight into the meeting's slot: an exchange built on the stack
-  // first was two more cache lines of every parked rank's stack per call.
-  void enter_and_wait(int64_t rank, Channel& channel, size_t pos, const Group& group,
-                      const Signature& signature, const CallBuffers& buffers,
-                      const NewGroupRequest* new_group, Executor& executor, bool point_to_point);
+  // first was two more cache lines of every parked rank's stack per call. Inlined into each
+  // entry: every frame between a rank's step and its park is stack that call reloads.
+  [[gnu::always_inline]] inline void enter_and_wait(int64_t rank, Channel& channel, size_t pos,
+                                                    const Group& group, const Signature& signature,
+                                                    const CallBuffers& buffers,
+                                                    const NewGroupRequest* new_group,
+                                                    Executor& executor, bool point_to_point);
   Meeting& meeting_at(Channel& channel, int64_t seq, const Group& group, bool point_to_point);
+  // Where member `pos` of `m` called it from: its rank's site does not move while the rank is in
+  // the meeting, and reports read an open meeting's sites only while its members are there.
+  const CallSite& site_of(const Meeting& m, size_t pos) const {
+    return activity_[static_cast<size_t>((*m.members)[pos])].site;
+  }
   void record_desync(const Meeting& m);
   void note_divergence(Channel& channel, const Meeting& m);
   SiteDivergence describe_sites(const Meeting& m) const;

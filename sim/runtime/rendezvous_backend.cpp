@@ -26,17 +26,9 @@ void RendezvousBackend::call(const Signature& signature, const CallBuffers& buff
                              const Group& group) {
   switch (signature.op) {
     case CollectiveOp::kSend:
-    case CollectiveOp::kRecv: {
-      // The n-th message from src to dst meets the n-th receive of it.
-      const bool sends = signature.op == CollectiveOp::kSend;
-      MESHSIM_ASSERT(signature.root && (sends ? buffers.input : buffers.output) != nullptr,
-                     "a send or recv names its peer and its tensor");
-      const int64_t peer = *signature.root;
-      check_not_self(rank_, peer, sends ? "destination" : "source");
-      rendezvous_.meet_pair(rank_, sends ? rank_ : peer, sends ? peer : rank_, group, signature,
-                            buffers, executor_);
+    case CollectiveOp::kRecv:
+      call_pair(signature, buffers, group);
       return;
-    }
     case CollectiveOp::kAllToAll:
       MESHSIM_ASSERT(buffers.inputs && buffers.outputs, "an all_to_all has inputs and outputs");
       if (static_cast<int64_t>(buffers.inputs->size()) != group.size()) {
@@ -46,7 +38,21 @@ void RendezvousBackend::call(const Signature& signature, const CallBuffers& buff
     default:
       break;
   }
+  // The last thing done, with nothing of this frame needed after: a jump, so this frame is not
+  // on the stack while the rank is parked.
   rendezvous_.meet(rank_, group, signature, buffers, executor_);
+}
+
+void RendezvousBackend::call_pair(const Signature& signature, const CallBuffers& buffers,
+                                  const Group& group) {
+  // The n-th message from src to dst meets the n-th receive of it.
+  const bool sends = signature.op == CollectiveOp::kSend;
+  MESHSIM_ASSERT(signature.root && (sends ? buffers.input : buffers.output) != nullptr,
+                 "a send or recv names its peer and its tensor");
+  const int64_t peer = *signature.root;
+  check_not_self(rank_, peer, sends ? "destination" : "source");
+  rendezvous_.meet_pair(rank_, sends ? rank_ : peer, sends ? peer : rank_, group, signature,
+                        buffers, executor_);
 }
 
 }  // namespace meshsim::sim

@@ -17,6 +17,11 @@ class RendezvousBackend final : public Backend {
   void call(const Signature& signature, const CallBuffers& buffers, const Group& group) override;
 
  private:
+  // Send and recv; out of `call`, whose collectives jump to the rendezvous with no frame of their
+  // own.
+  __attribute__((noinline)) void call_pair(const Signature& signature, const CallBuffers& buffers,
+                                           const Group& group);
+
   int64_t rank_;
   Rendezvous& rendezvous_;
   Executor& executor_;

@@ -22,12 +22,13 @@ std::string names_of(int64_t first, size_t count) {
 
 void StoreBarrier::execute(Meeting& m) {
   const std::vector<int64_t>& members = *m.members;
-  const int64_t first = m.exchanges[0].new_group->first_group;
+  MESHSIM_ASSERT(m.new_groups.size() == m.size(),
+                 "every member of a store barrier asks for groups");
+  const int64_t first = m.new_groups[0]->first_group;
   // Ranks that asked for the same groups, by request, in the order of their lowest rank.
   std::vector<GroupRequest> requests;
   for (size_t i = 0; i < m.size(); ++i) {
-    const Exchange& e = m.exchanges[i];
-    const NewGroupRequest& asked = *e.new_group;
+    const NewGroupRequest& asked = *m.new_groups[i];
     MESHSIM_ASSERT(asked.first_group == first,
                    fmt::format("rank {} names its groups from {}, rank {} from {}", members[i],
                                asked.first_group, members[0], first));
@@ -83,7 +84,7 @@ void StoreGroupCreator::store_barrier(const SharedGroupBatch& batch, int64_t fir
   const Group store("store", world_ranks(), rank());
   const double entered_at = activity_.clock;
   const NewGroupRequest request{&batch, first, &creating(), &operation()};
-  rendezvous_.meet(rank(), store, sig, CallBuffers{}, barrier_, &request);
+  rendezvous_.meet_store(rank(), store, sig, request, barrier_);
   if (trace_ != nullptr) {
     trace_->meeting(rank(), activity_.site, sig, kStoreGroupId, store.size(), activity_.last_seq,
                     entered_at, activity_.clock);
