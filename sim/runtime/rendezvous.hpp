@@ -126,8 +126,10 @@ class Rendezvous {
                                                     const NewGroupRequest* new_group,
                                                     Executor& executor, bool point_to_point);
   Meeting& meeting_at(Channel& channel, int64_t seq, const Group& group, bool point_to_point);
-  // Where member `pos` of `m` called it from: its rank's site does not move while the rank is in
-  // the meeting, and reports read an open meeting's sites only while its members are there.
+  // Where member `pos` of `m` called it from: its rank's site, which does not move while the
+  // rank is in the meeting (woken or not) nor after it is aborted there. Reports read an open
+  // meeting's sites only while its members are in it; a complete meeting's divergence is
+  // described once, as its last member arrives.
   const CallSite& site_of(const Meeting& m, size_t pos) const {
     return activity_[static_cast<size_t>((*m.members)[pos])].site;
   }

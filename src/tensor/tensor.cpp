@@ -1,5 +1,6 @@
 #include "src/tensor/tensor.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -11,28 +12,32 @@
 
 namespace meshsim {
 
-Tensor::Buffer::Buffer(size_t size) {
+Tensor::Buffer::Buffer(size_t size) : size_(size) {
   MemoryBudget::reserve(size, "a tensor");
+  if (size <= kInline) return;
   try {
-    bytes.resize(size);
+    heap_ = std::make_unique<std::byte[]>(size);  // value-initialised: zeros
   } catch (...) {
     MemoryBudget::release(size);
     throw;
   }
 }
 
-Tensor::Buffer::Buffer(const Buffer& other) {
-  MemoryBudget::reserve(other.bytes.size(), "a copy of a tensor");
-  try {
-    bytes = other.bytes;
-  } catch (...) {
-    MemoryBudget::release(other.bytes.size());
-    throw;
+Tensor::Buffer::Buffer(const Buffer& other) : size_(other.size_) {
+  MemoryBudget::reserve(size_, "a copy of a tensor");
+  if (size_ > kInline) {
+    try {
+      heap_ = std::make_unique_for_overwrite<std::byte[]>(size_);
+    } catch (...) {
+      MemoryBudget::release(size_);
+      throw;
+    }
   }
+  if (size_ > 0) std::memcpy(bytes().data(), other.bytes().data(), size_);
 }
 
 Tensor::Buffer::~Buffer() {
-  MemoryBudget::release(bytes.size());
+  MemoryBudget::release(size_);
 }
 
 int64_t Tensor::byte_size(std::span<const int64_t> shape, DType dtype) {
@@ -110,13 +115,13 @@ std::vector<int64_t> Tensor::strides() const {
 
 std::span<const std::byte> Tensor::bytes() const {
   if (is_meta()) throw runtime_error("a meta tensor has no data");
-  return data_->bytes;
+  return data_->bytes();
 }
 
 std::span<std::byte> Tensor::mutable_bytes() {
   if (is_meta()) throw runtime_error("a meta tensor has no data");
   detach();
-  return data_->bytes;
+  return data_->bytes();
 }
 
 void Tensor::detach() {
@@ -147,7 +152,7 @@ void store(std::byte* p, T v) {
 
 double Tensor::get(int64_t index) const {
   check_index(index);
-  const std::byte* p = data_->bytes.data() + static_cast<size_t>(index) * dtype_size(dtype_);
+  const std::byte* p = data_->bytes().data() + static_cast<size_t>(index) * dtype_size(dtype_);
   switch (dtype_) {
     case DType::kFloat32:
       return load<float>(p);
@@ -182,7 +187,7 @@ void Tensor::set(int64_t index, double value) {
     return set_int(index, static_cast<int64_t>(value));
   }
   detach();
-  std::byte* p = data_->bytes.data() + static_cast<size_t>(index) * dtype_size(dtype_);
+  std::byte* p = data_->bytes().data() + static_cast<size_t>(index) * dtype_size(dtype_);
   switch (dtype_) {
     case DType::kFloat32:
       store(p, static_cast<float>(value));
@@ -204,7 +209,7 @@ void Tensor::set(int64_t index, double value) {
 
 int64_t Tensor::get_int(int64_t index) const {
   check_index(index);
-  const std::byte* p = data_->bytes.data() + static_cast<size_t>(index) * dtype_size(dtype_);
+  const std::byte* p = data_->bytes().data() + static_cast<size_t>(index) * dtype_size(dtype_);
   switch (dtype_) {
     case DType::kInt64:
       return load<int64_t>(p);
@@ -227,7 +232,7 @@ void Tensor::set_int(int64_t index, int64_t value) {
   check_index(index);
   if (is_floating(dtype_)) return set(index, static_cast<double>(value));
   detach();
-  std::byte* p = data_->bytes.data() + static_cast<size_t>(index) * dtype_size(dtype_);
+  std::byte* p = data_->bytes().data() + static_cast<size_t>(index) * dtype_size(dtype_);
   switch (dtype_) {
     case DType::kInt64:
       store(p, value);
@@ -264,7 +269,8 @@ bool Tensor::adopt_values(const Tensor& source) {
 
 bool Tensor::same_as(const Tensor& other) const {
   return dtype_ == other.dtype_ && shape_ == other.shape_ && storage_ == other.storage_ &&
-         (data_ == other.data_ || (data_ && other.data_ && data_->bytes == other.data_->bytes));
+         (data_ == other.data_ ||
+          (data_ && other.data_ && std::ranges::equal(data_->bytes(), other.data_->bytes())));
 }
 
 std::string Tensor::describe() const {

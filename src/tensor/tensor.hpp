@@ -77,14 +77,25 @@ class Tensor {
   // Makes the storage this tensor's own before a write.
   void detach();
 
-  // Bytes counted against the MemoryBudget for as long as they live.
+  // Bytes counted against the MemoryBudget for as long as they live, zeroed when made. A tensor of
+  // a few elements (most of what a step makes, and a collective's result) keeps them inline: one
+  // allocation per tensor instead of two.
   class Buffer {
    public:
     explicit Buffer(size_t bytes);
     Buffer(const Buffer& other);
     Buffer& operator=(const Buffer&) = delete;
     ~Buffer();
-    std::vector<std::byte> bytes;
+    std::span<std::byte> bytes() { return {size_ <= kInline ? inline_ : heap_.get(), size_}; }
+    std::span<const std::byte> bytes() const {
+      return {size_ <= kInline ? inline_ : heap_.get(), size_};
+    }
+
+   private:
+    static constexpr size_t kInline = 32;
+    size_t size_;
+    std::unique_ptr<std::byte[]> heap_;  // beyond kInline bytes
+    alignas(16) std::byte inline_[kInline]{};
   };
 
   std::vector<int64_t> shape_;

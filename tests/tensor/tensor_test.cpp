@@ -77,6 +77,33 @@ TEST_CASE("tensor: copies share storage until written (copy on write)", "[tensor
   CHECK(a.same_as(Tensor::arange(4, DType::kFloat32)));
 }
 
+TEST_CASE("tensor: small and large storage alike start zeroed, copy on write and are counted",
+          "[tensor][limits]") {
+  // 32 bytes and less sit inline in the storage's block; more take a block of their own.
+  for (const int64_t numel : {1, 8, 9, 1000}) {
+    CAPTURE(numel);
+    const uint64_t before = meshsim::MemoryBudget::in_use();
+    {
+      Tensor a({numel}, DType::kFloat32);
+      CHECK(meshsim::MemoryBudget::in_use() == before + static_cast<uint64_t>(4 * numel));
+      for (int64_t i = 0; i < numel; ++i) REQUIRE(a.get(i) == 0.0);
+      CHECK(reinterpret_cast<uintptr_t>(a.bytes().data()) % 16 == 0);
+      a.set(numel - 1, 7.0);
+      Tensor b = a;
+      CHECK(a.bytes().data() == b.bytes().data());
+      b.set(0, 3.0);
+      CHECK(a.bytes().data() != b.bytes().data());
+      CHECK(meshsim::MemoryBudget::in_use() == before + static_cast<uint64_t>(8 * numel));
+      if (numel > 1) CHECK(b.get(numel - 1) == 7.0);  // the copy took every byte
+      CHECK(a.get(0) == (numel == 1 ? 7.0 : 0.0));
+      CHECK_FALSE(a.same_as(b));
+      b.set(0, a.get(0));
+      CHECK(a.same_as(b));
+    }
+    CHECK(meshsim::MemoryBudget::in_use() == before);
+  }
+}
+
 namespace {
 
 std::string error_of(const std::function<void()>& f) {

@@ -270,6 +270,49 @@ TEST_CASE("store group creator: the barrier takes virtual time, and the watchdog
   CHECK(activity[0].clock > 700.0);
 }
 
+TEST_CASE("store group creator: a hang names what new_group creates, and only new_group",
+          "[sim][groups][hang]") {
+  // Meetings are recycled across channels: a collective's must not show an earlier store
+  // barrier's request, and a store barrier after collectives must show its own.
+  for (const bool group_first : {true, false}) {
+    CAPTURE(group_first);
+    World world(2);
+    std::vector<RankActivity> activity(2);
+    BackendFactory factory(world, activity, {});
+    std::optional<HangReport> hang;
+    world.run(
+        [&](int64_t r) {
+          try {
+            const auto groups = factory.group_creator(r);
+            const auto backend = factory.backend(r);
+            const Group all = world_of(2, r);
+            if (group_first) {
+              groups->new_group(std::vector<int64_t>{0, 1});
+              if (r == 0) backend->barrier(all);  // rank 1 never joins
+            } else {
+              backend->barrier(all);
+              backend->barrier(all);
+              if (r == 0) groups->new_group(std::vector<int64_t>{0, 1});
+            }
+          } catch (const RankAborted&) {
+            forget_unwound_frames();
+          }
+          activity[static_cast<size_t>(r)].state = RankActivity::State::kFinished;
+        },
+        [&] {
+          hang = analyze_hang(activity, factory.rendezvous(), factory.timeout());
+          return std::vector<std::optional<std::string>>{"stalled", std::nullopt};
+        });
+    REQUIRE(hang);
+    REQUIRE(hang->waits.size() == 1);
+    if (group_first) {
+      CHECK(hang->waits[0].creating.empty());
+    } else {
+      CHECK(hang->waits[0].creating == "new_group [0, 1]");
+    }
+  }
+}
+
 TEST_CASE("backend decorators: a call refused before it met anyone leaves no trace",
           "[sim][trace]") {
   World world(2);

@@ -689,6 +689,33 @@ TEST_CASE("runtime: the first divergence is where members called from different 
   CHECK(hang_json(*hang)["first_divergence"]["seq"] == 1);
 }
 
+TEST_CASE("runtime: a wall-clock report taken while members are leaving shows their own sites",
+          "[sim][runtime][hang]") {
+  // Rank 2 arrives last and runs on while ranks 0 and 1 are woken but not yet resumed: the
+  // report it takes must show them where they called from, not where rank 2 went next.
+  Harness h(3);
+  std::optional<HangReport> report;
+  h.run([&](int64_t r, Backend& b) {
+    Tensor t({2}, DType::kFloat32);
+    RankActivity& me = h.activity[static_cast<size_t>(r)];
+    me.site.line = r == 2 ? 20 : 10;
+    b.all_reduce(t, ReduceOp::kSum, h.world_group(r));
+    me.site.line = 30;
+    if (r == 2) report = wall_clock_report(h.activity, h.factory.rendezvous(), 1.0);
+  });
+  REQUIRE(report);
+  REQUIRE(report->divergences.size() == 1);
+  const SiteDivergence& d = report->divergences[0];
+  REQUIRE(d.sites.size() == 2);
+  CHECK(d.sites[0].first.line == 20);
+  CHECK(d.sites[0].second == std::vector<int64_t>{2});
+  CHECK(d.sites[1].first.line == 10);
+  CHECK(d.sites[1].second == std::vector<int64_t>{0, 1});
+  REQUIRE(report->waits.size() == 1);
+  CHECK(report->waits[0].site.line == 10);
+  CHECK(report->waits[0].arrived == std::vector<int64_t>{0, 1, 2});
+}
+
 TEST_CASE("runtime: a divergence thousands of collectives before the hang is still found",
           "[sim][runtime][hang]") {
   // The flight recorders only keep the last 8; the rendezvous compares call sites as ranks meet.
